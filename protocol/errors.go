@@ -1,0 +1,103 @@
+package protocol
+
+import (
+	"net/http"
+	"strings"
+)
+
+// ErrorCode names a failure in an error body (PROTOCOL.md §3).
+type ErrorCode string
+
+// Error codes and, through [ErrorCode.HTTPStatus], their HTTP statuses.
+const (
+	CodeInvalidRequest                ErrorCode = "INVALID_REQUEST"
+	CodeUnauthorized                  ErrorCode = "UNAUTHORIZED"
+	CodeForbidden                     ErrorCode = "FORBIDDEN"
+	CodeNotFound                      ErrorCode = "NOT_FOUND"
+	CodeMethodNotAllowed              ErrorCode = "METHOD_NOT_ALLOWED"
+	CodeStreamNotFound                ErrorCode = "STREAM_NOT_FOUND"
+	CodeGroupNotFound                 ErrorCode = "GROUP_NOT_FOUND"
+	CodeMigrationNotFound             ErrorCode = "MIGRATION_NOT_FOUND"
+	CodeGroupAlreadyExists            ErrorCode = "GROUP_ALREADY_EXISTS"
+	CodeStreamPrefixAlreadyExists     ErrorCode = "STREAM_PREFIX_ALREADY_EXISTS"
+	CodeActiveMigrationExists         ErrorCode = "ACTIVE_MIGRATION_EXISTS"
+	CodeMetadataSyncInProgress        ErrorCode = "METADATA_SYNC_IN_PROGRESS"
+	CodeGroupHasActiveMembers         ErrorCode = "GROUP_HAS_ACTIVE_MEMBERS"
+	CodeRollbackNotAllowed            ErrorCode = "ROLLBACK_NOT_ALLOWED"
+	CodePayloadTooLarge               ErrorCode = "PAYLOAD_TOO_LARGE"
+	CodeUnsupportedMediaType          ErrorCode = "UNSUPPORTED_MEDIA_TYPE"
+	CodeRateLimitExceeded             ErrorCode = "RATE_LIMIT_EXCEEDED"
+	CodeRedisNotConfigured            ErrorCode = "REDIS_NOT_CONFIGURED"
+	CodeRedisStreamProvisioningFailed ErrorCode = "REDIS_STREAM_PROVISIONING_FAILED"
+	CodeCoordinatorTerminating        ErrorCode = "COORDINATOR_TERMINATING"
+	CodeStoreUnavailable              ErrorCode = "STORE_UNAVAILABLE"
+	CodeInternal                      ErrorCode = "INTERNAL_ERROR"
+)
+
+// HTTPStatus is the HTTP status code that carries c.
+func (c ErrorCode) HTTPStatus() int {
+	switch c {
+	case CodeInvalidRequest:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeNotFound, CodeStreamNotFound, CodeGroupNotFound, CodeMigrationNotFound:
+		return http.StatusNotFound
+	case CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case CodeGroupAlreadyExists, CodeStreamPrefixAlreadyExists, CodeActiveMigrationExists,
+		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers:
+		return http.StatusConflict
+	case CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
+	case CodeRollbackNotAllowed:
+		return http.StatusUnprocessableEntity
+	case CodeRateLimitExceeded:
+		return http.StatusTooManyRequests
+	case CodeRedisNotConfigured, CodeRedisStreamProvisioningFailed,
+		CodeCoordinatorTerminating, CodeStoreUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// ErrorBody is the body of every non-2xx answer.
+type ErrorBody struct {
+	// Status is the HTTP reason phrase in upper snake case, e.g. "CONFLICT".
+	Status    string    `json:"status"`
+	ErrorCode ErrorCode `json:"errorCode"`
+	Message   string    `json:"message"`
+}
+
+// NewErrorBody builds the error body for code with a human message.
+func NewErrorBody(code ErrorCode, message string) ErrorBody {
+	return ErrorBody{Status: StatusName(code.HTTPStatus()), ErrorCode: code, Message: message}
+}
+
+// StatusName is the HTTP reason phrase of code in upper snake case:
+// 409 → "CONFLICT", 413 → "REQUEST_ENTITY_TOO_LARGE".
+func StatusName(code int) string {
+	text := http.StatusText(code)
+	if text == "" {
+		return "UNKNOWN"
+	}
+	text = strings.NewReplacer(" ", "_", "-", "_", "'", "").Replace(text)
+	return strings.ToUpper(text)
+}
+
+// Error is a failure that carries its protocol error code, so that every
+// layer can return it and the gateway can answer it without guessing.
+type Error struct {
+	Code    ErrorCode
+	Message string
+}
+
+// Errorf is a shorthand for building an *Error.
+func Errorf(code ErrorCode, message string) *Error { return &Error{Code: code, Message: message} }
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }

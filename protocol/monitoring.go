@@ -1,0 +1,124 @@
+package protocol
+
+import "time"
+
+// Health answers GET /monitoring/health.
+type Health struct {
+	// Status is UP, DEGRADED or DOWN.
+	Status        string          `json:"status"`
+	CoordinatorID string          `json:"coordinatorId"`
+	Redis         ComponentHealth `json:"redis"`
+	Loop          ComponentHealth `json:"loop"`
+	Store         ComponentHealth `json:"store"`
+}
+
+// Health statuses.
+const (
+	HealthUp       = "UP"
+	HealthDegraded = "DEGRADED"
+	HealthDown     = "DOWN"
+	// HealthNotConfigured marks a component that is not set up (Redis without --redis).
+	HealthNotConfigured = "NOT_CONFIGURED"
+)
+
+// ComponentHealth is the health of one part of the server.
+type ComponentHealth struct {
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// Session answers GET /monitoring/session.
+type Session struct {
+	Authenticated bool     `json:"authenticated"`
+	Username      string   `json:"username"`
+	Roles         []string `json:"roles"`
+}
+
+// Compatibility answers GET /monitoring/compatibility.
+type Compatibility struct {
+	CurrentCoordinationVersion    int          `json:"currentCoordinationVersion"`
+	SupportedCoordinationVersions VersionRange `json:"supportedCoordinationVersions"`
+	CoordinationVersions          []int        `json:"coordinationVersions"`
+}
+
+// VersionRange is an inclusive range of protocol versions.
+type VersionRange struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+// CurrentCompatibility describes the versions this build speaks.
+func CurrentCompatibility() Compatibility {
+	versions := []int{}
+	for v := MinVersion; v <= MaxVersion; v++ {
+		versions = append(versions, v)
+	}
+	return Compatibility{
+		CurrentCoordinationVersion:    CurrentVersion,
+		SupportedCoordinationVersions: VersionRange{Min: MinVersion, Max: MaxVersion},
+		CoordinationVersions:          versions,
+	}
+}
+
+// GroupsResponse answers GET /monitoring/groups.
+type GroupsResponse struct {
+	Groups []GroupResponse `json:"groups"`
+}
+
+// MembersResponse answers GET …/members.
+type MembersResponse struct {
+	Members []Member `json:"members"`
+}
+
+// Member describes one member of a group.
+type Member struct {
+	MemberID              string          `json:"memberId"`
+	MemberName            string          `json:"memberName"`
+	State                 MemberState     `json:"state"`
+	MemberEpoch           int64           `json:"memberEpoch"`
+	MetadataVersion       int64           `json:"metadataVersion"`
+	RuntimeMaxConcurrency int             `json:"runtimeMaxConcurrency"`
+	ActiveConsumerWorkers int             `json:"activeConsumerWorkers"`
+	CurrentAssignment     []Shard         `json:"currentAssignment"`
+	GrantedAssignment     []Shard         `json:"grantedAssignment"`
+	Revoking              []Shard         `json:"revoking"`
+	LastHeartbeatAt       *time.Time      `json:"lastHeartbeatAt"`
+	MemberLeaseExpiresAt  *time.Time      `json:"memberLeaseExpiresAt"`
+	RebalanceTimeoutMs    int64           `json:"rebalanceTimeoutMs"`
+	RebalanceDeadlineAt   *time.Time      `json:"rebalanceDeadlineAt"`
+	ShardProgress         []ShardProgress `json:"shardProgress"`
+}
+
+// AssignmentsResponse answers GET …/assignments. Maps are memberId → shards.
+type AssignmentsResponse struct {
+	TargetAssignment    map[string][]Shard `json:"targetAssignment"`
+	CurrentAssignments  map[string][]Shard `json:"currentAssignments"`
+	RevokeProgress      map[string][]Shard `json:"revokeProgress"`
+	InvariantViolations []string           `json:"invariantViolations"`
+}
+
+// ConsumptionResponse answers GET …/consumption.
+type ConsumptionResponse struct {
+	Progress []ConsumptionRow `json:"progress"`
+}
+
+// ConsumptionRow is one member's progress on one shard.
+type ConsumptionRow struct {
+	StreamPrefix    string      `json:"streamPrefix"`
+	ConsumerGroup   string      `json:"consumerGroup"`
+	MemberID        string      `json:"memberId"`
+	MemberName      string      `json:"memberName"`
+	MemberState     MemberState `json:"memberState"`
+	Shard           Shard       `json:"shard"`
+	StreamKey       string      `json:"streamKey"`
+	LastDeliveredID string      `json:"lastDeliveredId"`
+	LastAckedID     string      `json:"lastAckedId"`
+	PendingCount    int64       `json:"pendingCount"`
+	UpdatedAt       time.Time   `json:"updatedAt"`
+}
+
+// MigrationsResponse answers GET …/migrations.
+type MigrationsResponse struct {
+	Migrations         []Migration `json:"migrations"`
+	ActiveReshardingID *string     `json:"activeReshardingId"`
+}

@@ -1,0 +1,47 @@
+package protocol
+
+import "fmt"
+
+// MaxNameLength is the longest stream prefix, consumer group or member id.
+const MaxNameLength = 200
+
+// ValidateStreamPrefix checks a stream prefix: 1–200 of [A-Za-z0-9._:-].
+// Braces are refused on purpose: a Redis Cluster hash tag would pin every
+// shard of the stream to one slot, the very hot spot sharding removes.
+func ValidateStreamPrefix(p string) error {
+	return validateName("streamPrefix", p, "")
+}
+
+// ValidateConsumerGroup checks a consumer group name: 1–200 of [A-Za-z0-9._:@-].
+func ValidateConsumerGroup(g string) error {
+	return validateName("consumerGroup", g, "@")
+}
+
+// ValidateMemberID checks a member id: 1–200 of [A-Za-z0-9._:@-].
+func ValidateMemberID(id string) error {
+	return validateName("memberId", id, "@")
+}
+
+func validateName(field, v, extra string) error {
+	if v == "" {
+		return fmt.Errorf("%s must not be blank", field)
+	}
+	if len(v) > MaxNameLength {
+		return fmt.Errorf("%s is %d characters long; at most %d are allowed", field, len(v), MaxNameLength)
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.' || c == '_' || c == ':' || c == '-':
+		case extra != "" && c == extra[0]:
+		default:
+			allowed := "[A-Za-z0-9._:-]"
+			if extra != "" {
+				allowed = "[A-Za-z0-9._:" + extra + "-]"
+			}
+			return fmt.Errorf("%s %q has character %q at %d; allowed are %s", field, v, c, i, allowed)
+		}
+	}
+	return nil
+}

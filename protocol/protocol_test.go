@@ -1,0 +1,101 @@
+package protocol
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestValidateNames(t *testing.T) {
+	long := strings.Repeat("a", MaxNameLength)
+	tests := []struct {
+		name     string
+		check    func(string) error
+		value    string
+		wantFail bool
+	}{
+		{"prefix ok", ValidateStreamPrefix, "orders.v1:eu-west_1", false},
+		{"prefix max length", ValidateStreamPrefix, long, false},
+		{"prefix too long", ValidateStreamPrefix, long + "a", true},
+		{"prefix blank", ValidateStreamPrefix, "", true},
+		{"prefix hash tag", ValidateStreamPrefix, "{orders}", true},
+		{"prefix at sign", ValidateStreamPrefix, "a@b", true},
+		{"prefix space", ValidateStreamPrefix, "a b", true},
+		{"prefix unicode", ValidateStreamPrefix, "é", true},
+		{"group at sign", ValidateConsumerGroup, "billing@eu", false},
+		{"group slash", ValidateConsumerGroup, "a/b", true},
+		{"group blank", ValidateConsumerGroup, "", true},
+		{"member ok", ValidateMemberID, "10.0.0.7-m0", false},
+		{"member brace", ValidateMemberID, "m{0}", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.check(tc.value)
+			if (err != nil) != tc.wantFail {
+				t.Fatalf("validate(%q) = %v, want failure %v", tc.value, err, tc.wantFail)
+			}
+		})
+	}
+}
+
+func TestErrorCodes(t *testing.T) {
+	tests := []struct {
+		code   ErrorCode
+		status int
+		name   string
+	}{
+		{CodeInvalidRequest, 400, "BAD_REQUEST"},
+		{CodeUnauthorized, 401, "UNAUTHORIZED"},
+		{CodeGroupNotFound, 404, "NOT_FOUND"},
+		{CodeGroupAlreadyExists, 409, "CONFLICT"},
+		{CodeGroupHasActiveMembers, 409, "CONFLICT"},
+		{CodeRollbackNotAllowed, 422, "UNPROCESSABLE_ENTITY"},
+		{CodeRateLimitExceeded, 429, "TOO_MANY_REQUESTS"},
+		{CodePayloadTooLarge, 413, "REQUEST_ENTITY_TOO_LARGE"},
+		{CodeCoordinatorTerminating, 503, "SERVICE_UNAVAILABLE"},
+		{CodeStoreUnavailable, 503, "SERVICE_UNAVAILABLE"},
+	}
+	for _, tc := range tests {
+		body := NewErrorBody(tc.code, "m")
+		if tc.code.HTTPStatus() != tc.status || body.Status != tc.name {
+			t.Errorf("%s: status %d %q, want %d %q", tc.code, tc.code.HTTPStatus(), body.Status, tc.status, tc.name)
+		}
+	}
+	if StatusName(http.StatusInternalServerError) != "INTERNAL_SERVER_ERROR" {
+		t.Errorf("StatusName(500) = %q", StatusName(500))
+	}
+}
+
+func TestResponsesMarshalEmptyArrays(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any
+	}{
+		{"assignment", EmptyAssignment(3)},
+		{"routing", NewProducerRouting("orders", "g", 0, 1)},
+		{"shards", Shards(nil)},
+		{"compatibility", CurrentCompatibility()},
+	}
+	for _, tc := range tests {
+		raw, err := json.Marshal(tc.v)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if strings.Contains(string(raw), "null") {
+			t.Errorf("%s marshals a null: %s", tc.name, raw)
+		}
+	}
+}
+
+func TestProducerRouting(t *testing.T) {
+	r := NewProducerRouting("orders", "billing", 3, 9)
+	if r.StreamKeyPattern != "orders:{shardIndex}" || len(r.Shards) != 3 {
+		t.Fatalf("routing = %+v", r)
+	}
+	for i, s := range r.Shards {
+		if s.ShardIndex != i || s.StreamKey != StreamKey("orders", i) || s.RedisSlot != RedisSlot(s.StreamKey) {
+			t.Errorf("shard %d = %+v", i, s)
+		}
+	}
+}
