@@ -28,3 +28,6 @@ const (
 	// DefaultShardCount is the shard count of a stream created without one.
 	DefaultShardCount = 4
 )
+
+// MaxShardCount is the largest shard count a stream may have.
+const MaxShardCount = 100_000

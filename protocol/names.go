@@ -26,6 +26,11 @@ func validateName(field, v, extra string) error {
 	if v == "" {
 		return fmt.Errorf("%s must not be blank", field)
 	}
+	if v == "." || v == ".." {
+		// Every name is a URL path segment, and HTTP path cleaning would
+		// turn these into a different route.
+		return fmt.Errorf("%s must not be %q", field, v)
+	}
 	if len(v) > MaxNameLength {
 		return fmt.Errorf("%s is %d characters long; at most %d are allowed", field, len(v), MaxNameLength)
 	}

@@ -28,6 +28,9 @@ func TestValidateNames(t *testing.T) {
 		{"group blank", ValidateConsumerGroup, "", true},
 		{"member ok", ValidateMemberID, "10.0.0.7-m0", false},
 		{"member brace", ValidateMemberID, "m{0}", true},
+		{"prefix dot", ValidateStreamPrefix, ".", true},
+		{"group dot dot", ValidateConsumerGroup, "..", true},
+		{"member three dots", ValidateMemberID, "...", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,74 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Config configures a [Coordinator].
+type Config struct {
+	// Store holds every stream and group durably. Required.
+	Store persistence.Store
+	// Group holds the timing rules given to every group.
+	Group assign.Config
+	// DefaultShards is the shard count of a stream created without one.
+	// Default protocol.DefaultShardCount.
+	DefaultShards int
+	// AutoCreateGroups registers an unknown group of a known stream on its
+	// first join or producer-routing request (ours).
+	AutoCreateGroups bool
+	// CoordinatorID names this coordinator in health answers. Default
+	// "rscoord-" plus a random suffix from the actor system.
+	CoordinatorID string
+	// AskTimeout bounds how long a caller waits for an actor when its
+	// context has no earlier deadline. Default 10s.
+	AskTimeout time.Duration
+	// Logger receives structured logs, protoactor's included. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now; tests pin it.
+	Now func() time.Time
+}
+
+// EnsureDefaults returns c with zero fields set to their defaults.
+func (c Config) EnsureDefaults() Config {
+	c.Group = c.Group.EnsureDefaults()
+	if c.DefaultShards == 0 {
+		c.DefaultShards = protocol.DefaultShardCount
+	}
+	if c.AskTimeout <= 0 {
+		c.AskTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Store == nil {
+		errs = append(errs, errors.New("a store is required"))
+	}
+	if c.DefaultShards < 1 || c.DefaultShards > protocol.MaxShardCount {
+		errs = append(errs, fmt.Errorf("default shard count %d is outside 1..%d", c.DefaultShards, protocol.MaxShardCount))
+	}
+	g := c.Group
+	if g.MemberLease <= g.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("member lease %v must be longer than the heartbeat interval %v", g.MemberLease, g.HeartbeatInterval))
+	}
+	if g.ReconcileInterval > g.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("reconcile interval %v must not exceed the heartbeat interval %v", g.ReconcileInterval, g.HeartbeatInterval))
+	}
+	return errors.Join(errs...)
+}

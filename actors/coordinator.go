@@ -1,0 +1,576 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Coordinator is the running coordinator: an actor system holding one stream
+// actor per stream prefix and one group actor per consumer group. Its methods
+// are safe for concurrent use; each sends a message to the actor that owns
+// the state and waits for the answer. Errors meant for clients are
+// *protocol.Error (possibly wrapped).
+type Coordinator struct {
+	env *env
+	// createMu serializes stream creation, the only change that is not
+	// owned by an existing actor.
+	createMu    sync.Mutex
+	terminating atomic.Bool
+	closeOnce   sync.Once
+}
+
+// Start restores every stream and group from cfg.Store and starts their
+// actors. Groups whose snapshots cannot be read start failed closed; the
+// rest serve normally.
+func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("start coordinator: %w", err)
+	}
+	logger := cfg.Logger
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return logger.With(slog.String("component", "protoactor"))
+	}))
+	if cfg.CoordinatorID == "" {
+		cfg.CoordinatorID = "rscoord-" + system.ID
+	}
+	c := &Coordinator{env: &env{
+		cfg: cfg, store: cfg.Store, system: system, log: logger,
+		dir: newDirectory(), failed: newFailedGroups(),
+	}}
+	streams, err := cfg.Store.LoadStreams(ctx)
+	if err != nil {
+		system.Shutdown()
+		return nil, fmt.Errorf("start coordinator: load streams: %w", err)
+	}
+	for _, rec := range streams {
+		groups, err := cfg.Store.LoadGroups(ctx, rec.StreamPrefix)
+		if err != nil {
+			c.shutdownActors(ctx)
+			return nil, fmt.Errorf("start coordinator: load groups of %s: %w", rec.StreamPrefix, err)
+		}
+		if err := c.spawnStream(ctx, &streamInit{record: rec, groups: groups}); err != nil {
+			c.shutdownActors(ctx)
+			return nil, fmt.Errorf("start coordinator: %w", err)
+		}
+	}
+	logger.Info("coordinator started", slog.String("coordinatorId", cfg.CoordinatorID), slog.Int("streams", len(streams)))
+	return c, nil
+}
+
+// spawnStream starts a stream actor and waits until it has spawned its
+// groups, so that no request finds a known stream with its groups missing.
+func (c *Coordinator) spawnStream(ctx context.Context, init *streamInit) error {
+	prefix := init.record.StreamPrefix
+	props := actor.PropsFromProducer(newStreamActor(c.env, prefix, init), actor.WithSupervisor(groupSupervision))
+	pid := c.env.system.Root.SpawnPrefix(props, "stream-"+prefix+"-")
+	c.env.dir.putStream(prefix, pid, init.record.Err)
+	if init.record.Err != nil {
+		c.env.failed.remember(prefix, "*", init.record.Err)
+	}
+	if _, err := c.askReply(ctx, pid, &readyMsg{}); err != nil {
+		return fmt.Errorf("start stream %s: %w", prefix, err)
+	}
+	return nil
+}
+
+// BeginShutdown makes every later mutation fail with
+// COORDINATOR_TERMINATING and every heartbeat answer RETRY, while requests
+// already inside finish.
+func (c *Coordinator) BeginShutdown() { c.terminating.Store(true) }
+
+// Terminating reports whether shutdown has begun.
+func (c *Coordinator) Terminating() bool { return c.terminating.Load() }
+
+// Close stops every actor, letting each finish the message it is handling,
+// then the actor system. It does not close the store, which the caller
+// opened. It waits at most until ctx is done.
+func (c *Coordinator) Close(ctx context.Context) error {
+	c.BeginShutdown()
+	var err error
+	c.closeOnce.Do(func() { err = c.shutdownActors(ctx) })
+	return err
+}
+
+func (c *Coordinator) shutdownActors(ctx context.Context) error {
+	// 1. Stop stream actors (each stops its groups, cancelling their
+	//    timers), all at once, waiting for each within ctx.
+	pids := c.env.dir.streamPIDs()
+	futures := make([]*actor.Future, len(pids))
+	for i, pid := range pids {
+		futures[i] = c.env.system.Root.PoisonFuture(pid)
+	}
+	var errs []error
+	for _, f := range futures {
+		if err := waitFuture(ctx, f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// 2. Then the actor system itself.
+	c.env.system.Shutdown()
+	if len(errs) > 0 {
+		return fmt.Errorf("stop actors: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func waitFuture(ctx context.Context, f *actor.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ask sends msg to pid and waits for the answer, no longer than ctx allows
+// and AskTimeout.
+func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any) (any, error) {
+	timeout := c.env.cfg.AskTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline); left < timeout {
+			timeout = left
+		}
+	}
+	if err := ctx.Err(); err != nil || timeout <= 0 {
+		return nil, fmt.Errorf("ask %T: %w", msg, errors.Join(err, context.DeadlineExceeded))
+	}
+	res, err := c.env.system.Root.RequestFuture(pid, msg, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("ask %T: %w", msg, err)
+	}
+	return res, nil
+}
+
+// askReply is ask for messages answered with a reply.
+func (c *Coordinator) askReply(ctx context.Context, pid *actor.PID, msg any) (any, error) {
+	res, err := c.ask(ctx, pid, msg)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(reply)
+	if !ok {
+		return nil, fmt.Errorf("ask %T: unexpected answer %T", msg, res)
+	}
+	return r.value, r.err
+}
+
+func (c *Coordinator) mutating() error {
+	if c.Terminating() {
+		return protocol.Errorf(protocol.CodeCoordinatorTerminating, "the coordinator is shutting down; retry against its successor")
+	}
+	return nil
+}
+
+func invalid(err error) error { return protocol.Errorf(protocol.CodeInvalidRequest, err.Error()) }
+
+func validateNames(prefix, group string) error {
+	if err := protocol.ValidateStreamPrefix(prefix); err != nil {
+		return invalid(err)
+	}
+	if group != "" || prefix == "" {
+		if err := protocol.ValidateConsumerGroup(group); err != nil {
+			return invalid(err)
+		}
+	}
+	return nil
+}
+
+func streamNotFound(prefix string) error {
+	return protocol.Errorf(protocol.CodeStreamNotFound, fmt.Sprintf("stream %q does not exist", prefix))
+}
+
+func groupNotFound(prefix, group string) error {
+	return protocol.Errorf(protocol.CodeGroupNotFound, fmt.Sprintf("group %q of stream %q does not exist", group, prefix))
+}
+
+// lookup finds a group actor, registering the group first when register is
+// set and its stream exists.
+func (c *Coordinator) lookup(ctx context.Context, prefix, group string, register bool) (*actor.PID, error) {
+	if err := validateNames(prefix, group); err != nil {
+		return nil, err
+	}
+	stream, pid, failed := c.env.dir.group(prefix, group)
+	switch {
+	case failed != nil:
+		return nil, protocol.Errorf(protocol.CodeStoreUnavailable,
+			fmt.Sprintf("stream %q failed closed: its record cannot be read: %v", prefix, failed))
+	case pid != nil:
+		return pid, nil
+	case stream == nil:
+		return nil, streamNotFound(prefix)
+	case !register:
+		return nil, groupNotFound(prefix, group)
+	}
+	if err := c.mutating(); err != nil {
+		return nil, err
+	}
+	v, err := c.askReply(ctx, stream, &ensureGroupMsg{name: group})
+	if err != nil {
+		return nil, err
+	}
+	return v.(ensured).pid, nil
+}
+
+func shardCountOf(req protocol.CreateRequest, def int) (int, error) {
+	n := def
+	if req.InitialShardCount != nil {
+		n = *req.InitialShardCount
+	}
+	if n < 1 || n > protocol.MaxShardCount {
+		return 0, protocol.Errorf(protocol.CodeInvalidRequest,
+			fmt.Sprintf("initialShardCount %d is outside 1..%d", n, protocol.MaxShardCount))
+	}
+	return n, nil
+}
+
+func requireRequestedBy(who string) error {
+	if who == "" {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "requestedBy must name who asks for this change")
+	}
+	return nil
+}
+
+// createStream creates the stream record and its actor. It reports
+// created=false when the stream already existed.
+func (c *Coordinator) createStream(ctx context.Context, prefix string, shards int) (rec persistence.StreamRecord, created bool, err error) {
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	if c.env.dir.stream(prefix) != nil {
+		return rec, false, nil
+	}
+	rec = persistence.StreamRecord{StreamPrefix: prefix, ShardCount: shards, MetadataVersion: 1, CreatedAt: c.env.now()}
+	rev, err := c.env.store.SaveStream(ctx, rec, 0)
+	if err != nil {
+		if errors.Is(err, persistence.ErrStaleRevision) {
+			return rec, false, protocol.Errorf(protocol.CodeStreamPrefixAlreadyExists,
+				fmt.Sprintf("stream %q exists in the store but could not be loaded", prefix))
+		}
+		return rec, false, storeError("create stream", err)
+	}
+	rec.Revision = rev
+	if err := c.spawnStream(ctx, &streamInit{record: rec}); err != nil {
+		return rec, false, err
+	}
+	c.env.log.Info("stream created", slog.String("stream", prefix), slog.Int("shards", shards))
+	return rec, true, nil
+}
+
+// CreateStream creates a stream with its default group, named like the prefix.
+func (c *Coordinator) CreateStream(ctx context.Context, prefix string, req protocol.CreateRequest) (protocol.StreamResponse, error) {
+	if err := c.mutating(); err != nil {
+		return protocol.StreamResponse{}, err
+	}
+	if err := validateNames(prefix, prefix); err != nil {
+		return protocol.StreamResponse{}, err
+	}
+	if err := requireRequestedBy(req.RequestedBy); err != nil {
+		return protocol.StreamResponse{}, err
+	}
+	shards, err := shardCountOf(req, c.env.cfg.DefaultShards)
+	if err != nil {
+		return protocol.StreamResponse{}, err
+	}
+	rec, created, err := c.createStream(ctx, prefix, shards)
+	if err != nil {
+		return protocol.StreamResponse{}, err
+	}
+	if !created {
+		return protocol.StreamResponse{}, protocol.Errorf(protocol.CodeStreamPrefixAlreadyExists,
+			fmt.Sprintf("stream %q already exists", prefix))
+	}
+	if _, err := c.askReply(ctx, c.env.dir.stream(prefix), &ensureGroupMsg{name: prefix}); err != nil {
+		return protocol.StreamResponse{}, fmt.Errorf("register default group: %w", err)
+	}
+	return protocol.StreamResponse{StreamPrefix: prefix, ShardCount: rec.ShardCount, MetadataVersion: rec.MetadataVersion}, nil
+}
+
+// CreateGroup registers a consumer group, creating its stream when missing.
+func (c *Coordinator) CreateGroup(ctx context.Context, prefix, group string, req protocol.CreateRequest) (protocol.GroupResponse, error) {
+	if err := c.mutating(); err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	if err := validateNames(prefix, group); err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	if err := requireRequestedBy(req.RequestedBy); err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	shards, err := shardCountOf(req, c.env.cfg.DefaultShards)
+	if err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	if _, _, err := c.createStream(ctx, prefix, shards); err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	v, err := c.askReply(ctx, c.env.dir.stream(prefix), &ensureGroupMsg{name: group, mustCreate: true})
+	if err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	return v.(ensured).summary, nil
+}
+
+// Group describes one group.
+func (c *Coordinator) Group(ctx context.Context, prefix, group string) (protocol.GroupResponse, error) {
+	return groupAsk[protocol.GroupResponse](ctx, c, prefix, group, &getGroupMsg{})
+}
+
+// Members lists a group's members.
+func (c *Coordinator) Members(ctx context.Context, prefix, group string) (protocol.MembersResponse, error) {
+	members, err := groupAsk[[]protocol.Member](ctx, c, prefix, group, &membersMsg{})
+	return protocol.MembersResponse{Members: members}, err
+}
+
+// Assignments shows a group's target and current assignment.
+func (c *Coordinator) Assignments(ctx context.Context, prefix, group string) (protocol.AssignmentsResponse, error) {
+	return groupAsk[protocol.AssignmentsResponse](ctx, c, prefix, group, &assignmentsMsg{})
+}
+
+// Consumption lists every member's reported progress per shard.
+func (c *Coordinator) Consumption(ctx context.Context, prefix, group string) (protocol.ConsumptionResponse, error) {
+	rows, err := groupAsk[[]protocol.ConsumptionRow](ctx, c, prefix, group, &consumptionMsg{})
+	return protocol.ConsumptionResponse{Progress: rows}, err
+}
+
+// ProducerRouting tells a producer the stream's live shards. An unknown
+// group of a known stream is registered when auto-create is on.
+func (c *Coordinator) ProducerRouting(ctx context.Context, prefix, group string) (protocol.ProducerRoutingResponse, error) {
+	pid, err := c.lookup(ctx, prefix, group, c.env.cfg.AutoCreateGroups)
+	if err != nil {
+		return protocol.ProducerRoutingResponse{}, err
+	}
+	v, err := c.askReply(ctx, pid, &routingMsg{})
+	if err != nil {
+		return protocol.ProducerRoutingResponse{}, err
+	}
+	return v.(protocol.ProducerRoutingResponse), nil
+}
+
+func groupAsk[T any](ctx context.Context, c *Coordinator, prefix, group string, msg any) (T, error) {
+	var zero T
+	pid, err := c.lookup(ctx, prefix, group, false)
+	if err != nil {
+		return zero, err
+	}
+	v, err := c.askReply(ctx, pid, msg)
+	if err != nil {
+		return zero, err
+	}
+	return v.(T), nil
+}
+
+// DeleteGroup deletes a group; live members make it a conflict unless forced.
+func (c *Coordinator) DeleteGroup(ctx context.Context, prefix, group string, req protocol.DeleteGroupRequest) (protocol.GroupResponse, error) {
+	if err := c.mutating(); err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	if err := requireRequestedBy(req.RequestedBy); err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	summary, err := groupAsk[protocol.GroupResponse](ctx, c, prefix, group, &deleteGroupMsg{force: req.Force})
+	if err != nil {
+		return summary, err
+	}
+	if _, err := c.askReply(ctx, c.env.dir.stream(prefix), &groupDeletedMsg{name: group}); err != nil {
+		return summary, err
+	}
+	c.env.log.Info("group deleted", slog.String("stream", prefix), slog.String("group", group),
+		slog.String("by", req.RequestedBy), slog.Bool("force", req.Force))
+	return summary, nil
+}
+
+func (c *Coordinator) streamPID(prefix string) (*actor.PID, error) {
+	if err := validateNames(prefix, ""); err != nil {
+		return nil, err
+	}
+	pid := c.env.dir.stream(prefix)
+	if pid == nil {
+		return nil, streamNotFound(prefix)
+	}
+	return pid, nil
+}
+
+// Scale starts a stream-wide resharding to req.TargetShardCount.
+func (c *Coordinator) Scale(ctx context.Context, prefix string, req protocol.ScaleRequest) (protocol.ScaleResponse, error) {
+	if err := c.mutating(); err != nil {
+		return protocol.ScaleResponse{}, err
+	}
+	pid, err := c.streamPID(prefix)
+	if err != nil {
+		return protocol.ScaleResponse{}, err
+	}
+	if err := requireRequestedBy(req.RequestedBy); err != nil {
+		return protocol.ScaleResponse{}, err
+	}
+	if req.TargetShardCount == nil {
+		return protocol.ScaleResponse{}, protocol.Errorf(protocol.CodeInvalidRequest, "targetShardCount is required")
+	}
+	if n := *req.TargetShardCount; n < 0 || n > protocol.MaxShardCount {
+		return protocol.ScaleResponse{}, protocol.Errorf(protocol.CodeInvalidRequest,
+			fmt.Sprintf("targetShardCount %d is outside 0..%d", n, protocol.MaxShardCount))
+	}
+	v, err := c.askReply(ctx, pid, &scaleMsg{req: req})
+	if err != nil {
+		return protocol.ScaleResponse{}, err
+	}
+	return v.(protocol.ScaleResponse), nil
+}
+
+// Migrations lists the stream's migrations as seen by one group.
+func (c *Coordinator) Migrations(ctx context.Context, prefix, group string) (protocol.MigrationsResponse, error) {
+	if _, err := c.lookup(ctx, prefix, group, false); err != nil {
+		return protocol.MigrationsResponse{}, err
+	}
+	v, err := c.askReply(ctx, c.env.dir.stream(prefix), &migrationsMsg{})
+	if err != nil {
+		return protocol.MigrationsResponse{}, err
+	}
+	return v.(protocol.MigrationsResponse), nil
+}
+
+// Migration finds one migration by id.
+func (c *Coordinator) Migration(ctx context.Context, prefix, group, id string) (protocol.Migration, error) {
+	all, err := c.Migrations(ctx, prefix, group)
+	if err != nil {
+		return protocol.Migration{}, err
+	}
+	for _, m := range all.Migrations {
+		if m.ReshardingID == id {
+			return m, nil
+		}
+	}
+	return protocol.Migration{}, migrationNotFound(prefix, id)
+}
+
+// Rollback rolls back an ACTIVE migration; a repeated rollback answers the
+// same record.
+func (c *Coordinator) Rollback(ctx context.Context, prefix, group, id string, req protocol.OperatorRequest) (protocol.Migration, error) {
+	if err := c.mutating(); err != nil {
+		return protocol.Migration{}, err
+	}
+	if err := requireRequestedBy(req.RequestedBy); err != nil {
+		return protocol.Migration{}, err
+	}
+	if _, err := c.lookup(ctx, prefix, group, false); err != nil {
+		return protocol.Migration{}, err
+	}
+	v, err := c.askReply(ctx, c.env.dir.stream(prefix), &rollbackMsg{id: id, req: req})
+	if err != nil {
+		return protocol.Migration{}, err
+	}
+	return v.(protocol.Migration), nil
+}
+
+// Complete lets an operator retire the removed shards of a migration whose
+// drain cannot be proven.
+func (c *Coordinator) Complete(ctx context.Context, prefix, id string, req protocol.OperatorRequest) (protocol.Migration, error) {
+	if err := c.mutating(); err != nil {
+		return protocol.Migration{}, err
+	}
+	if err := requireRequestedBy(req.RequestedBy); err != nil {
+		return protocol.Migration{}, err
+	}
+	pid, err := c.streamPID(prefix)
+	if err != nil {
+		return protocol.Migration{}, err
+	}
+	v, err := c.askReply(ctx, pid, &completeMsg{id: id, req: req})
+	if err != nil {
+		return protocol.Migration{}, err
+	}
+	return v.(protocol.Migration), nil
+}
+
+// Groups describes every group that can answer; groups that failed closed
+// are left out here and reported by Health.
+func (c *Coordinator) Groups(ctx context.Context) (protocol.GroupsResponse, error) {
+	refs := c.env.dir.allGroups()
+	futures := make([]*actor.Future, len(refs))
+	for i, ref := range refs {
+		futures[i] = c.env.system.Root.RequestFuture(ref.pid, &getGroupMsg{}, c.env.cfg.AskTimeout)
+	}
+	out := protocol.GroupsResponse{Groups: []protocol.GroupResponse{}}
+	for i, f := range futures {
+		res, err := f.Result()
+		if err == nil {
+			err = res.(reply).err
+		}
+		if err != nil {
+			c.env.log.Warn("group left out of the list", slog.String("stream", refs[i].prefix),
+				slog.String("group", refs[i].name), slog.Any("error", err))
+			continue
+		}
+		out.Groups = append(out.Groups, res.(reply).value.(protocol.GroupResponse))
+	}
+	return out, ctx.Err()
+}
+
+// Health reports the coordinator's state: DEGRADED while any group failed
+// closed, DOWN once shutdown has begun.
+func (c *Coordinator) Health() protocol.Health {
+	h := protocol.Health{
+		Status:        protocol.HealthUp,
+		CoordinatorID: c.env.cfg.CoordinatorID,
+		Redis:         protocol.ComponentHealth{Status: protocol.HealthNotConfigured, Message: "no --redis given: no provisioning and no drain proofs"},
+		Loop:          protocol.ComponentHealth{Status: protocol.HealthUp},
+		Store:         protocol.ComponentHealth{Status: protocol.HealthUp},
+	}
+	if failed := c.env.failed.list(); len(failed) > 0 {
+		h.Status = protocol.HealthDegraded
+		h.Store = protocol.ComponentHealth{Status: protocol.HealthDegraded,
+			Message: fmt.Sprintf("%d groups failed closed: %v", len(failed), failed)}
+	}
+	if c.Terminating() {
+		h.Status = protocol.HealthDown
+		h.Loop = protocol.ComponentHealth{Status: protocol.HealthDown, Message: "shutting down"}
+	}
+	return h
+}
+
+// Heartbeat runs one member heartbeat (PROTOCOL.md §6.1). It always answers
+// a response: failures of the coordinator itself are RETRY, so that a
+// member keeps its shards and tries again.
+func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID string, req *protocol.HeartbeatRequest) protocol.HeartbeatResponse {
+	cfg := c.env.cfg.Group
+	if resp, ok := assign.Validate(req, memberID, cfg); !ok {
+		return resp
+	}
+	if err := validateNames(prefix, group); err != nil {
+		return assign.InvalidRequestResponse(req, cfg)
+	}
+	if c.Terminating() {
+		return assign.RetryResponse(req, cfg)
+	}
+	register := c.env.cfg.AutoCreateGroups && req.MemberEpoch == protocol.EpochJoin
+	pid, err := c.lookup(ctx, prefix, group, register)
+	if err != nil {
+		var perr *protocol.Error
+		if errors.As(err, &perr) && (perr.Code == protocol.CodeStreamNotFound || perr.Code == protocol.CodeGroupNotFound) {
+			return assign.UnknownMemberResponse(req, cfg)
+		}
+		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+		return assign.RetryResponse(req, cfg)
+	}
+	res, err := c.ask(ctx, pid, &heartbeatMsg{req: req})
+	if err != nil {
+		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+		return assign.RetryResponse(req, cfg)
+	}
+	return res.(protocol.HeartbeatResponse)
+}
+
+// GroupConfig is the timing every group runs with.
+func (c *Coordinator) GroupConfig() assign.Config { return c.env.cfg.Group }

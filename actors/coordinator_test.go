@@ -1,0 +1,160 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// flakyStore fails group writes while failing is set; everything else goes
+// to a real store.
+type flakyStore struct {
+	persistence.Store
+	failing atomic.Bool
+	saves   atomic.Int64
+}
+
+func (f *flakyStore) SaveGroup(ctx context.Context, g *assign.Group, expected uint64) (uint64, error) {
+	if f.failing.Load() {
+		return 0, errors.New("injected write failure")
+	}
+	f.saves.Add(1)
+	return f.Store.SaveGroup(ctx, g, expected)
+}
+
+func start(t *testing.T, store persistence.Store) *Coordinator {
+	t.Helper()
+	c, err := Start(context.Background(), Config{
+		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AutoCreateGroups: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return c
+}
+
+func pebbleStore(t *testing.T) *persistence.PebbleStore {
+	t.Helper()
+	s, err := persistence.OpenPebble(t.TempDir(), persistence.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func join(id string) *protocol.HeartbeatRequest {
+	return &protocol.HeartbeatRequest{
+		ProtocolVersion: 1, RequestID: id + "-join", MemberID: id, MemberEpoch: 0,
+		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 1},
+		OwnedShards:             []protocol.Shard{}, RevokingShards: []protocol.RevokingShard{},
+	}
+}
+
+func steady(id string, resp protocol.HeartbeatResponse) *protocol.HeartbeatRequest {
+	req := join(id)
+	req.RequestID = fmt.Sprintf("%s-%d", id, resp.MemberEpoch)
+	req.MemberEpoch, req.MetadataVersion = resp.MemberEpoch, resp.MetadataVersion
+	req.OwnedShards = resp.Assignment.AssignedShards
+	return req
+}
+
+func TestWriteFailureAnswersRetryAndDropsTheChange(t *testing.T) {
+	ctx := context.Background()
+	store := &flakyStore{Store: pebbleStore(t)}
+	c := start(t, store)
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	store.failing.Store(true)
+	resp := c.Heartbeat(ctx, "orders", "orders", "a", join("a"))
+	if resp.Status != protocol.StatusRetry {
+		t.Fatalf("join while the store fails: %s", resp.Status)
+	}
+	// The refused join left no trace: the group has no member.
+	g, err := c.Group(ctx, "orders", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.TargetAssignmentSummary) != 0 || g.State != protocol.GroupEmpty {
+		t.Fatalf("an unpersisted join is visible: %+v", g)
+	}
+	store.failing.Store(false)
+	resp = c.Heartbeat(ctx, "orders", "orders", "a", join("a"))
+	if resp.Status != protocol.StatusOK || len(resp.Assignment.AssignedShards) != protocol.DefaultShardCount {
+		t.Fatalf("join after the store healed: %+v", resp)
+	}
+}
+
+func TestPanicRestartsOnlyThatGroupFromItsSnapshot(t *testing.T) {
+	ctx := context.Background()
+	c := start(t, pebbleStore(t))
+	for _, p := range []string{"orders", "payments"} {
+		if _, err := c.CreateStream(ctx, p, protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := c.Heartbeat(ctx, "orders", "orders", "a", join("a"))
+	other := c.Heartbeat(ctx, "payments", "payments", "p", join("p"))
+	var once sync.Once
+	c.env.testHooks.afterDecide = func(req *protocol.HeartbeatRequest) {
+		if req.MemberID == "boom" {
+			once.Do(func() { panic("injected") })
+		}
+	}
+	if resp := c.Heartbeat(ctx, "orders", "orders", "boom", join("boom")); resp.Status != protocol.StatusRetry {
+		t.Fatalf("heartbeat that panicked: %s", resp.Status)
+	}
+	// The restarted actor serves from its snapshot: the join it decided but
+	// never persisted is gone, a is still there with its epoch, and the
+	// other stream never noticed.
+	g, err := c.Group(ctx, "orders", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.TargetAssignmentSummary["boom"]; ok || len(g.TargetAssignmentSummary) != 1 {
+		t.Fatalf("after restart the group still has the unpersisted join: %+v", g.TargetAssignmentSummary)
+	}
+	resp := c.Heartbeat(ctx, "orders", "orders", "a", steady("a", first))
+	if resp.Status != protocol.StatusOK || resp.MemberEpoch != first.MemberEpoch {
+		t.Fatalf("after restart: %+v (first %+v)", resp, first)
+	}
+	if resp := c.Heartbeat(ctx, "payments", "payments", "p", steady("p", other)); resp.Status != protocol.StatusOK {
+		t.Fatalf("other stream after the panic: %s", resp.Status)
+	}
+	if resp := c.Heartbeat(ctx, "orders", "orders", "boom", join("boom")); resp.Status != protocol.StatusOK {
+		t.Fatalf("the member whose heartbeat panicked cannot join afterwards: %s", resp.Status)
+	}
+}
+
+func TestConfigValidateListsEveryProblem(t *testing.T) {
+	cfg := Config{DefaultShards: -1, Group: assign.Config{HeartbeatInterval: time.Second, MemberLease: time.Second,
+		ReconcileInterval: 2 * time.Second}}.EnsureDefaults()
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{"store", "default shard count", "member lease", "reconcile interval"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,32 @@
+// Package actors runs the coordinator's state on protoactor-go: one stream
+// actor per stream prefix supervising one group actor per consumer group.
+//
+// A group actor alone owns its *assign.Group. For every message it runs, in
+// order:
+//
+//  1. the pure step of package assign (heartbeat, tick, admin change) on its
+//     state with the current time;
+//  2. when the result says Persist, a synced write of the group snapshot to
+//     the store, guarded by the snapshot's store revision;
+//  3. only then the reply. If the write fails the actor reloads its last
+//     durable snapshot (the in-memory change is dropped) and answers RETRY
+//     or 503 STORE_UNAVAILABLE: a member is never told anything that is not
+//     durable;
+//  4. a timer for the result's next deadline (lease expiry, rebalance
+//     deadline, pruning), delivered back to the actor as a message.
+//
+// A group whose snapshot is corrupt or of an unknown schema fails closed:
+// heartbeats answer RETRY, admin and monitoring calls 503, and nothing is
+// rebuilt from member reports. A panic inside a group actor restarts only
+// that actor, from its last durable snapshot; its pending heartbeat is
+// answered RETRY.
+//
+// The stream actor owns the stream record (shard layout and migrations) and
+// serializes group creation, deletion and scaling for its prefix. The
+// [Coordinator] is the only way in: it holds a concurrency-safe directory of
+// actor PIDs so that heartbeats go straight to their group actor and never
+// queue behind another group's work.
+//
+// Non-goals: this package does no HTTP and knows no JSON; placing actors on
+// several nodes is a later step.
+package actors

@@ -1,0 +1,161 @@
+package actors
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// env is what every actor of one coordinator shares: read-only settings and
+// the few concurrency-safe services actors use. It holds no group state.
+type env struct {
+	cfg    Config
+	store  persistence.Store
+	system *actor.ActorSystem
+	log    *slog.Logger
+	dir    *directory
+	failed *failedGroups
+	// testHooks are set by this package's tests only.
+	testHooks testHooks
+}
+
+// testHooks let tests inject faults into actors; all nil in production.
+type testHooks struct {
+	// afterDecide runs inside the group actor after the state machine
+	// decided a heartbeat and before anything is persisted.
+	afterDecide func(req *protocol.HeartbeatRequest)
+}
+
+func (e *env) now() time.Time { return e.cfg.Now().UTC() }
+
+// directory maps stream prefixes and groups to their actors, so that a
+// heartbeat reaches its group actor without passing through any other
+// mailbox. Stream actors write it; callers read it.
+type directory struct {
+	mu      sync.RWMutex
+	streams map[string]*streamEntry
+}
+
+type streamEntry struct {
+	pid    *actor.PID
+	groups map[string]*actor.PID
+	// failed is set when the stream record could not be read: the stream
+	// and all its groups fail closed.
+	failed error
+}
+
+func newDirectory() *directory { return &directory{streams: map[string]*streamEntry{}} }
+
+func (d *directory) stream(prefix string) *actor.PID {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if s := d.streams[prefix]; s != nil {
+		return s.pid
+	}
+	return nil
+}
+
+func (d *directory) group(prefix, name string) (stream, group *actor.PID, failed error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	s := d.streams[prefix]
+	if s == nil {
+		return nil, nil, nil
+	}
+	return s.pid, s.groups[name], s.failed
+}
+
+func (d *directory) putStream(prefix string, pid *actor.PID, failed error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.streams[prefix] = &streamEntry{pid: pid, groups: map[string]*actor.PID{}, failed: failed}
+}
+
+func (d *directory) putGroup(prefix, name string, pid *actor.PID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.streams[prefix]; s != nil {
+		s.groups[name] = pid
+	}
+}
+
+func (d *directory) removeGroup(prefix, name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.streams[prefix]; s != nil {
+		delete(s.groups, name)
+	}
+}
+
+// groupRef names one group actor.
+type groupRef struct {
+	prefix, name string
+	pid          *actor.PID
+}
+
+// allGroups lists every group actor sorted by prefix then name.
+func (d *directory) allGroups() []groupRef {
+	d.mu.RLock()
+	var out []groupRef
+	for prefix, s := range d.streams {
+		for name, pid := range s.groups {
+			out = append(out, groupRef{prefix: prefix, name: name, pid: pid})
+		}
+	}
+	d.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].prefix != out[j].prefix {
+			return out[i].prefix < out[j].prefix
+		}
+		return out[i].name < out[j].name
+	})
+	return out
+}
+
+func (d *directory) streamPIDs() []*actor.PID {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]*actor.PID, 0, len(d.streams))
+	for _, s := range d.streams {
+		out = append(out, s.pid)
+	}
+	return out
+}
+
+// failedGroups remembers groups that failed closed, for health answers.
+type failedGroups struct {
+	mu     sync.Mutex
+	groups map[string]error
+}
+
+func newFailedGroups() *failedGroups { return &failedGroups{groups: map[string]error{}} }
+
+func (f *failedGroups) remember(prefix, name string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.groups[prefix+"/"+name] = err
+}
+
+func (f *failedGroups) forget(prefix, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.groups, prefix+"/"+name)
+}
+
+// list returns "prefix/group: error" lines, sorted.
+func (f *failedGroups) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.groups))
+	for k, err := range f.groups {
+		out = append(out, k+": "+err.Error())
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,278 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// storeTimeout bounds one store call made from inside an actor.
+const storeTimeout = 10 * time.Second
+
+// groupActor owns one consumer group's state. See the package doc for the
+// steps it runs per message.
+type groupActor struct {
+	env          *env
+	prefix, name string
+	// initial is the record loaded at start-up or creation; it is used by
+	// the first incarnation only, a restarted actor reloads from the store.
+	initial *persistence.GroupRecord
+
+	g        *assign.Group
+	revision uint64
+	// failed is set when the group cannot be loaded or written: it then
+	// fails closed until an operator repairs the store.
+	failed  error
+	deleted bool
+
+	self    *actor.PID
+	timer   *time.Timer
+	timerAt time.Time
+}
+
+func newGroupActor(e *env, prefix, name string, initial *persistence.GroupRecord) actor.Producer {
+	return func() actor.Actor {
+		a := &groupActor{env: e, prefix: prefix, name: name, initial: initial}
+		// Only the first incarnation may use the record it was spawned
+		// with; after a panic the actor must start from the store.
+		initial = nil
+		return a
+	}
+}
+
+func (a *groupActor) log() *slog.Logger {
+	return a.env.log.With(slog.String("stream", a.prefix), slog.String("group", a.name))
+}
+
+// Receive handles one message; protoactor never calls it concurrently.
+func (a *groupActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self = ctx.Self()
+		a.start()
+	case *actor.Restarting, *actor.Stopping:
+		a.stopTimer()
+	case *heartbeatMsg:
+		defer a.retryOnPanic(ctx, m.req)
+		ctx.Respond(a.heartbeat(m.req))
+	case *tickMsg:
+		a.tick()
+	case *getGroupMsg:
+		ctx.Respond(a.view(func(g *assign.Group) any { return g.Summary() }))
+	case *membersMsg:
+		ctx.Respond(a.view(func(g *assign.Group) any { return g.MemberViews(a.env.cfg.Group) }))
+	case *assignmentsMsg:
+		ctx.Respond(a.view(func(g *assign.Group) any { return g.Assignments() }))
+	case *consumptionMsg:
+		ctx.Respond(a.view(func(g *assign.Group) any { return g.Consumption() }))
+	case *routingMsg:
+		ctx.Respond(a.view(func(g *assign.Group) any {
+			return protocol.NewProducerRouting(g.StreamPrefix, g.Name, g.ShardCount, g.MetadataVersion)
+		}))
+	case *deleteGroupMsg:
+		ctx.Respond(a.delete(m.force))
+	case *setLayoutMsg:
+		ctx.Respond(a.setLayout(m))
+	}
+}
+
+// start restores the group: from the record it was spawned with, else from
+// the store. Every member gets a fresh lease so a restart expires nobody.
+func (a *groupActor) start() {
+	rec := a.initial
+	a.initial = nil
+	if rec == nil {
+		sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		loaded, err := a.env.store.LoadGroup(sctx, a.prefix, a.name)
+		cancel()
+		if err != nil {
+			a.failClosed(fmt.Errorf("load group: %w", err))
+			return
+		}
+		rec = &loaded
+	}
+	if rec.Err != nil || rec.Group == nil {
+		a.failClosed(fmt.Errorf("load group: %w", errors.Join(rec.Err, errIf(rec.Group == nil, "no snapshot"))))
+		return
+	}
+	a.g, a.revision, a.failed = rec.Group, rec.Revision, nil
+	a.env.failed.forget(a.prefix, a.name)
+	res := assign.Restore(a.g, a.env.now(), a.env.cfg.Group)
+	a.finish(res)
+}
+
+func errIf(cond bool, msg string) error {
+	if cond {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+func (a *groupActor) failClosed(err error) {
+	a.g, a.failed = nil, err
+	a.stopTimer()
+	a.env.failed.remember(a.prefix, a.name, err)
+	a.log().Error("group failed closed", slog.Any("error", err))
+}
+
+// retryOnPanic answers a heartbeat whose handling panicked with RETRY, at
+// once rather than at the asker's timeout, then re-raises the panic so that
+// the supervisor restarts this actor from its last durable snapshot.
+func (a *groupActor) retryOnPanic(ctx actor.Context, req *protocol.HeartbeatRequest) {
+	if r := recover(); r != nil {
+		a.log().Error("heartbeat panicked; restarting the group from its snapshot",
+			slog.String("member", req.MemberID), slog.Any("panic", r))
+		ctx.Respond(assign.RetryResponse(req, a.env.cfg.Group))
+		panic(r)
+	}
+}
+
+// heartbeat runs one heartbeat through the pure state machine, persisting
+// before it answers.
+func (a *groupActor) heartbeat(req *protocol.HeartbeatRequest) protocol.HeartbeatResponse {
+	cfg := a.env.cfg.Group
+	if a.deleted {
+		return assign.UnknownMemberResponse(req, cfg)
+	}
+	if a.failed != nil {
+		return assign.RetryResponse(req, cfg)
+	}
+	res := assign.Heartbeat(a.g, req, a.env.now(), cfg)
+	if hook := a.env.testHooks.afterDecide; hook != nil {
+		hook(req)
+	}
+	if res.Persist {
+		if err := a.persist(); err != nil {
+			return assign.RetryResponse(req, cfg)
+		}
+	}
+	a.finish(res)
+	return res.Response
+}
+
+// tick runs the group's timers.
+func (a *groupActor) tick() {
+	a.timer, a.timerAt = nil, time.Time{}
+	if a.failed != nil || a.deleted {
+		return
+	}
+	res := assign.Tick(a.g, a.env.now(), a.env.cfg.Group)
+	if res.Persist {
+		if err := a.persist(); err != nil {
+			return
+		}
+	}
+	a.finish(res)
+}
+
+// finish logs what happened and schedules the next deadline.
+func (a *groupActor) finish(res assign.Result) {
+	ev := res.Events
+	if len(ev.Expired) > 0 || len(ev.Fenced) > 0 || len(ev.Joined) > 0 || len(ev.Left) > 0 || len(ev.Pruned) > 0 {
+		a.log().Info("membership changed",
+			slog.Any("joined", ev.Joined), slog.Any("left", ev.Left), slog.Any("expired", ev.Expired),
+			slog.Any("fenced", ev.Fenced), slog.Any("pruned", ev.Pruned),
+			slog.Int64("groupEpoch", a.g.GroupEpoch))
+	}
+	if ev.DuplicateMember {
+		a.log().Warn("a second process heartbeats with a live member's id; answered RETRY")
+	}
+	a.schedule(res.Next)
+}
+
+// persist writes the snapshot synced. On failure the unpersisted change is
+// dropped by reloading the last durable snapshot, so that nothing answered
+// later builds on it.
+func (a *groupActor) persist() error {
+	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	rev, err := a.env.store.SaveGroup(sctx, a.g, a.revision)
+	if err == nil {
+		a.revision = rev
+		return nil
+	}
+	a.log().Error("group snapshot write failed; reloading the last durable state", slog.Any("error", err))
+	a.g = nil
+	a.start()
+	return fmt.Errorf("save group %s/%s: %w", a.prefix, a.name, err)
+}
+
+func (a *groupActor) schedule(next time.Time) {
+	if next.IsZero() {
+		a.stopTimer()
+		return
+	}
+	if a.timer != nil && a.timerAt.Equal(next) {
+		return
+	}
+	a.stopTimer()
+	self, root := a.self, a.env.system.Root
+	a.timerAt = next
+	a.timer = time.AfterFunc(next.Sub(a.env.now()), func() { root.Send(self, &tickMsg{}) })
+}
+
+func (a *groupActor) stopTimer() {
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer, a.timerAt = nil, time.Time{}
+	}
+}
+
+// unavailable is the error of a group that cannot serve admin calls.
+func (a *groupActor) unavailable() error {
+	if a.deleted {
+		return protocol.Errorf(protocol.CodeGroupNotFound, fmt.Sprintf("group %q of stream %q was deleted", a.name, a.prefix))
+	}
+	if a.failed != nil {
+		return protocol.Errorf(protocol.CodeStoreUnavailable,
+			fmt.Sprintf("group %q of stream %q failed closed: %v", a.name, a.prefix, a.failed))
+	}
+	return nil
+}
+
+func (a *groupActor) view(f func(*assign.Group) any) reply {
+	if err := a.unavailable(); err != nil {
+		return reply{err: err}
+	}
+	return reply{value: f(a.g)}
+}
+
+func (a *groupActor) delete(force bool) reply {
+	if err := a.unavailable(); err != nil {
+		return reply{err: err}
+	}
+	if n := a.g.LiveMembers(); n > 0 && !force {
+		return reply{err: protocol.Errorf(protocol.CodeGroupHasActiveMembers,
+			fmt.Sprintf("group %q has %d live members; stop them or delete with force", a.name, n))}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := a.env.store.DeleteGroup(sctx, a.prefix, a.name, a.revision); err != nil {
+		return reply{err: fmt.Errorf("delete group %s/%s: %w", a.prefix, a.name, err)}
+	}
+	summary := a.g.Summary()
+	a.deleted = true
+	a.stopTimer()
+	return reply{value: summary}
+}
+
+func (a *groupActor) setLayout(m *setLayoutMsg) reply {
+	if err := a.unavailable(); err != nil {
+		return reply{err: err}
+	}
+	a.g.ActiveMigration = m.migration
+	res := assign.SetLayout(a.g, m.shardCount, m.draining, a.env.now(), a.env.cfg.Group)
+	if err := a.persist(); err != nil {
+		return reply{err: err}
+	}
+	a.finish(res)
+	return reply{value: a.g.Summary()}
+}

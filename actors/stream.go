@@ -1,0 +1,428 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// streamActor owns one stream prefix: its record (shard layout, migrations)
+// and the group actors under it, which it supervises. It serializes the
+// stream's admin changes; heartbeats never pass through it.
+type streamActor struct {
+	env    *env
+	prefix string
+	// init is used by the first incarnation only; a restarted stream actor
+	// reloads its record and groups from the store.
+	init *streamInit
+
+	rec    persistence.StreamRecord
+	groups map[string]*actor.PID
+	failed error
+}
+
+// groupSupervision restarts a failing group actor, alone, from its
+// snapshot; a group that keeps panicking is stopped rather than spinning.
+var groupSupervision = actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider)
+
+func newStreamActor(e *env, prefix string, init *streamInit) actor.Producer {
+	return func() actor.Actor {
+		a := &streamActor{env: e, prefix: prefix, init: init}
+		init = nil
+		return a
+	}
+}
+
+func (s *streamActor) log() *slog.Logger { return s.env.log.With(slog.String("stream", s.prefix)) }
+
+// Receive handles one message; protoactor never calls it concurrently.
+func (s *streamActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.start(ctx)
+	case *readyMsg:
+		ctx.Respond(reply{err: s.failed})
+	case *ensureGroupMsg:
+		ctx.Respond(s.ensureGroup(ctx, m))
+	case *groupDeletedMsg:
+		if pid := s.groups[m.name]; pid != nil {
+			ctx.Poison(pid)
+			delete(s.groups, m.name)
+			s.env.dir.removeGroup(s.prefix, m.name)
+		}
+		ctx.Respond(reply{})
+	case *scaleMsg:
+		ctx.Respond(s.scale(m.req))
+	case *rollbackMsg:
+		ctx.Respond(s.rollback(m.id, m.req))
+	case *completeMsg:
+		ctx.Respond(s.complete(m.id, m.req))
+	case *migrationsMsg:
+		if err := s.unavailable(); err != nil {
+			ctx.Respond(reply{err: err})
+			return
+		}
+		ctx.Respond(reply{value: s.migrations()})
+	}
+}
+
+func (s *streamActor) start(ctx actor.Context) {
+	s.groups = map[string]*actor.PID{}
+	init := s.init
+	s.init = nil
+	if init == nil {
+		loaded, err := s.load()
+		if err != nil {
+			s.failed = err
+			s.log().Error("stream failed to load", slog.Any("error", err))
+			return
+		}
+		init = loaded
+	}
+	s.rec = init.record
+	if s.rec.Err != nil {
+		// Without its layout no group of the stream can be trusted.
+		s.failed = s.rec.Err
+		s.log().Error("stream failed closed", slog.Any("error", s.rec.Err))
+		return
+	}
+	for i := range init.groups {
+		rec := init.groups[i]
+		s.spawnGroup(ctx, rec.Name, &rec)
+	}
+}
+
+func (s *streamActor) load() (*streamInit, error) {
+	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	streams, err := s.env.store.LoadStreams(sctx)
+	if err != nil {
+		return nil, fmt.Errorf("load streams: %w", err)
+	}
+	for _, rec := range streams {
+		if rec.StreamPrefix == s.prefix {
+			groups, err := s.env.store.LoadGroups(sctx, s.prefix)
+			if err != nil {
+				return nil, fmt.Errorf("load groups of %s: %w", s.prefix, err)
+			}
+			return &streamInit{record: rec, groups: groups}, nil
+		}
+	}
+	return nil, fmt.Errorf("load stream %s: %w", s.prefix, persistence.ErrNotFound)
+}
+
+func (s *streamActor) spawnGroup(ctx actor.Context, name string, rec *persistence.GroupRecord) *actor.PID {
+	props := actor.PropsFromProducer(newGroupActor(s.env, s.prefix, name, rec))
+	pid := ctx.SpawnPrefix(props, "group-"+name+"-")
+	s.groups[name] = pid
+	s.env.dir.putGroup(s.prefix, name, pid)
+	return pid
+}
+
+// unavailable is the error of a stream that failed closed, or nil.
+func (s *streamActor) unavailable() error {
+	if s.failed == nil {
+		return nil
+	}
+	return protocol.Errorf(protocol.CodeStoreUnavailable,
+		fmt.Sprintf("stream %q failed closed: %v", s.prefix, s.failed))
+}
+
+// ensured answers ensureGroupMsg.
+type ensured struct {
+	pid     *actor.PID
+	created bool
+	summary protocol.GroupResponse
+}
+
+func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) reply {
+	if err := s.unavailable(); err != nil {
+		return reply{err: err}
+	}
+	if pid := s.groups[m.name]; pid != nil {
+		if m.mustCreate {
+			return reply{err: protocol.Errorf(protocol.CodeGroupAlreadyExists,
+				fmt.Sprintf("group %q of stream %q already exists", m.name, s.prefix))}
+		}
+		return reply{value: ensured{pid: pid}}
+	}
+	now := s.env.now()
+	g := assign.NewGroup(s.prefix, m.name, s.rec.ShardCount, now)
+	if len(s.rec.DrainingShards) > 0 {
+		assign.SetLayout(g, s.rec.ShardCount, s.rec.DrainingShards, now, s.env.cfg.Group)
+	}
+	if mig := s.activeMigration(); mig != nil {
+		g.ActiveMigration = &mig.Migration
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	rev, err := s.env.store.SaveGroup(sctx, g, 0)
+	if errors.Is(err, persistence.ErrStaleRevision) {
+		// The store holds a group this actor does not run: one that failed
+		// to load. Refuse rather than overwrite it.
+		return reply{err: protocol.Errorf(protocol.CodeGroupAlreadyExists,
+			fmt.Sprintf("group %q of stream %q exists in the store but could not be loaded", m.name, s.prefix))}
+	}
+	if err != nil {
+		return reply{err: storeError("create group", err)}
+	}
+	summary := g.Summary()
+	pid := s.spawnGroup(ctx, m.name, &persistence.GroupRecord{StreamPrefix: s.prefix, Name: m.name, Group: g, Revision: rev})
+	s.log().Info("group registered", slog.String("group", m.name), slog.Bool("requested", m.mustCreate))
+	return reply{value: ensured{pid: pid, created: true, summary: summary}}
+}
+
+// storeError turns a store failure into the 503 clients see.
+func storeError(op string, err error) error {
+	return fmt.Errorf("%s: %w", op, errors.Join(protocol.Errorf(protocol.CodeStoreUnavailable, "the store refused the write; retry later"), err))
+}
+
+// activeMigration is the migration not yet in a final state, or nil.
+func (s *streamActor) activeMigration() *persistence.MigrationRecord {
+	for i := range s.rec.Migrations {
+		switch s.rec.Migrations[i].State {
+		case protocol.MigrationDeprecated, protocol.MigrationRolledBack:
+		default:
+			return &s.rec.Migrations[i]
+		}
+	}
+	return nil
+}
+
+func (s *streamActor) findMigration(id string) *persistence.MigrationRecord {
+	for i := range s.rec.Migrations {
+		if s.rec.Migrations[i].ReshardingID == id {
+			return &s.rec.Migrations[i]
+		}
+	}
+	return nil
+}
+
+// saveRecord writes next as the stream record and adopts it once durable.
+func (s *streamActor) saveRecord(next persistence.StreamRecord) error {
+	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	rev, err := s.env.store.SaveStream(sctx, next, s.rec.Revision)
+	if err != nil {
+		return storeError("save stream "+s.prefix, err)
+	}
+	next.Revision = rev
+	s.rec = next
+	return nil
+}
+
+// cloneRecord copies the record deeply enough that changing the copy's
+// migrations or draining shards leaves the durable one untouched.
+func cloneRecord(r persistence.StreamRecord) persistence.StreamRecord {
+	r.DrainingShards = slices.Clone(r.DrainingShards)
+	r.Migrations = slices.Clone(r.Migrations)
+	return r
+}
+
+func (s *streamActor) scale(req protocol.ScaleRequest) reply {
+	if err := s.unavailable(); err != nil {
+		return reply{err: err}
+	}
+	target := *req.TargetShardCount
+	if active := s.activeMigration(); active != nil {
+		return reply{err: protocol.Errorf(protocol.CodeActiveMigrationExists,
+			fmt.Sprintf("migration %s of stream %q is %s; roll it back or let it finish first", active.ReshardingID, s.prefix, active.State))}
+	}
+	now := s.env.now()
+	if target == s.rec.ShardCount {
+		noop := protocol.Migration{ReshardingID: protocol.NoopReshardingID, FromShardCount: target, ToShardCount: target,
+			State: protocol.MigrationDeprecated, CreatedAt: now, UpdatedAt: now}
+		return reply{value: s.scaleResponse(target, noop)}
+	}
+	from := s.rec.ShardCount
+	mig := persistence.MigrationRecord{
+		Migration: protocol.Migration{
+			ReshardingID: fmt.Sprintf("rs-%d", len(s.rec.Migrations)+1), FromShardCount: from, ToShardCount: target,
+			State: protocol.MigrationPreparing, CreatedAt: now, UpdatedAt: now,
+		},
+		RequestedBy: req.RequestedBy,
+		Reason:      req.Reason,
+	}
+	// PREPARING is durable before anything else happens, so a crash leaves
+	// a record that a repeated request can resume.
+	next := cloneRecord(s.rec)
+	next.Migrations = append(next.Migrations, mig)
+	if err := s.saveRecord(next); err != nil {
+		return reply{err: err}
+	}
+	// No Redis provisioning in this build: activate at once and say so.
+	next = cloneRecord(s.rec)
+	m := &next.Migrations[len(next.Migrations)-1]
+	m.State, m.UpdatedAt, m.ActivatedAt = protocol.MigrationActive, now, now
+	m.Note = "redis not configured: no stream provisioning and no drain proof"
+	next.DrainingShards = drainingAfterScale(next.DrainingShards, from, target)
+	next.ShardCount = target
+	next.MetadataVersion++
+	if err := s.saveRecord(next); err != nil {
+		return reply{err: err}
+	}
+	s.log().Info("stream scaled", slog.String("migration", m.ReshardingID), slog.Int("from", from), slog.Int("to", target))
+	if err := s.applyLayout(&m.Migration); err != nil {
+		return reply{err: err}
+	}
+	return reply{value: s.scaleResponse(target, m.Migration)}
+}
+
+// drainingAfterScale is the set of removed shards still to drain after a
+// scale from one count to another: shards cut by a scale-in are added,
+// shards that a scale-out brings back into range are live again.
+func drainingAfterScale(draining []int, from, to int) []int {
+	set := map[int]bool{}
+	for _, s := range draining {
+		set[s] = true
+	}
+	for s := to; s < from; s++ {
+		set[s] = true
+	}
+	out := []int{}
+	for s := range set {
+		if s >= to {
+			out = append(out, s)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func (s *streamActor) scaleResponse(target int, mig protocol.Migration) protocol.ScaleResponse {
+	names := make([]string, 0, len(s.groups))
+	for name := range s.groups {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	migs := make([]protocol.Migration, len(names))
+	for i := range migs {
+		migs[i] = mig
+	}
+	return protocol.ScaleResponse{StreamPrefix: s.prefix, TargetShardCount: target, AffectedConsumerGroups: names, Migrations: migs}
+}
+
+// applyLayout tells every group the stream's current layout. Every group is
+// tried; the first failure is returned.
+func (s *streamActor) applyLayout(active *protocol.Migration) error {
+	var first error
+	for name, pid := range s.groups {
+		msg := &setLayoutMsg{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards), migration: active}
+		res, err := s.env.system.Root.RequestFuture(pid, msg, s.env.cfg.AskTimeout).Result()
+		if err == nil {
+			err = res.(reply).err
+		}
+		if err != nil {
+			s.log().Error("group did not take the new layout", slog.String("group", name), slog.Any("error", err))
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+func (s *streamActor) rollback(id string, req protocol.OperatorRequest) reply {
+	if err := s.unavailable(); err != nil {
+		return reply{err: err}
+	}
+	mig := s.findMigration(id)
+	if mig == nil {
+		return reply{err: migrationNotFound(s.prefix, id)}
+	}
+	switch mig.State {
+	case protocol.MigrationRolledBack:
+		return reply{value: mig.Migration}
+	case protocol.MigrationActive:
+	default:
+		return reply{err: protocol.Errorf(protocol.CodeRollbackNotAllowed,
+			fmt.Sprintf("migration %s is %s; only an ACTIVE migration can be rolled back", id, mig.State))}
+	}
+	now := s.env.now()
+	next := cloneRecord(s.rec)
+	m := findIn(next.Migrations, id)
+	m.State, m.UpdatedAt = protocol.MigrationRolledBack, now
+	m.Note = fmt.Sprintf("rolled back by %s: %s", req.RequestedBy, req.Reason)
+	next.DrainingShards = drainingAfterScale(next.DrainingShards, m.ToShardCount, m.FromShardCount)
+	next.ShardCount = m.FromShardCount
+	next.MetadataVersion++
+	if err := s.saveRecord(next); err != nil {
+		return reply{err: err}
+	}
+	s.log().Info("migration rolled back", slog.String("migration", id), slog.String("by", req.RequestedBy))
+	if err := s.applyLayout(nil); err != nil {
+		return reply{err: err}
+	}
+	return reply{value: findIn(s.rec.Migrations, id).Migration}
+}
+
+// complete lets an operator retire the removed shards of a migration whose
+// drain cannot be proven, ending it as DEPRECATED.
+func (s *streamActor) complete(id string, req protocol.OperatorRequest) reply {
+	if err := s.unavailable(); err != nil {
+		return reply{err: err}
+	}
+	mig := s.findMigration(id)
+	if mig == nil {
+		return reply{err: migrationNotFound(s.prefix, id)}
+	}
+	switch mig.State {
+	case protocol.MigrationDeprecated:
+		return reply{value: mig.Migration}
+	case protocol.MigrationActive, protocol.MigrationDraining:
+	default:
+		return reply{err: protocol.Errorf(protocol.CodeRollbackNotAllowed,
+			fmt.Sprintf("migration %s is %s; only an ACTIVE or DRAINING migration can be completed", id, mig.State))}
+	}
+	now := s.env.now()
+	next := cloneRecord(s.rec)
+	m := findIn(next.Migrations, id)
+	m.State, m.UpdatedAt = protocol.MigrationDeprecated, now
+	m.RetiredShards = slices.Clone(next.DrainingShards)
+	m.Note = fmt.Sprintf("completed by %s: %s", req.RequestedBy, req.Reason)
+	next.DrainingShards = nil
+	next.MetadataVersion++
+	if err := s.saveRecord(next); err != nil {
+		return reply{err: err}
+	}
+	s.log().Info("migration completed by an operator", slog.String("migration", id), slog.String("by", req.RequestedBy))
+	if err := s.applyLayout(nil); err != nil {
+		return reply{err: err}
+	}
+	return reply{value: findIn(s.rec.Migrations, id).Migration}
+}
+
+func findIn(migs []persistence.MigrationRecord, id string) *persistence.MigrationRecord {
+	for i := range migs {
+		if migs[i].ReshardingID == id {
+			return &migs[i]
+		}
+	}
+	return nil
+}
+
+func migrationNotFound(prefix, id string) error {
+	return protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %q", prefix, id))
+}
+
+func (s *streamActor) migrations() protocol.MigrationsResponse {
+	out := protocol.MigrationsResponse{Migrations: make([]protocol.Migration, len(s.rec.Migrations))}
+	for i, m := range s.rec.Migrations {
+		out.Migrations[i] = m.Migration
+	}
+	if active := s.activeMigration(); active != nil {
+		id := active.ReshardingID
+		out.ActiveReshardingID = &id
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package assign
+
+import (
+	"time"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Config holds the timing rules of one group. Zero fields are filled by
+// [Config.EnsureDefaults] from the protocol defaults.
+type Config struct {
+	// HeartbeatInterval is answered when nothing is moving.
+	HeartbeatInterval time.Duration
+	// ReconcileInterval (ours) is answered while the member has pending
+	// shards or holds shards outside its target.
+	ReconcileInterval time.Duration
+	// MemberLease is how long a member stays live without a heartbeat.
+	MemberLease time.Duration
+	// RebalanceTimeout bounds how long a member may hold shards outside its
+	// target before it is fenced.
+	RebalanceTimeout time.Duration
+	// StaleMemberRetention is how long terminal members are kept.
+	StaleMemberRetention time.Duration
+}
+
+// EnsureDefaults returns c with every zero field set to its protocol default.
+func (c Config) EnsureDefaults() Config {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = protocol.DefaultHeartbeatInterval
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = protocol.DefaultReconcileHeartbeatInterval
+	}
+	if c.MemberLease <= 0 {
+		c.MemberLease = protocol.DefaultMemberLease
+	}
+	if c.RebalanceTimeout <= 0 {
+		c.RebalanceTimeout = protocol.DefaultRebalanceTimeout
+	}
+	if c.StaleMemberRetention <= 0 {
+		c.StaleMemberRetention = protocol.DefaultStaleMemberRetention
+	}
+	return c
+}
+
+// Group is the whole state of one consumer group. Only the owning group
+// actor touches it; functions of this package mutate it in place and say in
+// their result whether the change must be persisted before anyone is told.
+//
+// Shard sets ([]int) are always sorted ascending and free of duplicates.
+type Group struct {
+	StreamPrefix string
+	Name         string
+	State        protocol.GroupState
+	// GroupEpoch is bumped by every membership change (join, leave, expiry,
+	// fencing, pruning) and by every layout change, so that a new target
+	// always comes with a new member epoch.
+	GroupEpoch int64
+	// AssignmentEpoch is GroupEpoch as of the last assignment run.
+	AssignmentEpoch int64
+	// MetadataVersion is bumped by membership, assignment, layout and
+	// migration changes, never by lease renewals or progress reports.
+	MetadataVersion int64
+	// ShardCount is the number of shards producers route to: 0..ShardCount-1.
+	ShardCount int
+	// DrainingShards are removed shards (index >= ShardCount) that stay
+	// readable and assigned until a scale-in proves them drained.
+	DrainingShards []int
+	// Members by member id.
+	Members map[string]*Member
+	// Target is the sticky assignment: member id → shards. Only live
+	// members appear.
+	Target map[string][]int
+	// CorrectionOpen is true while a metadata correction round is open
+	// (PROTOCOL.md §6.1 step 4 and 9).
+	CorrectionOpen bool
+	// ActiveMigration is the stream migration this group is stepping
+	// through, or nil.
+	ActiveMigration *protocol.Migration
+	CreatedAt       time.Time
+
+	// nextTimer caches a lower bound of the earliest timer of the group
+	// (lease expiry, rebalance deadline, prune), valid while timersKnown.
+	// It lets a steady heartbeat skip the O(members) maintenance scan of
+	// PROTOCOL.md §6.1 step 3 until a timer may be due. It is derived, not
+	// persisted: a loaded group has timersKnown false and the first call
+	// ([Restore], normally) rescans.
+	nextTimer   time.Time
+	timersKnown bool
+}
+
+// NewGroup creates an EMPTY group named name on the stream streamPrefix with
+// shards 0..shardCount-1, no members, GroupEpoch 0 and MetadataVersion 1.
+// The caller persists it before answering anyone.
+func NewGroup(streamPrefix, name string, shardCount int, now time.Time) *Group {
+	if shardCount < 0 {
+		shardCount = 0
+	}
+	return &Group{
+		StreamPrefix:    streamPrefix,
+		Name:            name,
+		State:           protocol.GroupEmpty,
+		MetadataVersion: 1,
+		ShardCount:      shardCount,
+		DrainingShards:  []int{},
+		Members:         map[string]*Member{},
+		Target:          map[string][]int{},
+		CreatedAt:       now,
+		timersKnown:     true,
+	}
+}
+
+// Member is one member of a group as the coordinator sees it.
+type Member struct {
+	ID    string
+	Name  string
+	State protocol.MemberState
+	// Epoch is the member epoch last answered; PreviousEpoch the one before,
+	// which a heartbeat may still carry after a lost response. A LEAVING
+	// member keeps its last positive epoch here (responses say -1), so that
+	// stored epochs never go down.
+	Epoch         int64
+	PreviousEpoch int64
+	// MetadataVersion is the version the member last reported.
+	MetadataVersion int64
+	// MaxConcurrency and AvailableConcurrency are the member's last reported
+	// worker capacity.
+	MaxConcurrency       int
+	AvailableConcurrency int
+	// Current is the set of shards the member reported owning, accepted.
+	Current []int
+	// Revoking is the set of shards the member reported giving up and not
+	// yet terminal.
+	Revoking []int
+	// Granted is the set of shards the last response let it read. The member
+	// may be reading them before it reports them as owned, so Granted shards
+	// block other members exactly like Current and Revoking ones.
+	Granted []int
+	// Reported is true once the member heartbeated after its join; until
+	// then an epoch-0 heartbeat is a replay of a lost join answer.
+	Reported bool
+	// Progress is the member's last reported per-shard progress. It is not
+	// durable: a restart forgets it until the next heartbeat.
+	Progress []protocol.ShardProgress
+	JoinedAt time.Time
+	// LastHeartbeat and LeaseExpiresAt are not durable: a restored group
+	// gives every member a fresh lease (see [Restore]).
+	LastHeartbeat  time.Time
+	LeaseExpiresAt time.Time
+	// RebalanceDeadline is set while the member holds shards outside its
+	// target; past it the member is fenced. Zero means none.
+	RebalanceDeadline time.Time
+	// StateChangedAt is when State last changed; terminal members are
+	// pruned StaleMemberRetention after it.
+	StateChangedAt time.Time
+}

@@ -1,0 +1,31 @@
+package bench
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// BaselineHandler is the ceiling a heartbeat can reach on this machine: a
+// bare gin route that decodes a heartbeat-shaped body and answers a
+// heartbeat-shaped response, with no coordination behind it.
+func BaselineHandler() http.Handler {
+	r := gin.New()
+	r.POST(protocol.BasePath+"/streams/:prefix/groups/:group/members/:member/heartbeat", func(c *gin.Context) {
+		var req protocol.HeartbeatRequest
+		if err := c.ShouldBindJSON(&req); err != nil {
+			c.JSON(http.StatusBadRequest, protocol.NewErrorBody(protocol.CodeInvalidRequest, err.Error()))
+			return
+		}
+		c.JSON(http.StatusOK, protocol.HeartbeatResponse{
+			ResponseTo: req.RequestID, Status: protocol.StatusOK, MemberID: req.MemberID,
+			MemberEpoch: req.MemberEpoch, HeartbeatIntervalMs: 3000, RebalanceTimeoutMs: 60000,
+			GroupEpoch: req.MemberEpoch, AssignmentEpoch: req.MemberEpoch, MetadataVersion: req.MetadataVersion,
+			Assignment: protocol.Assignment{AssignedShards: req.OwnedShards, PendingShards: []protocol.Shard{},
+				MetadataVersion: req.MetadataVersion},
+		})
+	})
+	return r
+}

@@ -1,0 +1,192 @@
+// Command rscoord is the rscoord shard coordinator for Redis Streams and its
+// admin CLI.
+//
+//	rscoord serve                       run the coordinator
+//	rscoord stream create|scale|status  manage streams
+//	rscoord group get|delete|members|assignments
+//	rscoord version
+//
+// The admin commands talk to a running coordinator over its HTTP API
+// (/coord/v1, PROTOCOL.md §5). They print tables on stdout, or the JSON
+// answer with --json, and on failure one line on stderr and a non-zero exit
+// code: 1 for a failed command, 2 for a command line that does not parse.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Exit codes of the CLI.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed
+	exitUsage = 2 // the command line does not parse
+)
+
+// version is the release version; the build may set it with
+// -ldflags "-X main.version=v1.2.3". Empty means: use the build info.
+var version string
+
+// CLI is the root command line of rscoord.
+type CLI struct {
+	Serve   ServeCmd   `cmd:"" help:"Run the coordinator server."`
+	Stream  StreamCmd  `cmd:"" help:"Create, scale and inspect streams."`
+	Group   GroupCmd   `cmd:"" help:"Inspect and delete consumer groups."`
+	Version VersionCmd `cmd:"" help:"Print the version of this binary and the protocol versions it speaks."`
+}
+
+// AdminFlags are the flags shared by every admin command (stream and group).
+type AdminFlags struct {
+	Server  string        `default:"http://127.0.0.1:8080" env:"RSCOORD_SERVER" help:"Base URL of the coordinator."`
+	JSON    bool          `name:"json" help:"Print the JSON answer instead of a table."`
+	Timeout time.Duration `default:"10s" help:"Bound on each request to the coordinator (0: none)."`
+}
+
+// Admin is what an admin command runs with: the API client, where to print
+// and how.
+type Admin struct {
+	// Client talks to the coordinator.
+	Client *Client
+	// Out receives human and JSON output.
+	Out io.Writer
+	// JSON selects JSON output instead of tables.
+	JSON bool
+}
+
+// ProvideAdmin builds the [Admin] that kong injects into the Run method of
+// every command below a command embedding AdminFlags.
+func (f *AdminFlags) ProvideAdmin(out io.Writer) (*Admin, error) {
+	client, err := NewClient(f.Server, f.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("--server/--timeout: %w", err)
+	}
+	return &Admin{Client: client, Out: out, JSON: f.JSON}, nil
+}
+
+// VersionCmd prints build and protocol versions.
+type VersionCmd struct{}
+
+// Run prints the version.
+func (v *VersionCmd) Run(out io.Writer) error {
+	return printLine(out, "rscoord %s (%s, protocol versions %d..%d, current %d)",
+		buildVersion(), runtime.Version(), protocol.MinVersion, protocol.MaxVersion, protocol.CurrentVersion)
+}
+
+// buildVersion is the -X version, else the module version and VCS revision
+// that the go command stamped into the binary, else "devel".
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	var revision, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "-dirty"
+			}
+		}
+	}
+	if revision != "" {
+		if len(revision) > 12 {
+			revision = revision[:12]
+		}
+		v += "+" + revision + modified
+	}
+	return v
+}
+
+// defaultRequester is the default of --requested-by: $USER, else "cli".
+func defaultRequester() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "cli"
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// exitRequest carries kong's exit code (after --help, say) out of the
+// parser: kong.Exit must not end the process when run is called by tests.
+type exitRequest struct{ code int }
+
+// run parses args, runs the selected command with ctx and returns the exit
+// code. Output goes to stdout; errors, one line each, to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	var cli CLI
+	parser, err := kong.New(&cli,
+		kong.Name("rscoord"),
+		kong.Description("Shard coordinator for Redis Streams, and its admin CLI."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitRequest{code}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"requester": defaultRequester()},
+		kong.BindTo(ctx, (*context.Context)(nil)),
+		kong.BindTo(stdout, (*io.Writer)(nil)),
+	)
+	if err != nil {
+		// The grammar is ours: a failure here is a programming error.
+		fmt.Fprintf(stderr, "rscoord: build command line: %v\n", err)
+		return exitError
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			req, ok := r.(exitRequest)
+			if !ok {
+				panic(r)
+			}
+			code = req.code
+		}
+	}()
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "rscoord: %v (see rscoord --help)\n", err)
+		return exitUsage
+	}
+	if err := kctx.Run(); err != nil {
+		fmt.Fprintf(stderr, "rscoord: %s\n", errorLine(err))
+		return exitError
+	}
+	return exitOK
+}
+
+// errorLine is the one-line message of a failed command. An HTTP error is
+// shown as the server put it, "409 GROUP_ALREADY_EXISTS: Group already
+// exists": the operation is the command the user just typed.
+func errorLine(err error) string {
+	msg := err.Error()
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		msg = apiErr.Error()
+	}
+	return strings.Join(strings.Fields(msg), " ")
+}

@@ -1,0 +1,43 @@
+package gateway
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// writeError answers err as a §3 error body. A *protocol.Error anywhere in
+// the chain picks the status; anything else is the server's fault.
+func (s *server) writeError(c *gin.Context, err error) {
+	var perr *protocol.Error
+	if !errors.As(err, &perr) {
+		s.log.Error("request failed", slog.String("method", c.Request.Method),
+			slog.String("path", c.FullPath()), slog.Any("error", err))
+		perr = protocol.Errorf(protocol.CodeInternal, "the coordinator could not complete the request")
+	}
+	abortWith(c, perr.Code, perr.Message)
+}
+
+func abortWith(c *gin.Context, code protocol.ErrorCode, message string) {
+	c.AbortWithStatusJSON(code.HTTPStatus(), protocol.NewErrorBody(code, message))
+}
+
+// notFound answers unknown routes with a JSON body instead of gin's text.
+func notFound(c *gin.Context) {
+	abortWith(c, protocol.CodeNotFound, "no endpoint "+c.Request.Method+" "+c.Request.URL.Path)
+}
+
+func methodNotAllowed(c *gin.Context) {
+	abortWith(c, protocol.CodeMethodNotAllowed, "method "+c.Request.Method+" is not allowed on "+c.Request.URL.Path)
+}
+
+// recovery turns a handler panic into a 500 error body, logged with the
+// route, so that no client ever sees a dropped connection.
+func (s *server) recovery(c *gin.Context, recovered any) {
+	s.log.Error("handler panicked", slog.String("method", c.Request.Method),
+		slog.String("path", c.FullPath()), slog.Any("panic", recovered))
+	abortWith(c, protocol.CodeInternal, "the coordinator failed on this request")
+}

@@ -1,0 +1,44 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// heartbeat answers 200 with a status for everything but a body that is
+// not JSON at all (400) or too large (413): any other non-2xx would stop
+// the reference Python client's member thread. The content type is not
+// checked, for the same reason.
+func (s *server) heartbeat(c *gin.Context) {
+	body, perr := readBodyAnyType(c)
+	if perr != nil {
+		abortWith(c, perr.Code, perr.Message)
+		return
+	}
+	var req protocol.HeartbeatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		var typ *json.UnmarshalTypeError
+		if !errors.As(err, &typ) {
+			abortWith(c, protocol.CodeInvalidRequest, "malformed heartbeat JSON: "+jsonProblem(err))
+			return
+		}
+		// Well-formed JSON with a field of the wrong type is the client's
+		// bug, told the protocol's way.
+		c.JSON(http.StatusOK, assign.InvalidRequestResponse(&req, s.coord.GroupConfig()))
+		return
+	}
+	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
+	c.JSON(http.StatusOK, resp)
+}
+
+// readBodyAnyType is readBody without the content-type check.
+func readBodyAnyType(c *gin.Context) ([]byte, *protocol.Error) {
+	c.Request.Header.Del("Content-Type")
+	return readBody(c)
+}

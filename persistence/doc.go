@@ -1,0 +1,68 @@
+// Package persistence is the coordinator's durable state: the [Store]
+// interface, its embedded Pebble implementation ([OpenPebble]) and an
+// in-memory implementation for tests ([NewMemory]) that runs the same
+// revision logic, encoding and decoding.
+//
+// # What it owns
+//
+//   - One stream record per stream prefix ([StreamRecord]: shard layout,
+//     draining shards, migration history) and one snapshot per consumer group
+//     (the durable fields of [assign.Group]).
+//   - The on-disk format: key layout (keys.go), the checksummed envelope and
+//     the versioned record types (encoding.go), and the rule that old code
+//     refuses new data.
+//   - Store revisions: optimistic concurrency for the one writer of each
+//     record.
+//
+// # What the caller does, in order
+//
+//  1. Open the store once per process ([OpenPebble]; Pebble's lock file
+//     refuses a second process) and close it last, after every actor
+//     stopped.
+//  2. At start, [Store.LoadStreams], then [Store.LoadGroups] per stream.
+//     Check [StreamRecord.Err] and [GroupRecord.Err]: a record that does not
+//     decode ([ErrCorrupt], [ErrUnknownSchema]) fails closed (its endpoints
+//     answer 503, its heartbeats RETRY) and is never rebuilt from member
+//     reports. Give every restored member a fresh lease: leases, heartbeat
+//     times and progress are not stored.
+//  3. Keep the revision each load or save returns, and pass it as expected
+//     to the next save or delete of that record (0 to create). Each record
+//     has one writer (its actor); [ErrStaleRevision] means a second writer
+//     exists, which is a bug to stop on, not a conflict to retry.
+//  4. Save before you answer: a save returns after the write is synced, so a
+//     response sent after it tells nothing that is not durable. Run saves of
+//     different groups concurrently (one per group actor): Pebble's commit
+//     pipeline then shares one fsync between them.
+//  5. On [ErrFailed] stop answering from the store: a write failed in a way
+//     that leaves the on-disk state unknown. Only a new process that reopens
+//     the directory learns what is durable.
+//
+// # Invariants
+//
+//   - Every save and delete is synced before it returns; a save that returns
+//     an error did not report success, and after a write error the store
+//     refuses every call ([ErrFailed]).
+//   - The revision check and the write are one step per record: of writers
+//     racing with the same expected revision exactly one wins.
+//   - Revisions grow: each write gets a revision above every revision stored
+//     or handed out since open, so a deleted and re-created record never
+//     reuses one.
+//   - A value whose checksum fails is [ErrCorrupt]; one of another schema
+//     version is [ErrUnknownSchema]. Neither is decoded, overwritten or
+//     deleted by this package.
+//   - Loaded records are clean (maps non-nil, shard sets sorted, unique and
+//     non-nil, times UTC) and share no memory with the store or the caller;
+//     saved groups are not retained.
+//   - The groups of a prefix never include those of another prefix, also
+//     not of one that merely starts with the same characters.
+//
+// # Not here
+//
+//   - No business rules: the store does not check epochs, assignments or
+//     migration steps (package assign does). It checks names, identity and
+//     revisions only.
+//   - No caching of records and no background goroutines of its own (Pebble
+//     runs its own and stops them in Close).
+//   - No stream deletion, audit log or history of group snapshots yet.
+//   - No replication: one process owns one data directory.
+package persistence

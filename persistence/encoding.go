@@ -1,0 +1,443 @@
+package persistence
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// On-disk format of every value:
+//
+//	value    = crc32c(body) as 4 bytes little-endian ‖ body
+//	body     = {"schemaVersion":1,"kind":"group","storeRevision":7,"payload":{…}}
+//
+// kind is "stream", "group" or "layout" and must match the key space;
+// storeRevision is the record's revision (never 0); payload is the JSON
+// record of that schema version and kind (groupV1, streamV1, layoutV1),
+// which also repeats the record's identity (prefix, name) so that a value
+// under the wrong key is detected.
+//
+// The checksum (CRC-32C, Castagnoli) covers the whole body, envelope
+// included, so any flipped byte, also one in storeRevision or schemaVersion,
+// is detected as [ErrCorrupt]; CRC-32 detects every error burst up to 32 bits.
+// The frame (checksum, then a JSON object with schemaVersion) is the part of
+// the format every schema version must keep, so that old code can tell
+// "newer than me" ([ErrUnknownSchema]) from "damaged" ([ErrCorrupt]).
+//
+// Payloads are the explicit record types below, decoupled from assign and
+// protocol types so that a change there cannot silently change what is on
+// disk. Decoding is strict (unknown fields are refused): any change to a
+// payload bumps [SchemaVersion] and keeps a decoder for the older versions.
+
+// SchemaVersion is the schema version this build writes and the only one it
+// reads.
+const SchemaVersion = 1
+
+// Record kinds in the envelope. A value of the wrong kind under a key is
+// corrupt.
+const (
+	kindStream = "stream"
+	kindGroup  = "group"
+	kindLayout = "layout"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+const checksumLen = 4
+
+type envelope struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	Kind          string          `json:"kind"`
+	StoreRevision uint64          `json:"storeRevision"`
+	Payload       json.RawMessage `json:"payload"`
+}
+
+// frame wraps payload, an encoded record, into a checksummed envelope.
+func frame(kind string, revision uint64, payload []byte) []byte {
+	return frameVersion(SchemaVersion, kind, revision, payload)
+}
+
+func frameVersion(schema int, kind string, revision uint64, payload []byte) []byte {
+	// Built by hand rather than with json.Marshal, which would re-validate
+	// and compact the payload on every write.
+	body := make([]byte, 0, len(payload)+80)
+	body = append(body, `{"schemaVersion":`...)
+	body = strconv.AppendInt(body, int64(schema), 10)
+	body = append(body, `,"kind":`...)
+	body = strconv.AppendQuote(body, kind)
+	body = append(body, `,"storeRevision":`...)
+	body = strconv.AppendUint(body, revision, 10)
+	body = append(body, `,"payload":`...)
+	body = append(body, payload...)
+	body = append(body, '}')
+	return frameBody(body)
+}
+
+// frameBody prepends the checksum of body.
+func frameBody(body []byte) []byte {
+	v := make([]byte, checksumLen, checksumLen+len(body))
+	binary.LittleEndian.PutUint32(v, crc32.Checksum(body, castagnoli))
+	return append(v, body...)
+}
+
+// unframe checks the checksum and schema version of value and returns its
+// envelope. Errors wrap ErrCorrupt or ErrUnknownSchema.
+func unframe(value []byte, kind string) (envelope, error) {
+	if len(value) < checksumLen {
+		return envelope{}, newErr(ErrCorrupt, "value is %d bytes long, shorter than its checksum", len(value))
+	}
+	body := value[checksumLen:]
+	if stored, computed := binary.LittleEndian.Uint32(value), crc32.Checksum(body, castagnoli); stored != computed {
+		return envelope{}, newErr(ErrCorrupt, "checksum mismatch (stored %08x, computed %08x)", stored, computed)
+	}
+	// The checksum holds, so the writer meant these bytes. Read the schema
+	// version alone first: a newer schema may have a different envelope,
+	// which a strict decode would misreport as corrupt.
+	var version struct {
+		SchemaVersion int `json:"schemaVersion"`
+	}
+	if err := json.Unmarshal(body, &version); err != nil {
+		return envelope{}, newErr(ErrCorrupt, "envelope: %v", err)
+	}
+	if version.SchemaVersion != SchemaVersion {
+		return envelope{}, newErr(ErrUnknownSchema, "schemaVersion %d, this build reads only %d", version.SchemaVersion, SchemaVersion)
+	}
+	var env envelope
+	if err := strictUnmarshal(body, &env); err != nil {
+		return envelope{}, newErr(ErrCorrupt, "envelope: %v", err)
+	}
+	switch {
+	case env.Kind != kind:
+		return envelope{}, newErr(ErrCorrupt, "record of kind %q where %q belongs", env.Kind, kind)
+	case env.StoreRevision == 0:
+		return envelope{}, newErr(ErrCorrupt, "storeRevision 0")
+	}
+	return env, nil
+}
+
+// strictUnmarshal decodes exactly one JSON value into v, refusing unknown
+// fields and trailing data.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// Payload record types, schema version 1.
+
+type groupV1 struct {
+	StreamPrefix    string           `json:"streamPrefix"`
+	Name            string           `json:"name"`
+	State           string           `json:"state"`
+	GroupEpoch      int64            `json:"groupEpoch"`
+	AssignmentEpoch int64            `json:"assignmentEpoch"`
+	MetadataVersion int64            `json:"metadataVersion"`
+	ShardCount      int              `json:"shardCount"`
+	DrainingShards  []int            `json:"drainingShards"`
+	Members         []memberV1       `json:"members"` // sorted by id
+	Target          map[string][]int `json:"target"`
+	CorrectionOpen  bool             `json:"correctionOpen"`
+	ActiveMigration *migrationV1     `json:"activeMigration,omitempty"`
+	CreatedAt       time.Time        `json:"createdAt,omitzero"`
+}
+
+type memberV1 struct {
+	ID                   string    `json:"id"`
+	Name                 string    `json:"name"`
+	State                string    `json:"state"`
+	Epoch                int64     `json:"epoch"`
+	PreviousEpoch        int64     `json:"previousEpoch"`
+	MetadataVersion      int64     `json:"metadataVersion"`
+	MaxConcurrency       int       `json:"maxConcurrency"`
+	AvailableConcurrency int       `json:"availableConcurrency"`
+	Current              []int     `json:"current"`
+	Revoking             []int     `json:"revoking"`
+	Granted              []int     `json:"granted"`
+	Reported             bool      `json:"reported"`
+	JoinedAt             time.Time `json:"joinedAt,omitzero"`
+	RebalanceDeadline    time.Time `json:"rebalanceDeadline,omitzero"`
+	StateChangedAt       time.Time `json:"stateChangedAt,omitzero"`
+}
+
+type migrationV1 struct {
+	ReshardingID   string    `json:"reshardingId"`
+	FromShardCount int       `json:"fromShardCount"`
+	ToShardCount   int       `json:"toShardCount"`
+	State          string    `json:"state"`
+	CreatedAt      time.Time `json:"createdAt,omitzero"`
+	UpdatedAt      time.Time `json:"updatedAt,omitzero"`
+}
+
+type streamV1 struct {
+	StreamPrefix    string              `json:"streamPrefix"`
+	ShardCount      int                 `json:"shardCount"`
+	DrainingShards  []int               `json:"drainingShards"`
+	MetadataVersion int64               `json:"metadataVersion"`
+	Migrations      []migrationRecordV1 `json:"migrations"` // oldest first
+	CreatedAt       time.Time           `json:"createdAt,omitzero"`
+}
+
+type migrationRecordV1 struct {
+	migrationV1
+	RequestedBy   string    `json:"requestedBy,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	ActivatedAt   time.Time `json:"activatedAt,omitzero"`
+	RetiredShards []int     `json:"retiredShards"`
+	Note          string    `json:"note,omitempty"`
+}
+
+type layoutV1 struct {
+	// KeyLayout is the version of the key layout (keys.go).
+	KeyLayout int `json:"keyLayout"`
+}
+
+// keyLayout is the version of the key layout in keys.go. A store written
+// with another layout is refused at open.
+const keyLayout = 1
+
+// encodeGroup returns the payload of a snapshot of g. It refuses a group
+// whose snapshot would not load back the same.
+func encodeGroup(g *assign.Group) ([]byte, error) {
+	if g == nil {
+		return nil, errors.New("persistence: nil group")
+	}
+	if err := validGroupName(g.StreamPrefix, g.Name); err != nil {
+		return nil, err
+	}
+	rec := groupV1{
+		StreamPrefix:    g.StreamPrefix,
+		Name:            g.Name,
+		State:           string(g.State),
+		GroupEpoch:      g.GroupEpoch,
+		AssignmentEpoch: g.AssignmentEpoch,
+		MetadataVersion: g.MetadataVersion,
+		ShardCount:      g.ShardCount,
+		DrainingShards:  cleanShards(g.DrainingShards),
+		Members:         make([]memberV1, 0, len(g.Members)),
+		Target:          make(map[string][]int, len(g.Target)),
+		CorrectionOpen:  g.CorrectionOpen,
+		CreatedAt:       utc(g.CreatedAt),
+	}
+	for id, m := range g.Members {
+		if m == nil {
+			return nil, fmt.Errorf("persistence: group %s/%s: member %q is nil", g.StreamPrefix, g.Name, id)
+		}
+		if m.ID != id {
+			return nil, fmt.Errorf("persistence: group %s/%s: member key %q holds member id %q", g.StreamPrefix, g.Name, id, m.ID)
+		}
+		rec.Members = append(rec.Members, memberV1{
+			ID:                   m.ID,
+			Name:                 m.Name,
+			State:                string(m.State),
+			Epoch:                m.Epoch,
+			PreviousEpoch:        m.PreviousEpoch,
+			MetadataVersion:      m.MetadataVersion,
+			MaxConcurrency:       m.MaxConcurrency,
+			AvailableConcurrency: m.AvailableConcurrency,
+			Current:              cleanShards(m.Current),
+			Revoking:             cleanShards(m.Revoking),
+			Granted:              cleanShards(m.Granted),
+			Reported:             m.Reported,
+			JoinedAt:             utc(m.JoinedAt),
+			RebalanceDeadline:    utc(m.RebalanceDeadline),
+			StateChangedAt:       utc(m.StateChangedAt),
+		})
+	}
+	sort.Slice(rec.Members, func(i, j int) bool { return rec.Members[i].ID < rec.Members[j].ID })
+	for id, shards := range g.Target {
+		rec.Target[id] = cleanShards(shards)
+	}
+	if m := g.ActiveMigration; m != nil {
+		rec.ActiveMigration = &migrationV1{
+			ReshardingID:   m.ReshardingID,
+			FromShardCount: m.FromShardCount,
+			ToShardCount:   m.ToShardCount,
+			State:          string(m.State),
+			CreatedAt:      utc(m.CreatedAt),
+			UpdatedAt:      utc(m.UpdatedAt),
+		}
+	}
+	return json.Marshal(rec)
+}
+
+// decodeGroup decodes the payload of the snapshot stored under the key of
+// prefix/name. Errors wrap ErrCorrupt.
+//
+// The checksum proved these are the bytes a writer meant, not that the
+// writer was right, and the rest of the coordinator relies on the invariants
+// of [assign.Group] without checking them. So decoding cleans the record at
+// this boundary: maps are never nil (assign writes into them), shard sets are
+// sorted, de-duplicated and non-nil (assign merges them as sorted sets, and
+// monitoring answers [] rather than null), the members map is keyed by each
+// member's own id, and times are UTC. What cannot be cleaned without
+// guessing (another group's identity, a member without id or twice) is
+// corrupt.
+func decodeGroup(payload []byte, prefix, name string) (*assign.Group, error) {
+	var rec groupV1
+	if err := strictUnmarshal(payload, &rec); err != nil {
+		return nil, newErr(ErrCorrupt, "group payload: %v", err)
+	}
+	if rec.StreamPrefix != prefix || rec.Name != name {
+		return nil, newErr(ErrCorrupt, "snapshot of group %s/%s stored under %s/%s", rec.StreamPrefix, rec.Name, prefix, name)
+	}
+	g := &assign.Group{
+		StreamPrefix:    rec.StreamPrefix,
+		Name:            rec.Name,
+		State:           protocol.GroupState(rec.State),
+		GroupEpoch:      rec.GroupEpoch,
+		AssignmentEpoch: rec.AssignmentEpoch,
+		MetadataVersion: rec.MetadataVersion,
+		ShardCount:      rec.ShardCount,
+		DrainingShards:  cleanShards(rec.DrainingShards),
+		Members:         make(map[string]*assign.Member, len(rec.Members)),
+		Target:          make(map[string][]int, len(rec.Target)),
+		CorrectionOpen:  rec.CorrectionOpen,
+		CreatedAt:       utc(rec.CreatedAt),
+	}
+	for _, m := range rec.Members {
+		if m.ID == "" {
+			return nil, newErr(ErrCorrupt, "member without id")
+		}
+		if _, dup := g.Members[m.ID]; dup {
+			return nil, newErr(ErrCorrupt, "member %q listed twice", m.ID)
+		}
+		g.Members[m.ID] = &assign.Member{
+			ID:                   m.ID,
+			Name:                 m.Name,
+			State:                protocol.MemberState(m.State),
+			Epoch:                m.Epoch,
+			PreviousEpoch:        m.PreviousEpoch,
+			MetadataVersion:      m.MetadataVersion,
+			MaxConcurrency:       m.MaxConcurrency,
+			AvailableConcurrency: m.AvailableConcurrency,
+			Current:              cleanShards(m.Current),
+			Revoking:             cleanShards(m.Revoking),
+			Granted:              cleanShards(m.Granted),
+			Reported:             m.Reported,
+			JoinedAt:             utc(m.JoinedAt),
+			RebalanceDeadline:    utc(m.RebalanceDeadline),
+			StateChangedAt:       utc(m.StateChangedAt),
+		}
+	}
+	for id, shards := range rec.Target {
+		g.Target[id] = cleanShards(shards)
+	}
+	if m := rec.ActiveMigration; m != nil {
+		g.ActiveMigration = &protocol.Migration{
+			ReshardingID:   m.ReshardingID,
+			FromShardCount: m.FromShardCount,
+			ToShardCount:   m.ToShardCount,
+			State:          protocol.MigrationState(m.State),
+			CreatedAt:      utc(m.CreatedAt),
+			UpdatedAt:      utc(m.UpdatedAt),
+		}
+	}
+	return g, nil
+}
+
+// encodeStream returns the payload of rec.
+func encodeStream(rec StreamRecord) ([]byte, error) {
+	if err := validStreamPrefix(rec.StreamPrefix); err != nil {
+		return nil, err
+	}
+	out := streamV1{
+		StreamPrefix:    rec.StreamPrefix,
+		ShardCount:      rec.ShardCount,
+		DrainingShards:  cleanShards(rec.DrainingShards),
+		MetadataVersion: rec.MetadataVersion,
+		Migrations:      make([]migrationRecordV1, 0, len(rec.Migrations)),
+		CreatedAt:       utc(rec.CreatedAt),
+	}
+	for _, m := range rec.Migrations {
+		out.Migrations = append(out.Migrations, migrationRecordV1{
+			migrationV1: migrationV1{
+				ReshardingID:   m.ReshardingID,
+				FromShardCount: m.FromShardCount,
+				ToShardCount:   m.ToShardCount,
+				State:          string(m.State),
+				CreatedAt:      utc(m.CreatedAt),
+				UpdatedAt:      utc(m.UpdatedAt),
+			},
+			RequestedBy:   m.RequestedBy,
+			Reason:        m.Reason,
+			ActivatedAt:   utc(m.ActivatedAt),
+			RetiredShards: cleanShards(m.RetiredShards),
+			Note:          m.Note,
+		})
+	}
+	return json.Marshal(out)
+}
+
+// decodeStream decodes the payload of the stream record stored under the key
+// of prefix, cleaning it as decodeGroup does (and for the same reasons).
+// Errors wrap ErrCorrupt.
+func decodeStream(payload []byte, prefix string) (StreamRecord, error) {
+	var rec streamV1
+	if err := strictUnmarshal(payload, &rec); err != nil {
+		return StreamRecord{}, newErr(ErrCorrupt, "stream payload: %v", err)
+	}
+	if rec.StreamPrefix != prefix {
+		return StreamRecord{}, newErr(ErrCorrupt, "record of stream %s stored under %s", rec.StreamPrefix, prefix)
+	}
+	out := StreamRecord{
+		StreamPrefix:    rec.StreamPrefix,
+		ShardCount:      rec.ShardCount,
+		DrainingShards:  cleanShards(rec.DrainingShards),
+		MetadataVersion: rec.MetadataVersion,
+		Migrations:      make([]MigrationRecord, 0, len(rec.Migrations)),
+		CreatedAt:       utc(rec.CreatedAt),
+	}
+	for _, m := range rec.Migrations {
+		out.Migrations = append(out.Migrations, MigrationRecord{
+			Migration: protocol.Migration{
+				ReshardingID:   m.ReshardingID,
+				FromShardCount: m.FromShardCount,
+				ToShardCount:   m.ToShardCount,
+				State:          protocol.MigrationState(m.State),
+				CreatedAt:      utc(m.CreatedAt),
+				UpdatedAt:      utc(m.UpdatedAt),
+			},
+			RequestedBy:   m.RequestedBy,
+			Reason:        m.Reason,
+			ActivatedAt:   utc(m.ActivatedAt),
+			RetiredShards: cleanShards(m.RetiredShards),
+			Note:          m.Note,
+		})
+	}
+	return out, nil
+}
+
+// cleanShards returns a new sorted shard set without duplicates, never nil.
+func cleanShards(s []int) []int {
+	out := slices.Clone(s)
+	if out == nil {
+		out = []int{}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// utc returns t in UTC; the zero time stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}

@@ -1,0 +1,73 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configure [OpenPebble]. The zero value is usable: [Options.EnsureDefaults]
+// fills every zero field.
+type Options struct {
+	// Logger receives Pebble's log lines (with component=pebble) at INFO and
+	// ERROR. Without it Pebble would print through the standard log package.
+	// Pebble's fatal errors (a failed WAL write or sync, a failed MANIFEST
+	// write) are logged at ERROR and then panic instead of exiting the
+	// process: in the goroutine of a store call the panic is recovered and
+	// the store fails ([ErrFailed]); in one of Pebble's background goroutines
+	// it ends the process, as Pebble's default os.Exit(1) would.
+	// Default: [slog.Default].
+	Logger *slog.Logger
+
+	// CacheSize is the size in bytes of Pebble's block cache. The store is
+	// read in full at start and then served from the group actors' memory,
+	// so more cache buys little. Default 8 MiB; must not be negative.
+	CacheSize int64
+
+	// MemTableSize is the size in bytes of one Pebble memtable. Larger
+	// memtables flush less often but make the write-ahead log replayed at
+	// open longer. Default 4 MiB; must be below 4 GiB (Pebble's limit).
+	MemTableSize uint64
+
+	// fs is the file system Pebble uses; tests wrap it to inject I/O errors.
+	// Default vfs.Default.
+	fs vfs.FS
+}
+
+// Defaults of [Options].
+const (
+	DefaultCacheSize    int64  = 8 << 20
+	DefaultMemTableSize uint64 = 4 << 20
+)
+
+// EnsureDefaults returns o with every zero field set to its default.
+func (o Options) EnsureDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.fs == nil {
+		o.fs = vfs.Default
+	}
+	return o
+}
+
+// Validate reports every problem of o at once.
+func (o Options) Validate() error {
+	var errs []error
+	if o.CacheSize < 0 {
+		errs = append(errs, fmt.Errorf("persistence: CacheSize %d is negative", o.CacheSize))
+	}
+	if o.MemTableSize >= math.MaxUint32 {
+		errs = append(errs, fmt.Errorf("persistence: MemTableSize %d is not below 4 GiB", o.MemTableSize))
+	}
+	return errors.Join(errs...)
+}

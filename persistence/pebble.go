@@ -1,0 +1,158 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// formatMajorVersion pins Pebble's on-disk format. Pebble ratchets a store
+// forward to Options.FormatMajorVersion at open and never back, and older
+// Pebble builds refuse newer formats; pinning it means that upgrading the
+// Pebble dependency does not silently make a data directory unreadable for
+// the previous rscoord build. Raise it deliberately.
+const formatMajorVersion = pebble.FormatValueSeparation
+
+// PebbleStore is the embedded, durable [Store]: one Pebble database in a
+// directory. Every write is synced to Pebble's write-ahead log before it
+// returns; writes of different records run concurrently so that Pebble's
+// commit pipeline shares one fsync between them.
+type PebbleStore struct {
+	*core
+	db  *pebble.DB
+	dir string
+}
+
+var _ Store = (*PebbleStore)(nil)
+
+// OpenPebble opens (creating if needed) the store in dir. It refuses a
+// directory written with an unknown key layout ([ErrUnknownSchema]) and one
+// that another process holds open (Pebble's lock file).
+func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
+	opts = opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	logger := pebbleLogger{opts.Logger.With("component", "pebble")}
+	cache := pebble.NewCache(opts.CacheSize)
+	defer cache.Unref() // the DB holds its own reference
+	popts := &pebble.Options{
+		FS:                 opts.fs,
+		Cache:              cache,
+		MemTableSize:       opts.MemTableSize,
+		FormatMajorVersion: formatMajorVersion,
+		Logger:             logger,
+		EventListener: &pebble.EventListener{
+			BackgroundError: func(err error) { logger.l.Error("background error", "err", err) },
+			// Pebble's default treats corruption as fatal. The read that
+			// found it returns an error as well, which the store reports
+			// for the record concerned, so logging is enough here.
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				logger.l.Error("data corruption", "path", info.Path, "err", info.Details)
+			},
+			DiskSlow: func(info pebble.DiskSlowInfo) {
+				logger.l.Warn("disk slow", "path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
+			},
+			WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+				logger.l.Warn("write stall begins", "reason", info.Reason)
+			},
+			WriteStallEnd: func() { logger.l.Info("write stall ends") },
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(*fatalError)
+			if !ok {
+				panic(r)
+			}
+			store, err = nil, opErr("open "+dir, fe)
+		}
+	}()
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		return nil, opErr("open "+dir, err)
+	}
+	c := newCore(&pebbleKV{db: db})
+	if err := c.checkLayout(); err != nil {
+		return nil, errors.Join(opErr("open "+dir, err), db.Close())
+	}
+	if err := c.recoverRevisions(); err != nil {
+		return nil, errors.Join(opErr("open "+dir, err), db.Close())
+	}
+	return &PebbleStore{core: c, db: db, dir: dir}, nil
+}
+
+// pebbleKV is the kv of a Pebble database.
+type pebbleKV struct {
+	db *pebble.DB
+}
+
+func (p *pebbleKV) get(key []byte) ([]byte, error) {
+	v, closer, err := p.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, errNoKey
+	}
+	if err != nil {
+		return nil, corruption(err)
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
+
+func (p *pebbleKV) set(key, value []byte) error { return p.db.Set(key, value, pebble.Sync) }
+
+func (p *pebbleKV) del(key []byte) error { return p.db.Delete(key, pebble.Sync) }
+
+// scan iterates one Pebble iterator, which reads as of its creation.
+func (p *pebbleKV) scan(lower, upper []byte, fn func(key, value []byte) error) (err error) {
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return corruption(err)
+	}
+	defer func() { err = errors.Join(err, corruption(it.Close())) }()
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return corruption(err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			return err
+		}
+	}
+	return corruption(it.Error())
+}
+
+func (p *pebbleKV) close() error { return p.db.Close() }
+
+// corruption marks Pebble's corruption errors (a failed block checksum) with
+// ErrCorrupt so that callers fail closed on them as on a corrupt record.
+func corruption(err error) error {
+	if err != nil && pebble.IsCorruptionError(err) {
+		return &recordError{sentinel: ErrCorrupt, detail: "pebble", cause: err}
+	}
+	return err
+}
+
+// fatalError is what pebbleLogger.Fatalf panics with.
+type fatalError struct{ msg string }
+
+func (e *fatalError) Error() string { return "pebble fatal error: " + e.msg }
+
+// pebbleLogger routes Pebble's logging to slog. Fatalf must not return:
+// Pebble calls it where it cannot go on (after a failed WAL write or sync
+// DB.Apply calls Fatalf and then returns nil, which would report the
+// unsynced write as a success). It panics with *fatalError; the store
+// recovers that in its own calls and fails (see core.recoverFatal).
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) { p.l.Info(fmt.Sprintf(format, args...)) }
+
+func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Error(fmt.Sprintf(format, args...)) }
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "fatal", true)
+	panic(&fatalError{msg: msg})
+}
