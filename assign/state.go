@@ -49,9 +49,15 @@ func (c Config) EnsureDefaults() Config {
 //
 // Shard sets ([]int) are always sorted ascending and free of duplicates.
 type Group struct {
+	// StreamPrefix is the stream the group reads; its shards are the keys
+	// "{StreamPrefix}:{index}".
 	StreamPrefix string
-	Name         string
-	State        protocol.GroupState
+	// Name is the consumer group name (also the Redis consumer group).
+	Name string
+	// State is EMPTY, RECONCILING or STABLE (PROTOCOL.md §6.2), recomputed
+	// after every durable change. STABLE implies nothing is blocked, which
+	// the steady heartbeat relies on.
+	State protocol.GroupState
 	// GroupEpoch is bumped by every membership change (join, leave, expiry,
 	// fencing, pruning) and by every layout change, so that a new target
 	// always comes with a new member epoch.
@@ -59,7 +65,9 @@ type Group struct {
 	// AssignmentEpoch is GroupEpoch as of the last assignment run.
 	AssignmentEpoch int64
 	// MetadataVersion is bumped by membership, assignment, layout and
-	// migration changes, never by lease renewals or progress reports.
+	// migration changes, never by lease renewals or progress reports. A
+	// metadata correction moves it past the highest version a member
+	// reported (see correction.go).
 	MetadataVersion int64
 	// ShardCount is the number of shards producers route to: 0..ShardCount-1.
 	ShardCount int
@@ -77,7 +85,8 @@ type Group struct {
 	// ActiveMigration is the stream migration this group is stepping
 	// through, or nil.
 	ActiveMigration *protocol.Migration
-	CreatedAt       time.Time
+	// CreatedAt is when the group was registered.
+	CreatedAt time.Time
 
 	// nextTimer caches a lower bound of the earliest timer of the group
 	// (lease expiry, rebalance deadline, prune), valid while timersKnown.
@@ -87,6 +96,11 @@ type Group struct {
 	// ([Restore], normally) rescans.
 	nextTimer   time.Time
 	timersKnown bool
+	// hold caches the blocked-set index (see holdings) between calls, so
+	// that the many heartbeats of a RECONCILING group that change nothing
+	// do not rebuild it. Every change to a target, a member's state or its
+	// current, revoking or granted set drops it. Derived, not persisted.
+	hold *holdings
 }
 
 // NewGroup creates an EMPTY group named name on the stream streamPrefix with
@@ -112,13 +126,17 @@ func NewGroup(streamPrefix, name string, shardCount int, now time.Time) *Group {
 
 // Member is one member of a group as the coordinator sees it.
 type Member struct {
-	ID    string
-	Name  string
+	// ID is the member id (= its Redis consumer name).
+	ID string
+	// Name is the memberName it last reported (a service name, for display).
+	Name string
+	// State is the member's lifecycle state; live = ACTIVE or STARTING,
+	// owning = live or LEAVING.
 	State protocol.MemberState
-	// Epoch is the member epoch last answered; PreviousEpoch the one before,
-	// which a heartbeat may still carry after a lost response. A LEAVING
-	// member keeps its last positive epoch here (responses say -1), so that
-	// stored epochs never go down.
+	// Epoch is the member epoch last answered; PreviousEpoch the epoch the
+	// member may still carry after a lost response (the one before, or the
+	// one it last proved to hold). A LEAVING member keeps its last positive
+	// epoch here (responses say -1), so that stored epochs never go down.
 	Epoch         int64
 	PreviousEpoch int64
 	// MetadataVersion is the version the member last reported.
@@ -142,6 +160,7 @@ type Member struct {
 	// Progress is the member's last reported per-shard progress. It is not
 	// durable: a restart forgets it until the next heartbeat.
 	Progress []protocol.ShardProgress
+	// JoinedAt is when the member last joined or rejoined.
 	JoinedAt time.Time
 	// LastHeartbeat and LeaseExpiresAt are not durable: a restored group
 	// gives every member a fresh lease (see [Restore]).

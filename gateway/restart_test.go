@@ -96,6 +96,8 @@ func TestMetadataCorrectionAfterStoreWentBack(t *testing.T) {
 	}
 
 	s = coordtest.Start(t, dir, coordtest.Options{})
+	_, dbg := s.Do(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/members", nil)
+	t.Logf("members after restore: %s", dbg)
 	var seen []protocol.Status
 	for range 3 {
 		r := a.Beat(s)

@@ -32,6 +32,13 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// removeBinary deletes what buildBinary built, if it ran.
+func removeBinary() {
+	if bin, err := buildBinary(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+}
+
 type buildError struct {
 	out string
 	err error

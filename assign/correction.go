@@ -1,0 +1,108 @@
+package assign
+
+import (
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Metadata correction (PROTOCOL.md §6.1 steps 4 and 9).
+//
+// A member reporting a metadataVersion above the group's has seen a state
+// this coordinator no longer has: the store went back (a restore, a lost
+// write). The coordinator never rebuilds its state from such a report; it
+// opens a correction round in which nobody starts reading anything, each
+// member keeps only what it already reads and may still read here, and the
+// round closes once every member has heartbeated at the group's version and
+// nothing is blocked. Then OK answers resume and hand out the rest.
+//
+// Two choices of ours:
+//
+//   - Opening the round moves MetadataVersion past the reported one (to
+//     reported+1). Otherwise the next ordinary bump would reissue the very
+//     version number the lost state had, and a member still holding that
+//     lost view would look in sync. With the jump every member that saw
+//     the lost state reports a different version and is answered
+//     SYNC_METADATA.
+//   - What a synced member still holds beyond what it may keep is recorded
+//     as revoking (only readable shards and shards it was accepted for), so
+//     that it blocks others until the member reports it released. That is
+//     the safe direction: it delays a hand-off, it never grants anything.
+
+// maxReportedVersion bounds the metadataVersion a member may report. A
+// correction moves the group's version past the reported one; a report near
+// the int64 limit (a client bug) would overflow it or exhaust the version
+// space for good, so it is answered INVALID_REQUEST instead. No coordinator
+// issues versions anywhere near it.
+const maxReportedVersion = 1 << 62
+
+// needsSync reports whether a heartbeat of live member m with a positive
+// epoch is answered SYNC_METADATA.
+func needsSync(g *Group, m *Member, req *protocol.HeartbeatRequest) bool {
+	if m == nil || !m.State.Live() || req.MemberEpoch <= 0 {
+		return false
+	}
+	return req.MetadataVersion > g.MetadataVersion ||
+		(g.CorrectionOpen && req.MetadataVersion != g.MetadataVersion)
+}
+
+// syncMetadata opens or extends the correction round and records what m may
+// keep. Epoch checks are skipped on purpose: the member may carry an epoch
+// this coordinator never issued (it was lost with the state), and it keeps
+// its stored epoch.
+func (o *op) syncMetadata(m *Member, req *protocol.HeartbeatRequest) answer {
+	g := o.g
+	if req.MetadataVersion > g.MetadataVersion {
+		g.MetadataVersion = req.MetadataVersion + 1
+		o.persist = true
+	}
+	if !g.CorrectionOpen {
+		g.CorrectionOpen = true
+		o.persist = true
+	}
+	owned := fromWire(req.OwnedShards)
+	held := union(owned, nonTerminal(req.RevokingShards))
+	var plausible []int
+	for _, s := range held {
+		if readable(g, s) || contains(m.Current, s) || contains(m.Revoking, s) || contains(m.Granted, s) {
+			plausible = append(plausible, s)
+		}
+	}
+	keep := intersect(owned, o.assignable(m))
+	o.setCurrent(m, keep)
+	o.setRevoking(m, minus(plausible, keep))
+	o.setGranted(m, keep)
+	if m.Name != req.MemberName {
+		m.Name = req.MemberName
+		o.persist = true
+	}
+	if !m.Reported {
+		m.Reported = true
+		o.persist = true
+	}
+	o.recordLiveness(m, req)
+	o.recordProgress(m, req.ShardProgress, true)
+	m.MetadataVersion = req.MetadataVersion
+	return answerSync
+}
+
+// closeRound closes the correction round once every live member, and every
+// LEAVING member still holding or revoking shards, has heartbeated at the
+// group's version and nothing is blocked. A drained LEAVING member that
+// never heartbeats again does not hold the round open.
+func (o *op) closeRound() {
+	g := o.g
+	if !g.CorrectionOpen {
+		return
+	}
+	for _, m := range g.Members {
+		waits := m.State.Live() ||
+			(m.State == protocol.MemberLeaving && len(m.Current)+len(m.Revoking) > 0)
+		if waits && m.MetadataVersion != g.MetadataVersion {
+			return
+		}
+	}
+	if o.holdings().any {
+		return
+	}
+	g.CorrectionOpen = false
+	o.persist = true
+}

@@ -1,0 +1,88 @@
+// Package assign is the group state machine of rscoord (PROTOCOL.md §6): the
+// heartbeat decision, epochs, ownership validation, blocked sets, the sticky
+// assignor, lease expiry, rebalance deadlines, metadata correction and
+// shard-layout changes of one consumer group.
+//
+// It is pure and deterministic, like etcd's RawNode: state, request and the
+// current time go in; the mutated [Group] and a [Result] describing the work
+// left to do come out. No goroutines, no I/O, no clock, no randomness, no
+// logging, no package-level state. One goroutine (the group actor) owns a
+// Group and calls this package; nothing here locks.
+//
+// # What the group actor does
+//
+// Once, after loading a group from the store:
+//
+//  1. Call [Restore]. Leases are not durable; Restore gives every owning
+//     member a fresh lease so the restart itself expires nobody. Persist if
+//     Result.Persist; schedule a tick at Result.Next.
+//
+// Per heartbeat, in this order:
+//
+//  1. [Validate] the request against the path member id. If !ok, answer its
+//     response and stop: no group is looked up or created.
+//  2. Look the group up. Unknown stream, or unknown group that is not
+//     registered on the fly: answer [UnknownMemberResponse]. Store down,
+//     group failed closed, shutting down, overloaded: answer
+//     [RetryResponse]. (Registering a group: [NewGroup], persist it.)
+//  3. Call [Heartbeat] with the actor's clock.
+//  4. If Result.Persist, write the group and sync it. If the write fails,
+//     do not send Result.Response: answer [RetryResponse] and reload the
+//     group from the store (the in-memory group is ahead of the durable
+//     one; a response must never reveal what a restart would forget).
+//  5. Send Result.Response.
+//  6. Schedule [Tick] at Result.Next (replacing an earlier schedule; zero
+//     means none). Events are for metrics and logs.
+//
+// Per timer: call [Tick] at the scheduled time, then steps 4 and 6 above
+// (there is no response). Per layout change (resharding): call [SetLayout],
+// then steps 4 and 6. Monitoring reads the views ([Group.Summary],
+// [Group.MemberViews], [Group.Assignments], [Group.Consumption]) from the
+// actor's goroutine; they copy.
+//
+// # Invariants
+//
+// After every call, and checked by [CheckInvariants]:
+//
+//   - A shard is in at most one target, only live members have targets, and
+//     targets hold only readable shards (0..ShardCount-1 plus draining).
+//   - A shard is granted to (may be read by) at most one owning member, and
+//     never while another owning member holds it in its current, revoking or
+//     granted set. Granted counts as held: a member may read a shard between
+//     the answer that grants it and the report that says it owns it.
+//   - GroupEpoch, AssignmentEpoch, MetadataVersion and each member's stored
+//     epoch never go down. MetadataVersion changes only with membership,
+//     target, layout, migration or a metadata correction, never with a lease
+//     renewal or a progress report, so members can match it.
+//   - Result.Persist is false for a heartbeat that changed nothing durable
+//     (the steady heartbeat of a STABLE group), and such a heartbeat does
+//     not scan the group: it costs O(the member's shards).
+//   - The assignor runs only when membership or layout changed.
+//
+// # Deliberate readings of PROTOCOL.md
+//
+//   - blocked(m) also counts shards granted to another owning member (see
+//     above), not only its current and revoking sets.
+//   - A heartbeat carrying the member's previous epoch is processed as
+//     current when each owned shard is in its target or already accepted as
+//     held by it. The protocol names only the target, which would fence a
+//     member whose lost response was the one revoking a shard — our epochs,
+//     unlike KIP-848's, advance while a revocation is still running.
+//   - A stale epoch does not only answer FENCED_MEMBER_EPOCH, it fences the
+//     member (state FENCED), so its epoch-0 rejoin is accepted at once
+//     instead of being answered RETRY as a duplicate until its lease ends.
+//   - Opening a correction round moves MetadataVersion past the reported
+//     version (see correction.go).
+//   - A leave that reports shards outside the member's authority drops them
+//     instead of fencing the leaver.
+//   - GroupEpoch is also bumped by a layout change, so a new target always
+//     comes with a new member epoch.
+//
+// # Non-goals
+//
+// No persistence, timers, HTTP, Redis or metrics: the actor owns those. No
+// migration state machine (§7): resharding calls [SetLayout] with the
+// readable shards and sets [Group.ActiveMigration] for display. No
+// rebuilding of state from member reports. The group state ASSIGNING is
+// never used: assignment is synchronous.
+package assign

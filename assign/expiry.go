@@ -1,0 +1,138 @@
+package assign
+
+import (
+	"time"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Tick runs the group's timers at now (PROTOCOL.md §6.1 step 3 and the
+// timer half of step 8):
+//
+//   - a live member past its lease becomes EXPIRED (epoch +1, ownership
+//     cleared): it stopped reading on its own when its lease passed;
+//   - an owning member (LEAVING included) past its rebalance deadline is
+//     FENCED;
+//   - a LEAVING member past its lease is released: its revoking shards no
+//     longer block anyone (it stopped reading when its lease passed);
+//   - a terminal member (EXPIRED, FENCED, LEAVING and released) is removed
+//     StaleMemberRetention after it became terminal.
+//
+// When a member could both expire and be fenced, whichever time came first
+// wins. Membership changes bump GroupEpoch and reassign. Result.Response is
+// the zero value. The actor calls Tick at [Result.Next]; an early call is
+// harmless.
+func Tick(g *Group, now time.Time, cfg Config) Result {
+	o := begin(g, now, cfg)
+	o.maintain(true, "")
+	o.finish()
+	return o.result(protocol.HeartbeatResponse{})
+}
+
+// Restore prepares a group just loaded from the store, before any other
+// call: every owning member gets a fresh lease now+MemberLease and every
+// running rebalance deadline restarts at now+RebalanceTimeout, so that the
+// coordinator's downtime expires or fences nobody (members could not
+// heartbeat meanwhile). Leases are not durable anyway. It also re-runs the
+// assignor (a no-op on a consistent group; it repairs one that is not),
+// recomputes the group state and says when to Tick.
+func Restore(g *Group, now time.Time, cfg Config) Result {
+	o := begin(g, now, cfg)
+	g.hold = nil // the caller may have edited the group (a load, a repair)
+	for _, id := range sortedIDs(g.Members) {
+		m := g.Members[id]
+		if !m.State.Owning() {
+			continue
+		}
+		m.LeaseExpiresAt = now.Add(o.cfg.MemberLease)
+		if !m.RebalanceDeadline.IsZero() {
+			o.setDeadline(m, now.Add(o.cfg.RebalanceTimeout))
+		}
+	}
+	o.reassign = true
+	o.allDeadlines = true
+	o.finish()
+	o.closeRound()
+	o.refreshState()
+	o.scanTimers()
+	return o.result(protocol.HeartbeatResponse{})
+}
+
+// maintain runs the timers that are due. Unless force, it returns at once
+// while no timer can be due (the steady heartbeat's case). skipDeadline
+// names a member whose rebalance deadline is judged later in the call. It
+// reports whether it scanned.
+func (o *op) maintain(force bool, skipDeadline string) bool {
+	g := o.g
+	if !force && g.timersKnown && (g.nextTimer.IsZero() || o.now.Before(g.nextTimer)) {
+		return false
+	}
+	due := func(t time.Time) bool { return !t.IsZero() && !o.now.Before(t) }
+	for _, id := range sortedIDs(g.Members) {
+		m := g.Members[id]
+		if m.State.Owning() && m.LeaseExpiresAt.IsZero() {
+			// A lease unknown after a load without Restore: start one rather
+			// than expire a member for our own restart.
+			m.LeaseExpiresAt = o.now.Add(o.cfg.MemberLease)
+		}
+		leaseDue := due(m.LeaseExpiresAt)
+		deadlineDue := id != skipDeadline && due(m.RebalanceDeadline)
+		// When both passed, the earlier one decides.
+		leaseFirst := leaseDue && (!deadlineDue || !m.RebalanceDeadline.Before(m.LeaseExpiresAt))
+		switch {
+		case m.State.Live() && leaseFirst:
+			o.expire(m)
+		case m.State.Owning() && deadlineDue && !leaseFirst:
+			o.fence(m)
+		case m.State == protocol.MemberLeaving && leaseFirst && holds(m):
+			o.setCurrent(m, nil)
+			o.setRevoking(m, nil)
+			o.setDeadline(m, time.Time{})
+		}
+		if terminal(m) && due(m.StateChangedAt.Add(o.cfg.StaleMemberRetention)) {
+			delete(g.Members, id)
+			delete(g.Target, id)
+			o.bump()
+			o.ev.Pruned = append(o.ev.Pruned, id)
+		}
+	}
+	g.timersKnown = false // rescanned when the call ends
+	return true
+}
+
+// holds reports whether m still holds or revokes shards.
+func holds(m *Member) bool { return len(m.Current)+len(m.Revoking) > 0 }
+
+// terminal reports whether m is EXPIRED, FENCED, or LEAVING with nothing
+// left to release: such members only wait to be pruned.
+func terminal(m *Member) bool {
+	switch m.State {
+	case protocol.MemberExpired, protocol.MemberFenced:
+		return true
+	case protocol.MemberLeaving:
+		return !holds(m)
+	}
+	return false
+}
+
+// scanTimers recomputes the earliest timer of the group exactly.
+func (o *op) scanTimers() {
+	g := o.g
+	var next time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, m := range g.Members {
+		switch {
+		case terminal(m):
+			consider(m.StateChangedAt.Add(o.cfg.StaleMemberRetention))
+		case m.State.Owning():
+			consider(m.LeaseExpiresAt)
+			consider(m.RebalanceDeadline)
+		}
+	}
+	g.nextTimer = next
+	g.timersKnown = true
+}

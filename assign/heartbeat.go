@@ -1,0 +1,282 @@
+package assign
+
+import (
+	"time"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Heartbeat runs PROTOCOL.md §6.1 steps 3–10 on g for a request that passed
+// [Validate], at time now. It mutates g and returns the response with what
+// the actor must do before sending it (see [Result]).
+//
+// Per call: maintenance first (expired leases, rebalance deadlines of other
+// members, prunes), then metadata correction, epoch rules, ownership
+// validation, recording the report, reassignment when membership or layout
+// changed, rebalance deadlines, and the answer. A steady heartbeat of a
+// STABLE group does O(its own shards) work and persists nothing.
+func Heartbeat(g *Group, req *protocol.HeartbeatRequest, now time.Time, cfg Config) Result {
+	o := begin(g, now, cfg)
+	// Step 3. The requester's own rebalance deadline is judged after its
+	// report is recorded (step 8): the report may be the one releasing the
+	// shards.
+	if o.maintain(false, req.MemberID) && o.reassign {
+		o.runAssignor()
+	}
+	kind, m := o.decide(req)
+	o.finish()
+	resp := o.answer(kind, m, req)
+	if o.persist || g.CorrectionOpen {
+		// The answer may have changed the member's grants, which unblocks
+		// others: group state and round follow.
+		o.finish()
+	}
+	return o.result(resp)
+}
+
+// answer says how a heartbeat is answered once the call's follow-up work
+// is done.
+type answer int
+
+const (
+	answerView    answer = iota // OK or REVOKE_PENDING with the member's view
+	answerJoin                  // a (re)join: the view, the member counts as synced
+	answerSync                  // SYNC_METADATA
+	answerLeave                 // OK, epoch -1, empty assignment
+	answerFenced                // FENCED_MEMBER_EPOCH
+	answerUnknown               // UNKNOWN_MEMBER_ID
+	answerRetry                 // RETRY (duplicate member id)
+	answerInvalid               // INVALID_REQUEST (an epoch or version from the future)
+)
+
+// decide applies steps 4–7 and says how to answer.
+func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
+	g := o.g
+	m := g.Members[req.MemberID]
+	e := req.MemberEpoch
+	if req.MetadataVersion >= maxReportedVersion {
+		return answerInvalid, m
+	}
+	if needsSync(g, m, req) {
+		return o.syncMetadata(m, req), m
+	}
+	switch {
+	case m == nil && e == protocol.EpochJoin:
+		kind := o.join(req)
+		return kind, g.Members[req.MemberID]
+	case m == nil:
+		return answerUnknown, nil
+	case e == protocol.EpochJoin && !m.State.Live():
+		return o.rejoin(m, req), m
+	case e == protocol.EpochJoin && !m.Reported:
+		// The join answer was lost: answer it again, change nothing.
+		o.recordLiveness(m, req)
+		return answerView, m
+	case e == protocol.EpochJoin:
+		// Another process uses this id, or a restarted one is early. The
+		// live incarnation keeps the id; once its lease lapses the
+		// newcomer's epoch-0 heartbeat rejoins.
+		o.ev.DuplicateMember = true
+		return answerRetry, m
+	case m.State == protocol.MemberExpired || m.State == protocol.MemberFenced:
+		return answerFenced, m
+	case e == protocol.EpochLeave:
+		return o.leave(m, req), m
+	case m.State == protocol.MemberLeaving:
+		return answerFenced, m
+	case e > m.Epoch:
+		return answerInvalid, m
+	}
+	owned := ownedOf(m, req)
+	if e < m.Epoch {
+		if e != m.PreviousEpoch || !o.tolerable(m, owned) {
+			o.fence(m)
+			return answerFenced, m
+		}
+		o.ev.PreviousEpochAccepted = true
+		o.heldEpoch = e
+	}
+	revoking := nonTerminal(req.RevokingShards)
+	if !o.authorized(m, owned, revoking, req.ShardProgress) {
+		o.fence(m)
+		return answerFenced, m
+	}
+	o.record(m, req, owned, revoking)
+	return answerView, m
+}
+
+// ownedOf returns the reported owned set; when it equals the accepted
+// current set it returns that (read-only), so that a steady heartbeat
+// allocates nothing for it.
+func ownedOf(m *Member, req *protocol.HeartbeatRequest) []int {
+	if sameAsWire(m.Current, req.OwnedShards) {
+		return m.Current
+	}
+	return fromWire(req.OwnedShards)
+}
+
+// tolerable reports whether a heartbeat carrying m's previous epoch is a
+// lost response rather than a zombie: every shard it reports owned is in
+// its current target, or is one we already accepted it holds (the lost
+// response may have been the one revoking it; blocked sets keep its new
+// owner off it until it is reported released). PROTOCOL.md names only the
+// target; see doc.go for why we also accept held shards.
+func (o *op) tolerable(m *Member, owned []int) bool {
+	return subsetOfAny(owned, o.g.Target[m.ID], m.Current, m.Revoking, m.Granted)
+}
+
+// record applies step 7 to a validated report.
+func (o *op) record(m *Member, req *protocol.HeartbeatRequest, owned, revoking []int) {
+	if m.Name != req.MemberName {
+		m.Name = req.MemberName
+		o.persist = true
+	}
+	o.setCurrent(m, owned)
+	if len(revoking) > 0 {
+		revoking = minus(revoking, owned)
+	}
+	o.setRevoking(m, revoking)
+	o.recordProgress(m, req.ShardProgress, false)
+	o.recordLiveness(m, req)
+	m.MetadataVersion = req.MetadataVersion
+	if !m.Reported {
+		m.Reported = true
+		o.persist = true
+	}
+}
+
+// recordProgress keeps the member's last progress report (not durable). It
+// reuses the member's slice: a steady heartbeat allocates nothing. With
+// filter, entries for shards the member is not known to hold are dropped
+// instead of having been validated.
+func (o *op) recordProgress(m *Member, ps []protocol.ShardProgress, filter bool) {
+	m.Progress = m.Progress[:0]
+	for _, p := range ps {
+		s := p.Shard.ShardIndex
+		if filter && !contains(m.Current, s) && !contains(m.Revoking, s) && !contains(m.Granted, s) {
+			continue
+		}
+		m.Progress = append(m.Progress, p)
+	}
+}
+
+// answer builds the response after the call's follow-up work.
+func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) protocol.HeartbeatResponse {
+	if m != nil && o.g.Members[m.ID] != m {
+		m = nil // pruned meanwhile; cannot happen for the requester, but be safe
+	}
+	if m != nil && m.State == protocol.MemberFenced && kind != answerRetry && kind != answerInvalid {
+		// Fenced by this call (stale epoch, bad claim, rebalance deadline)
+		// or before.
+		kind = answerFenced
+	}
+	switch kind {
+	case answerView, answerJoin:
+		if m == nil || !m.State.Live() {
+			return o.groupAnswer(req, protocol.StatusFencedMemberEpoch, req.MemberEpoch)
+		}
+		return o.view(m, req, kind == answerJoin)
+	case answerSync:
+		return o.syncView(m, req)
+	case answerLeave:
+		return o.groupAnswer(req, protocol.StatusOK, protocol.EpochLeave)
+	case answerFenced:
+		epoch := req.MemberEpoch
+		if m != nil {
+			epoch = m.Epoch
+		}
+		return o.groupAnswer(req, protocol.StatusFencedMemberEpoch, epoch)
+	case answerUnknown:
+		return UnknownMemberResponse(req, o.cfg)
+	case answerRetry:
+		return RetryResponse(req, o.cfg)
+	default:
+		return reject(req, protocol.StatusInvalidRequest, o.cfg)
+	}
+}
+
+// view answers a live member (steps 9 and 10): memberEpoch =
+// assignmentEpoch; REVOKE_PENDING with assigned = current ∩ (target −
+// blocked) while a correction round is open, else OK with assigned =
+// target − blocked; pending = target − assigned; granted = assigned.
+func (o *op) view(m *Member, req *protocol.HeartbeatRequest, joined bool) protocol.HeartbeatResponse {
+	g := o.g
+	o.setEpoch(m, g.AssignmentEpoch)
+	if joined {
+		// A joiner owns nothing and saw no lost state: it is in sync.
+		m.MetadataVersion = g.MetadataVersion
+	}
+	target := g.Target[m.ID]
+	assigned := o.assignable(m)
+	status := protocol.StatusOK
+	if g.CorrectionOpen {
+		status = protocol.StatusRevokePending
+		assigned = intersect(m.Current, assigned)
+	}
+	return o.respond(m, req, status, m.Epoch, assigned, target)
+}
+
+// syncView answers SYNC_METADATA with the member's stored epoch: assigned =
+// what it reported owning ∩ (target − blocked), recorded as its current
+// set; pending = the rest of its target.
+func (o *op) syncView(m *Member, req *protocol.HeartbeatRequest) protocol.HeartbeatResponse {
+	if !m.State.Live() {
+		return o.groupAnswer(req, protocol.StatusFencedMemberEpoch, m.Epoch)
+	}
+	assigned := intersect(m.Current, o.assignable(m))
+	return o.respond(m, req, protocol.StatusSyncMetadata, m.Epoch, assigned, o.g.Target[m.ID])
+}
+
+// respond records the grant and builds an answer carrying an assignment.
+func (o *op) respond(m *Member, req *protocol.HeartbeatRequest, status protocol.Status, epoch int64, assigned, target []int) protocol.HeartbeatResponse {
+	g := o.g
+	o.setGranted(m, assigned)
+	var pending []int
+	if len(assigned) != len(target) {
+		pending = minus(target, assigned)
+	}
+	interval := o.cfg.HeartbeatInterval
+	if len(pending) > 0 || holdsOutside(m, target) {
+		interval = o.cfg.ReconcileInterval
+	}
+	return protocol.HeartbeatResponse{
+		ResponseTo:          req.RequestID,
+		Status:              status,
+		MemberID:            m.ID,
+		MemberEpoch:         epoch,
+		HeartbeatIntervalMs: millis(interval),
+		RebalanceTimeoutMs:  millis(o.cfg.RebalanceTimeout),
+		GroupEpoch:          g.GroupEpoch,
+		AssignmentEpoch:     g.AssignmentEpoch,
+		MetadataVersion:     g.MetadataVersion,
+		Assignment: protocol.Assignment{
+			AssignedShards:  toWire(assigned),
+			PendingShards:   toWire(pending),
+			MetadataVersion: g.MetadataVersion,
+		},
+	}
+}
+
+// groupAnswer is an answer without an assignment that still carries the
+// group's epochs and version (leave, fenced).
+func (o *op) groupAnswer(req *protocol.HeartbeatRequest, status protocol.Status, epoch int64) protocol.HeartbeatResponse {
+	g := o.g
+	return protocol.HeartbeatResponse{
+		ResponseTo:          req.RequestID,
+		Status:              status,
+		MemberID:            req.MemberID,
+		MemberEpoch:         epoch,
+		HeartbeatIntervalMs: millis(o.cfg.HeartbeatInterval),
+		RebalanceTimeoutMs:  millis(o.cfg.RebalanceTimeout),
+		GroupEpoch:          g.GroupEpoch,
+		AssignmentEpoch:     g.AssignmentEpoch,
+		MetadataVersion:     g.MetadataVersion,
+		Assignment:          protocol.EmptyAssignment(g.MetadataVersion),
+	}
+}
+
+// millis is d in whole milliseconds, at least 1: clients sleep on it, and a
+// zero would make them spin.
+func millis(d time.Duration) int64 {
+	return max(1, d.Milliseconds())
+}

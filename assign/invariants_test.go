@@ -1,0 +1,63 @@
+package assign
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+func TestCheckInvariants(t *testing.T) {
+	tests := []struct {
+		name   string
+		break_ func(g *Group)
+		want   string // substring of a violation; "" = none
+	}{
+		{"healthy", func(g *Group) {}, ""},
+		{"shard in two targets", func(g *Group) { g.Target["b"] = []int{2, 3, 4, 5} }, "in the targets of a and b"},
+		{"target of unknown member", func(g *Group) { g.Target["ghost"] = []int{} }, "target of unknown member ghost"},
+		{"target of expired member", func(g *Group) { g.Members["b"].State = protocol.MemberExpired }, "target of EXPIRED member b"},
+		{"unreadable target shard", func(g *Group) { g.Target["b"] = []int{3, 4, 5, 6} }, "shard 6 in the target of b is not readable"},
+		{"draining shard is readable", func(g *Group) { g.DrainingShards = []int{6}; g.Target["b"] = []int{3, 4, 5, 6} }, ""},
+		{"granted while another holds", func(g *Group) { g.Members["a"].Granted = []int{0, 1, 2, 3} }, "shard 3 is granted to a while b holds it"},
+		{"granted to two", func(g *Group) {
+			g.Members["a"].Granted = []int{0, 1, 2, 3}
+			g.Members["b"].Current = []int{4, 5}
+		}, "shard 3 is granted to a and b"},
+		{"granted while a leaver revokes", func(g *Group) {
+			g.Members["b"].State = protocol.MemberLeaving
+			g.Members["b"].Current, g.Members["b"].Granted, g.Members["b"].Revoking = nil, nil, []int{3}
+			delete(g.Target, "b")
+			g.Members["a"].Granted = []int{0, 1, 2, 3}
+		}, "shard 3 is granted to a while b holds it"},
+		{"terminal members do not count", func(g *Group) {
+			g.Members["b"].State = protocol.MemberFenced
+			delete(g.Target, "b")
+			g.Members["a"].Granted = []int{0, 1, 2, 3}
+		}, ""},
+		{"unsorted set", func(g *Group) { g.Members["a"].Current = []int{2, 1} }, "current set of a [2 1] is not a sorted set"},
+		{"duplicate in a set", func(g *Group) { g.Members["b"].Revoking = []int{7, 7} }, "revoking set of b"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g, _, _ := stable(t, 6, "a", "b")
+			tc.break_(g)
+			got := CheckInvariants(g)
+			if got == nil {
+				t.Fatal("nil slice")
+			}
+			if tc.want == "" {
+				if len(got) != 0 {
+					t.Errorf("violations %v", got)
+				}
+				return
+			}
+			if !strings.Contains(strings.Join(got, "\n"), tc.want) {
+				t.Errorf("violations %v, want one containing %q", got, tc.want)
+			}
+			if a := g.Assignments(); len(a.InvariantViolations) != len(got) {
+				t.Errorf("Assignments shows %v", a.InvariantViolations)
+			}
+		})
+	}
+}

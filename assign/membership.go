@@ -1,0 +1,85 @@
+package assign
+
+import (
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Membership transitions of PROTOCOL.md §6.1 step 5. Each mutates the group
+// through op and says how to answer; the answer itself is built after the
+// call's follow-up work (assignment, deadlines, metadata bump), because it
+// carries their outcome.
+
+// join registers an unknown member heartbeating with epoch 0 as ACTIVE. Its
+// report is ignored: a joining process owns nothing yet.
+func (o *op) join(req *protocol.HeartbeatRequest) answer {
+	m := &Member{
+		ID:       req.MemberID,
+		State:    protocol.MemberActive,
+		JoinedAt: o.now,
+	}
+	m.StateChangedAt = o.now
+	o.g.Members[m.ID] = m
+	o.recordLiveness(m, req)
+	m.Name = req.MemberName
+	o.bump()
+	o.touch(m)
+	o.ev.Joined = append(o.ev.Joined, m.ID)
+	return answerJoin
+}
+
+// rejoin takes back a known EXPIRED, FENCED or LEAVING member heartbeating
+// with epoch 0: a new incarnation that owns nothing.
+func (o *op) rejoin(m *Member, req *protocol.HeartbeatRequest) answer {
+	o.clearOwnership(m)
+	o.setState(m, protocol.MemberActive)
+	m.JoinedAt = o.now
+	if m.Reported {
+		m.Reported = false
+		o.persist = true
+	}
+	if m.Name != req.MemberName {
+		m.Name = req.MemberName
+		o.persist = true
+	}
+	m.Progress = nil
+	o.recordLiveness(m, req)
+	o.bump()
+	o.ev.Joined = append(o.ev.Joined, m.ID)
+	return answerJoin
+}
+
+// leave handles epoch -1 from a live or LEAVING member. The member reads
+// nothing any more; what it still reports as non-terminal revoking stays
+// blocked for others until it is reported terminal, its lease passes or its
+// rebalance deadline passes. Unlike other heartbeats a leave is not fenced
+// for a bad report: shards outside its authority are dropped instead, so a
+// confused leaver can neither keep nor block someone else's shard.
+func (o *op) leave(m *Member, req *protocol.HeartbeatRequest) answer {
+	reported := nonTerminal(req.RevokingShards)
+	if m.State.Live() {
+		revoking := intersect(reported, o.authority(m))
+		o.setState(m, protocol.MemberLeaving)
+		o.setCurrent(m, nil)
+		o.setGranted(m, nil)
+		o.setRevoking(m, revoking)
+		o.bump()
+		o.ev.Left = append(o.ev.Left, m.ID)
+	} else {
+		// A repeated leave may only report progress: shards go from
+		// revoking to released, never back.
+		o.setRevoking(m, intersect(reported, m.Revoking))
+	}
+	m.Progress = nil
+	o.recordLiveness(m, req)
+	m.MetadataVersion = req.MetadataVersion
+	return answerLeave
+}
+
+// recordLiveness records what a heartbeat says about the member's process,
+// none of it durable: capacity, last heartbeat, lease.
+func (o *op) recordLiveness(m *Member, req *protocol.HeartbeatRequest) {
+	m.MaxConcurrency = req.RuntimeConsumerCapacity.RuntimeMaxConcurrency
+	m.AvailableConcurrency = req.RuntimeConsumerCapacity.AvailableConcurrency
+	m.LastHeartbeat = o.now
+	m.LeaseExpiresAt = o.now.Add(o.cfg.MemberLease)
+}

@@ -1,0 +1,317 @@
+package assign
+
+import (
+	"slices"
+	"time"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// op is one call into the package (a heartbeat, a tick, a restore, a layout
+// change). It carries the call's clock and config and records what changed,
+// so that the follow-up work of PROTOCOL.md §6.1 step 8 (assignment,
+// rebalance deadlines, metadata bump, group state, correction round) runs
+// once per call, and so that the result can say whether to persist.
+//
+// Every change to a durable field of the group goes through a method of op
+// that marks it; that is what makes [Result.Persist] trustworthy.
+type op struct {
+	g   *Group
+	now time.Time
+	cfg Config
+
+	// persist: a durable field changed.
+	persist bool
+	// reassign: membership or layout changed, the assignor must run.
+	reassign bool
+	// metaChanged: MetadataVersion is bumped once when the call finishes.
+	metaChanged bool
+	// touched lists members whose holdings or target may have changed; their
+	// rebalance deadlines are re-evaluated. allDeadlines re-evaluates every
+	// owning member (after a new target).
+	touched      []*Member
+	allDeadlines bool
+	ev           Events
+	// heldEpoch is the epoch a heartbeat accepted under the previous-epoch
+	// rule proved the member holds (0 otherwise); see setEpoch.
+	heldEpoch int64
+}
+
+func begin(g *Group, now time.Time, cfg Config) *op {
+	// A group decoded from the store may carry nil maps; every function of
+	// the package may then add members and targets.
+	if g.Members == nil {
+		g.Members = map[string]*Member{}
+	}
+	if g.Target == nil {
+		g.Target = map[string][]int{}
+	}
+	return &op{g: g, now: now, cfg: cfg.EnsureDefaults()}
+}
+
+// dirty marks a durable change to holdings, states or targets, which also
+// makes the cached blocked-set index stale.
+func (o *op) dirty() {
+	o.persist = true
+	o.g.hold = nil
+}
+
+// touch queues m for rebalance-deadline re-evaluation.
+func (o *op) touch(m *Member) {
+	if !slices.Contains(o.touched, m) {
+		o.touched = append(o.touched, m)
+	}
+}
+
+// bump records a membership or layout change: a new group epoch, a new
+// metadata version at the end of the call, and a new assignment.
+func (o *op) bump() {
+	o.g.GroupEpoch++
+	o.metaChanged = true
+	o.reassign = true
+	o.allDeadlines = true
+	o.dirty()
+}
+
+func (o *op) setCurrent(m *Member, s []int) {
+	if !equalSets(m.Current, s) {
+		m.Current = slices.Clone(s)
+		o.dirty()
+	}
+	o.touch(m)
+}
+
+func (o *op) setRevoking(m *Member, s []int) {
+	if !equalSets(m.Revoking, s) {
+		m.Revoking = slices.Clone(s)
+		o.dirty()
+	}
+	o.touch(m)
+}
+
+func (o *op) setGranted(m *Member, s []int) {
+	if !equalSets(m.Granted, s) {
+		m.Granted = slices.Clone(s)
+		o.dirty()
+	}
+}
+
+func (o *op) setState(m *Member, st protocol.MemberState) {
+	if m.State != st {
+		m.State = st
+		m.StateChangedAt = o.now
+		o.dirty()
+	}
+	o.touch(m)
+}
+
+// setEpoch answers a new member epoch, remembering the previous one so that
+// a heartbeat whose response was lost is not fenced. PreviousEpoch is the
+// epoch the member may still carry: normally the one being replaced, but
+// after a heartbeat accepted with the previous epoch it stays that one —
+// the member never received the epoch being replaced, and must not be
+// fenced if this answer is lost too.
+func (o *op) setEpoch(m *Member, e int64) {
+	if m.Epoch != e {
+		m.PreviousEpoch = m.Epoch
+		if o.heldEpoch != 0 {
+			m.PreviousEpoch = o.heldEpoch
+		}
+		m.Epoch = e
+		o.persist = true
+	}
+}
+
+func (o *op) setDeadline(m *Member, t time.Time) {
+	if !m.RebalanceDeadline.Equal(t) {
+		m.RebalanceDeadline = t
+		o.persist = true
+	}
+}
+
+// clearOwnership forgets every shard m holds, was granted or is revoking.
+// Only called when the member stops (or is told to stop) reading at once.
+func (o *op) clearOwnership(m *Member) {
+	o.setCurrent(m, nil)
+	o.setRevoking(m, nil)
+	o.setGranted(m, nil)
+	o.setDeadline(m, time.Time{})
+}
+
+// fence makes m FENCED: epoch +1, ownership cleared, new assignment. The
+// member is answered FENCED_MEMBER_EPOCH and must stop reading at once.
+func (o *op) fence(m *Member) {
+	o.setEpoch(m, m.Epoch+1)
+	o.clearOwnership(m)
+	o.setState(m, protocol.MemberFenced)
+	o.bump()
+	o.ev.Fenced = append(o.ev.Fenced, m.ID)
+}
+
+// expire makes a live member whose lease passed EXPIRED. The member stops
+// reading on its own when its lease passes (fail closed, PROTOCOL.md §8), so
+// its shards can go elsewhere.
+func (o *op) expire(m *Member) {
+	o.setEpoch(m, m.Epoch+1)
+	o.clearOwnership(m)
+	o.setState(m, protocol.MemberExpired)
+	o.bump()
+	o.ev.Expired = append(o.ev.Expired, m.ID)
+}
+
+// finish runs the follow-up work of step 8 until nothing more changes: the
+// assignor when needed, rebalance deadlines (which may fence and so need a
+// new assignment), then one metadata bump, the correction round and the
+// group state. It is idempotent and cheap when nothing changed.
+func (o *op) finish() {
+	for {
+		if o.reassign {
+			o.runAssignor()
+		}
+		if !o.enforceDeadlines() {
+			break
+		}
+	}
+	if o.metaChanged {
+		o.g.MetadataVersion++
+		o.metaChanged = false
+	}
+	// The round may close on a heartbeat that changed nothing durable (the
+	// last member reporting the group's version), so it is checked
+	// whenever open.
+	o.closeRound()
+	if o.persist {
+		o.refreshState()
+	}
+}
+
+// runAssignor recomputes the sticky target of the live members.
+func (o *op) runAssignor() {
+	o.reassign = false
+	g := o.g
+	live := make([]string, 0, len(g.Members))
+	for id, m := range g.Members {
+		if m.State.Live() {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	next := stickyAssign(live, g.Target, readableShards(g))
+	if !sameTarget(g.Target, next) {
+		g.Target = next
+		o.metaChanged = true
+		o.allDeadlines = true
+		o.ev.Rebalanced = true
+		o.dirty()
+	}
+	if g.AssignmentEpoch != g.GroupEpoch {
+		g.AssignmentEpoch = g.GroupEpoch
+		o.persist = true
+	}
+}
+
+// enforceDeadlines gives a rebalance deadline to every member holding shards
+// outside its target, clears it when it holds none any more, and fences a
+// member past it. It reports whether someone was fenced.
+func (o *op) enforceDeadlines() bool {
+	var check []*Member
+	if o.allDeadlines {
+		for _, id := range sortedIDs(o.g.Members) {
+			check = append(check, o.g.Members[id])
+		}
+	} else {
+		check = o.touched
+	}
+	o.allDeadlines = false
+	o.touched = nil
+	fenced := false
+	for _, m := range check {
+		if !m.State.Owning() || o.g.Members[m.ID] != m {
+			continue
+		}
+		target := o.g.Target[m.ID]
+		if m.State == protocol.MemberLeaving {
+			target = nil
+		}
+		if subset(m.Current, target) && subset(m.Revoking, target) {
+			o.setDeadline(m, time.Time{})
+			continue
+		}
+		switch {
+		case m.RebalanceDeadline.IsZero():
+			o.setDeadline(m, o.now.Add(o.cfg.RebalanceTimeout))
+		case !o.now.Before(m.RebalanceDeadline):
+			o.fence(m)
+			fenced = true
+		}
+	}
+	return fenced
+}
+
+// refreshState recomputes the group state (PROTOCOL.md §6.2): EMPTY without
+// live members, RECONCILING while a live member's current set differs from
+// its target or anything is blocked, else STABLE. STABLE therefore means
+// nothing is blocked, which lets a steady heartbeat skip the blocked-set
+// computation.
+func (o *op) refreshState() {
+	g := o.g
+	live, settled := 0, true
+	for id, m := range g.Members {
+		if !m.State.Live() {
+			continue
+		}
+		live++
+		if !equalSets(m.Current, g.Target[id]) {
+			settled = false
+		}
+	}
+	st := protocol.GroupStable
+	switch {
+	case live == 0:
+		st = protocol.GroupEmpty
+	case !settled || o.holdings().any:
+		st = protocol.GroupReconciling
+	}
+	if g.State != st {
+		g.State = st
+		o.persist = true
+	}
+}
+
+// result finishes the call and says what the actor must do.
+func (o *op) result(resp protocol.HeartbeatResponse) Result {
+	if o.persist || !o.g.timersKnown {
+		o.scanTimers()
+	}
+	next := time.Time{}
+	if o.g.timersKnown {
+		next = o.g.nextTimer
+	}
+	return Result{Response: resp, Persist: o.persist, Next: next, Events: o.ev}
+}
+
+// sortedIDs returns the member ids in order, so that maintenance passes and
+// events are deterministic whatever the map order.
+func sortedIDs(members map[string]*Member) []string {
+	ids := make([]string, 0, len(members))
+	for id := range members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// sameTarget reports whether two targets give the same shards to the same
+// members.
+func sameTarget(a, b map[string][]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, s := range a {
+		t, ok := b[id]
+		if !ok || !equalSets(s, t) {
+			return false
+		}
+	}
+	return true
+}

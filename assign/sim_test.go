@@ -1,0 +1,546 @@
+package assign
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// The simulation drives one group with member processes that behave exactly
+// as PROTOCOL.md's status table says (simMember), on a simulated clock, with
+// random joins, graceful leaves (ours: heartbeat until drained; JVM: one
+// leave then silence), crashes (the process dies), hangs (the process stops
+// heartbeating but keeps reading until its own lease ends), restarts under
+// the same id, lost answers (the member does not apply the answer and
+// retries) and layout changes (grow, shrink with draining shards, retire the
+// drained ones). After every call it checks safety against what the
+// processes really read; at the end it stops the chaos and checks
+// convergence.
+
+const (
+	simSeeds = 200
+	simSteps = 300
+)
+
+func TestSimulation(t *testing.T) {
+	seeds := simSeeds
+	if testing.Short() {
+		seeds = 20
+	}
+	stats := map[string]int{}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		w := newWorld(t, seed)
+		w.stats = stats
+		if !w.run() {
+			t.Fatalf("seed %d failed", seed)
+		}
+	}
+	t.Logf("coverage over %d seeds: %v", seeds, stats)
+	// The simulation must really exercise what it claims to; otherwise a
+	// passing run proves little.
+	for _, what := range []string{"join", "leave", "leave-jvm", "crash", "hang", "restart", "lost", "lost-retry-later", "layout",
+		"expired", "pruned", "previous-epoch", "duplicate", "status OK", "status RETRY", "pending", "join-into-stable"} {
+		if stats[what] == 0 && !testing.Short() {
+			t.Errorf("no %q happened in the simulation", what)
+		}
+	}
+}
+
+// proc is one member process.
+type proc struct {
+	*simMember
+	up       bool      // heartbeating
+	hung     bool      // stopped heartbeating, reads until leaseEnd
+	jvm      bool      // leaves with one heartbeat, then silence
+	leaseEnd time.Time // client-side assignment lease: reads stop when it passes
+	due      time.Time // next heartbeat
+	loseNext bool      // the next answer is lost; the member retries
+	timely   bool      // every heartbeat of this incarnation came in time
+}
+
+type world struct {
+	t     *testing.T
+	seed  uint64
+	rng   *rand.Rand
+	cfg   Config
+	g     *Group
+	now   time.Time
+	next  time.Time // the group's Result.Next
+	procs map[string]*proc
+	ids   int
+	log   []logEntry // the last events, formatted only on failure
+	// history, for monotonicity
+	groupEpoch, assignmentEpoch, version int64
+	epochs                               map[string]int64
+	failed                               bool
+	stats                                map[string]int
+	durable                              uint64 // fingerprint after the last call
+}
+
+func newWorld(t *testing.T, seed uint64) *world {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	w := &world{
+		t: t, seed: seed, rng: rng, cfg: testConfig(),
+		now: t0, procs: map[string]*proc{}, epochs: map[string]int64{},
+	}
+	w.g = NewGroup("orders", "billing", 1+rng.IntN(16), t0)
+	w.durable = durable(w.g)
+	for i := 0; i < 1+rng.IntN(4); i++ {
+		w.join()
+	}
+	return w
+}
+
+type logEntry struct {
+	at     time.Duration
+	format string
+	args   []any
+}
+
+// logf records an event. Formatting is deferred to a failure: the
+// simulation logs every call. Arguments must not be mutated later (pass
+// copies of maps).
+func (w *world) logf(format string, args ...any) {
+	if len(w.log) == 150 {
+		copy(w.log, w.log[50:])
+		w.log = w.log[:100]
+	}
+	w.log = append(w.log, logEntry{w.now.Sub(t0), format, args})
+}
+
+func (w *world) fail(format string, args ...any) {
+	if w.failed {
+		return
+	}
+	w.failed = true
+	var lines []string
+	for _, e := range w.log {
+		lines = append(lines, fmt.Sprintf("%s ", e.at)+fmt.Sprintf(e.format, e.args...))
+	}
+	w.t.Errorf("seed %d at %s: %s\nlast events:\n  %s\ngroup: %s", w.seed, w.now.Sub(t0), fmt.Sprintf(format, args...),
+		strings.Join(lines, "\n  "), dumpGroup(w.g))
+}
+
+func (w *world) run() bool {
+	for i := 0; i < simSteps && !w.failed; i++ {
+		if w.rng.IntN(100) < 15 {
+			w.chaos()
+		}
+		w.step()
+	}
+	if w.failed {
+		return false
+	}
+	w.converge()
+	if !w.failed && w.g.LiveMembers() > 0 {
+		w.joinIntoStable()
+	}
+	return !w.failed
+}
+
+// chaos applies one random event.
+func (w *world) chaos() {
+	switch w.rng.IntN(9) {
+	case 0, 1:
+		if len(w.procs) < 10 {
+			w.join()
+		}
+	case 2:
+		if p := w.pick(func(p *proc) bool { return p.up && !p.leaving && p.epoch > 0 }); p != nil {
+			p.jvm = w.rng.IntN(2) == 0
+			p.stuck = p.jvm
+			p.startLeave()
+			p.due = w.now
+			w.logf("%s leaves (jvm %v)", p.id, p.jvm)
+			w.count(map[bool]string{true: "leave-jvm", false: "leave"}[p.jvm])
+		}
+	case 3:
+		if p := w.pick(func(p *proc) bool { return p.up }); p != nil {
+			p.up = false
+			p.drop()
+			w.logf("%s crashes", p.id)
+			w.count("crash")
+		}
+	case 4:
+		if p := w.pick(func(p *proc) bool { return p.up && !p.leaving }); p != nil {
+			p.up = false
+			p.hung = true
+			w.logf("%s hangs holding %v", p.id, p.reading())
+			w.count("hang")
+		}
+	case 5:
+		// Only a dead process restarts: a hung one may still be reading,
+		// and two live processes under one id is a misconfiguration no
+		// coordinator can make safe.
+		if p := w.pick(func(p *proc) bool { return !p.up && len(p.reading()) == 0 && len(p.revoking) == 0 }); p != nil {
+			w.procs[p.id] = &proc{simMember: newSimMember(p.id), up: true, due: w.now, timely: true}
+			w.logf("%s restarts", p.id)
+			w.count("restart")
+		}
+	case 6:
+		if p := w.pick(func(p *proc) bool { return p.up }); p != nil {
+			p.loseNext = true
+			w.count("lost")
+		}
+	case 7, 8:
+		w.layout()
+	}
+}
+
+func (w *world) join() {
+	id := fmt.Sprintf("m%02d", w.ids)
+	w.ids++
+	w.procs[id] = &proc{simMember: newSimMember(id), up: true, due: w.now, timely: true}
+	w.logf("%s starts", id)
+	w.count("join")
+}
+
+func (w *world) count(what string) {
+	if w.stats != nil {
+		w.stats[what]++
+	}
+}
+
+func (w *world) pick(ok func(*proc) bool) *proc {
+	var ids []string
+	for _, id := range sortedProcs(w.procs) {
+		if ok(w.procs[id]) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return w.procs[ids[w.rng.IntN(len(ids))]]
+}
+
+func sortedProcs(ps map[string]*proc) []string {
+	ids := make([]string, 0, len(ps))
+	for id := range ps {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (w *world) layout() {
+	g := w.g
+	count, draining := g.ShardCount, slices.Clone(g.DrainingShards)
+	switch w.rng.IntN(3) {
+	case 0: // grow
+		count += 1 + w.rng.IntN(4)
+	case 1: // shrink: removed shards keep draining
+		k := min(count, 1+w.rng.IntN(4))
+		for s := count - k; s < count; s++ {
+			draining = append(draining, s)
+		}
+		count -= k
+	case 2: // the drain finished
+		draining = nil
+	}
+	if count > 24 {
+		count = 24
+	}
+	w.logf("layout %d+%v", count, slices.Clone(draining))
+	w.count("layout")
+	w.call("layout", func() Result { return SetLayout(g, count, draining, w.now, w.cfg) })
+}
+
+// call runs one package call, checking Persist honesty and epochs.
+func (w *world) call(what string, f func() Result) Result {
+	w.count("calls")
+	// Only calls touch the group, so the fingerprint after one call is the
+	// one before the next.
+	before := w.durable
+	res := f()
+	w.durable = durable(w.g)
+	if !res.Persist && w.durable != before {
+		w.fail("%s changed durable state without Persist", what)
+	}
+	if res.Persist && durable(w.g) == before && !w.g.timersKnown {
+		// not a failure: Persist may be conservative
+	}
+	w.next = res.Next
+	w.checkEpochs()
+	return res
+}
+
+// step advances the clock to the next thing that happens and does it.
+func (w *world) step() {
+	t := time.Time{}
+	earlier := func(x time.Time) {
+		if !x.IsZero() && (t.IsZero() || x.Before(t)) {
+			t = x
+		}
+	}
+	for _, p := range w.procs {
+		if p.up {
+			earlier(p.due)
+		}
+		if len(p.reading())+len(p.revoking) > 0 && !p.up {
+			earlier(p.leaseEnd)
+		}
+	}
+	earlier(w.next)
+	if t.IsZero() {
+		t = w.now.Add(time.Second)
+	}
+	if t.After(w.now) {
+		w.now = t
+	}
+	// Client-side leases: a process without a successful heartbeat for the
+	// lease stops reading (fail closed).
+	for _, id := range sortedProcs(w.procs) {
+		p := w.procs[id]
+		if !p.leaseEnd.IsZero() && !w.now.Before(p.leaseEnd) && len(p.owned)+len(p.revoking) > 0 {
+			w.logf("%s's lease ended, drops %v", id, p.reading())
+			p.drop()
+			if p.up && !p.leaving {
+				w.fail("%s heartbeats in time yet its lease ended", id)
+			}
+		}
+	}
+	if !w.next.IsZero() && !w.now.Before(w.next) {
+		res := w.call("tick", func() Result { return Tick(w.g, w.now, w.cfg) })
+		w.events(res.Events)
+		w.check()
+		return
+	}
+	for _, id := range sortedProcs(w.procs) {
+		if p := w.procs[id]; p.up && !p.due.After(w.now) {
+			w.heartbeat(p)
+			w.check()
+			return
+		}
+	}
+}
+
+func (w *world) events(ev Events) {
+	for _, id := range append(ev.Expired, ev.Fenced...) {
+		if p := w.procs[id]; p != nil && p.up && p.timely && p.epoch != 0 {
+			w.fail("%s heartbeats in time but was expired or fenced (%+v)", id, ev)
+		}
+	}
+	w.stats["expired"] += len(ev.Expired)
+	w.stats["fenced"] += len(ev.Fenced)
+	w.stats["pruned"] += len(ev.Pruned)
+	if ev.PreviousEpochAccepted {
+		w.count("previous-epoch")
+	}
+	if ev.DuplicateMember {
+		w.count("duplicate")
+	}
+	if len(ev.Expired)+len(ev.Fenced)+len(ev.Pruned) > 0 {
+		w.logf("tick: expired %v fenced %v pruned %v", ev.Expired, ev.Fenced, ev.Pruned)
+	}
+}
+
+func (w *world) heartbeat(p *proc) {
+	req := p.request()
+	res := w.call("heartbeat "+p.id, func() Result { return Heartbeat(w.g, req, w.now, w.cfg) })
+	w.events(res.Events)
+	if p.loseNext {
+		p.loseNext = false
+		w.logf("%s: answer %s lost", p.id, res.Response.Status)
+		if w.rng.IntN(2) == 0 {
+			// Retry later: other things happen before the retry arrives.
+			p.due = w.now.Add(time.Duration(1+w.rng.IntN(2000)) * time.Millisecond)
+			w.count("lost-retry-later")
+			return
+		}
+		req = p.request() // the retry: same state, new request id
+		res = w.call("retry "+p.id, func() Result { return Heartbeat(w.g, req, w.now, w.cfg) })
+		w.events(res.Events)
+	}
+	r := res.Response
+	w.logf("%s e%d v%d owns %v revoking %v → %s e%d assigned %v pending %v", p.id, req.MemberEpoch,
+		req.MetadataVersion, req.OwnedShards, req.RevokingShards, r.Status, r.MemberEpoch, r.Assignment.AssignedShards, r.Assignment.PendingShards)
+	if (r.Status == protocol.StatusFencedMemberEpoch || r.Status == protocol.StatusUnknownMemberID) && req.MemberEpoch != 0 {
+		w.fail("%s heartbeats in time and was answered %s", p.id, r.Status)
+	}
+	checkNoNullsQuiet(w, r)
+	w.count("status " + string(r.Status))
+	if len(r.Assignment.PendingShards) > 0 {
+		w.count("pending")
+	}
+	leaving := p.leaving
+	if err := p.apply(req, r, w.now, w.cfg.MemberLease); err != nil {
+		w.fail("%v", err)
+		return
+	}
+	switch r.Status {
+	case protocol.StatusOK, protocol.StatusSyncMetadata, protocol.StatusRevokePending:
+		p.leaseEnd = w.now.Add(w.cfg.MemberLease)
+	}
+	p.due = w.now.Add(time.Duration(r.HeartbeatIntervalMs) * time.Millisecond)
+	if leaving && (p.jvm || len(p.revoking) == 0) {
+		p.up = false // gone; a JVM leaver keeps draining until its lease ends
+		w.logf("%s is gone", p.id)
+	}
+}
+
+func checkNoNullsQuiet(w *world, r protocol.HeartbeatResponse) {
+	if r.Assignment.AssignedShards == nil || r.Assignment.PendingShards == nil {
+		w.fail("nil array in %+v", r)
+	}
+}
+
+func (w *world) checkEpochs() {
+	g := w.g
+	if g.GroupEpoch < w.groupEpoch || g.AssignmentEpoch < w.assignmentEpoch || g.MetadataVersion < w.version {
+		w.fail("epochs went back: %d/%d/%d after %d/%d/%d", g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion,
+			w.groupEpoch, w.assignmentEpoch, w.version)
+	}
+	w.groupEpoch, w.assignmentEpoch, w.version = g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion
+	for id := range w.epochs {
+		if g.Members[id] == nil {
+			delete(w.epochs, id) // pruned: a new member may start over
+		}
+	}
+	for id, m := range g.Members {
+		if m.Epoch < w.epochs[id] {
+			w.fail("member %s epoch went back from %d to %d", id, w.epochs[id], m.Epoch)
+		}
+		w.epochs[id] = m.Epoch
+	}
+}
+
+// check runs the safety checks after every call.
+func (w *world) check() {
+	g := w.g
+	if v := CheckInvariants(g); len(v) > 0 {
+		w.fail("invariants: %v", v)
+	}
+	reader := map[int]string{}
+	for _, id := range sortedProcs(w.procs) {
+		p := w.procs[id]
+		reading := p.reading()
+		for _, s := range reading {
+			if o, ok := reader[s]; ok {
+				w.fail("shard %d read by %s and %s at once", s, o, id)
+			}
+			reader[s] = id
+		}
+		if len(reading) == 0 {
+			continue
+		}
+		m := g.Members[id]
+		if m == nil || !m.State.Owning() {
+			w.fail("%s reads %v but the group has it as %+v", id, reading, m)
+			continue
+		}
+		if !subset(reading, union(union(m.Current, m.Revoking), m.Granted)) {
+			w.fail("%s reads %v beyond what the group knows it holds (%v %v %v)", id, reading, m.Current, m.Revoking, m.Granted)
+		}
+	}
+	for id, m := range g.Members {
+		if !m.State.Owning() {
+			continue
+		}
+		for _, s := range m.Granted {
+			if o, ok := reader[s]; ok && o != id {
+				w.fail("shard %d granted to %s while %s reads it", s, id, o)
+			}
+		}
+	}
+}
+
+// converge stops the chaos and lets everything settle: leavers drain, hung
+// processes' leases end and they expire, survivors reach a fixed point.
+func (w *world) converge() {
+	start := w.now
+	for i := 0; i < 20000 && !w.failed; i++ {
+		if w.now.Sub(start) > w.cfg.MemberLease+10*time.Second && w.settled() {
+			break
+		}
+		if w.now.Sub(start) > 5*time.Minute {
+			w.fail("no convergence after 5 minutes")
+			return
+		}
+		w.step()
+	}
+	if w.failed {
+		return
+	}
+	if !w.settled() {
+		w.fail("not settled")
+		return
+	}
+	g := w.g
+	live := 0
+	for _, p := range w.procs {
+		if p.up {
+			live++
+		}
+	}
+	if g.LiveMembers() != live {
+		w.fail("%d live members in the group, %d processes up", g.LiveMembers(), live)
+	}
+	if live == 0 {
+		if g.State != protocol.GroupEmpty {
+			w.fail("state %s without members", g.State)
+		}
+		return
+	}
+	lo, hi, total := 1<<30, -1, 0
+	for _, t := range g.Target {
+		lo, hi, total = min(lo, len(t)), max(hi, len(t)), total+len(t)
+	}
+	if hi-lo > 1 {
+		w.fail("spread %d after convergence", hi-lo)
+	}
+	if total != len(readableShards(g)) {
+		w.fail("%d of %d readable shards assigned", total, len(readableShards(g)))
+	}
+}
+
+// settled: the group is STABLE, every process up reads exactly its target
+// and nothing else is held anywhere.
+func (w *world) settled() bool {
+	g := w.g
+	if g.LiveMembers() > 0 && g.State != protocol.GroupStable {
+		return false
+	}
+	for id, p := range w.procs {
+		if p.up && (p.leaving || len(p.revoking) > 0 || !equalSets(p.owned, g.Target[id])) {
+			return false
+		}
+		if !p.up && len(p.reading())+len(p.revoking) > 0 {
+			return false
+		}
+	}
+	for id, m := range g.Members {
+		if p := w.procs[id]; m.State.Live() && (p == nil || !p.up) {
+			return false
+		}
+	}
+	return true
+}
+
+// joinIntoStable checks that a join into a stable group moves at most the
+// newcomer's share, then that the group settles again.
+func (w *world) joinIntoStable() {
+	g := w.g
+	before := map[string][]int{}
+	for id, t := range g.Target {
+		before[id] = t
+	}
+	n, s := len(before), len(readableShards(g))
+	w.join()
+	id := fmt.Sprintf("m%02d", w.ids-1)
+	w.heartbeat(w.procs[id])
+	moved := 0
+	for mid, t := range before {
+		moved += len(minus(t, g.Target[mid]))
+	}
+	w.count("join-into-stable")
+	if limit := (s + n) / (n + 1); moved > limit {
+		w.fail("a join into a stable group of %d members and %d shards moved %d shards, more than %d", n, s, moved, limit)
+	}
+	w.converge()
+}
