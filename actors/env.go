@@ -65,24 +65,35 @@ func (d *directory) group(prefix, name string) (stream, group *actor.PID, failed
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	s := d.streams[prefix]
-	if s == nil {
+	if s == nil || s.pid == nil {
 		return nil, nil, nil
 	}
 	return s.pid, s.groups[name], s.failed
 }
 
+// entry returns the entry of prefix, creating it. The caller holds d.mu.
+func (d *directory) entry(prefix string) *streamEntry {
+	s := d.streams[prefix]
+	if s == nil {
+		s = &streamEntry{groups: map[string]*actor.PID{}}
+		d.streams[prefix] = s
+	}
+	return s
+}
+
+// putStream publishes a stream actor. Its groups may already be published:
+// a new stream actor can spawn them before its spawner gets here.
 func (d *directory) putStream(prefix string, pid *actor.PID, failed error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.streams[prefix] = &streamEntry{pid: pid, groups: map[string]*actor.PID{}, failed: failed}
+	s := d.entry(prefix)
+	s.pid, s.failed = pid, failed
 }
 
 func (d *directory) putGroup(prefix, name string, pid *actor.PID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if s := d.streams[prefix]; s != nil {
-		s.groups[name] = pid
-	}
+	d.entry(prefix).groups[name] = pid
 }
 
 func (d *directory) removeGroup(prefix, name string) {
@@ -123,7 +134,9 @@ func (d *directory) streamPIDs() []*actor.PID {
 	defer d.mu.RUnlock()
 	out := make([]*actor.PID, 0, len(d.streams))
 	for _, s := range d.streams {
-		out = append(out, s.pid)
+		if s.pid != nil {
+			out = append(out, s.pid)
+		}
 	}
 	return out
 }
