@@ -353,7 +353,10 @@ func (s *streamActor) rollback(id string, req protocol.OperatorRequest) reply {
 	m := findIn(next.Migrations, id)
 	m.State, m.UpdatedAt = protocol.MigrationRolledBack, now
 	m.Note = fmt.Sprintf("rolled back by %s: %s", req.RequestedBy, req.Reason)
-	next.DrainingShards = drainingAfterScale(next.DrainingShards, m.ToShardCount, m.FromShardCount)
+	// A rolled-back scale-in makes its removed shards live again; the
+	// shards a rolled-back scale-out added simply leave the layout, with any
+	// records already written to them left for the operator (PROTOCOL.md §7).
+	next.DrainingShards = slices.DeleteFunc(next.DrainingShards, func(s int) bool { return s < m.FromShardCount })
 	next.ShardCount = m.FromShardCount
 	next.MetadataVersion++
 	if err := s.saveRecord(next); err != nil {

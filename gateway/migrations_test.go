@@ -1,0 +1,153 @@
+package gateway_test
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+func scale(n int) map[string]any {
+	return map[string]any{"targetShardCount": n, "requestedBy": "ops", "reason": "load"}
+}
+
+func TestScaleOutReassignsAndRollsBack(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 2)
+	s.JSON(http.MethodPost, base+"/streams/orders/groups/billing", `{"requestedBy":"ops"}`, http.StatusCreated, nil)
+	a := coordtest.NewMember("a", "orders", "orders")
+	b := coordtest.NewMember("b", "orders", "orders")
+	a.Beat(s)
+	b.Beat(s)
+	coordtest.Converge(t, s, 6, a, b)
+	before := a.Version
+
+	var resp protocol.ScaleResponse
+	s.JSON(http.MethodPost, base+"/streams/orders/scale", scale(6), http.StatusAccepted, &resp)
+	if resp.TargetShardCount != 6 || !slices.Equal(resp.AffectedConsumerGroups, []string{"billing", "orders"}) ||
+		len(resp.Migrations) != 2 || resp.Migrations[0].State != protocol.MigrationActive ||
+		resp.Migrations[0].ReshardingID != resp.Migrations[1].ReshardingID {
+		t.Fatalf("scale answer = %+v", resp)
+	}
+	id := resp.Migrations[0].ReshardingID
+	// Producers see the new count at once; members converge onto it.
+	var r protocol.ProducerRoutingResponse
+	s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/producer-routing", nil, http.StatusOK, &r)
+	if r.ShardCount != 6 || len(r.Shards) != 6 || r.MetadataVersion <= before {
+		t.Fatalf("routing after scale-out = %+v", r)
+	}
+	coordtest.Converge(t, s, 8, a, b)
+	if len(a.Owned)+len(b.Owned) != 6 || len(a.Owned) != 3 {
+		t.Fatalf("after scale-out a=%v b=%v", a.Owned, b.Owned)
+	}
+	// One migration at a time.
+	status, raw := s.Do(http.MethodPost, base+"/streams/orders/scale", scale(8))
+	if status != http.StatusConflict || !contains(raw, protocol.CodeActiveMigrationExists) {
+		t.Fatalf("second scale: %d %s", status, raw)
+	}
+	var g protocol.GroupResponse
+	s.JSON(http.MethodGet, base+"/streams/orders/groups/billing", nil, http.StatusOK, &g)
+	if g.ShardCount != 6 || g.ActiveMigration == nil || g.ActiveMigration.ReshardingID != id {
+		t.Fatalf("billing during the migration = %+v", g)
+	}
+	var ms protocol.MigrationsResponse
+	s.JSON(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/migrations", nil, http.StatusOK, &ms)
+	if len(ms.Migrations) != 1 || ms.ActiveReshardingID == nil || *ms.ActiveReshardingID != id {
+		t.Fatalf("migrations = %+v", ms)
+	}
+
+	var m protocol.Migration
+	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/migrations/"+id+"/rollback",
+		`{"requestedBy":"ops","reason":"oops"}`, http.StatusAccepted, &m)
+	if m.State != protocol.MigrationRolledBack {
+		t.Fatalf("rollback = %+v", m)
+	}
+	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/migrations/"+id+"/rollback",
+		`{"requestedBy":"ops","reason":"again"}`, http.StatusAccepted, &m)
+	if m.State != protocol.MigrationRolledBack {
+		t.Fatalf("repeated rollback = %+v", m)
+	}
+	coordtest.Converge(t, s, 8, a, b)
+	if len(a.Owned)+len(b.Owned) != 2 {
+		t.Fatalf("after rollback a=%v b=%v", a.Owned, b.Owned)
+	}
+	s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+id, nil, http.StatusOK, &m)
+	if m.State != protocol.MigrationRolledBack || m.FromShardCount != 2 || m.ToShardCount != 6 {
+		t.Fatalf("migration record = %+v", m)
+	}
+}
+
+func TestScaleInKeepsRemovedShardsUntilCompleted(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 4)
+	a := coordtest.NewMember("a", "orders", "orders")
+	a.Beat(s)
+	coordtest.Converge(t, s, 4, a)
+
+	// The compatibility path scales the whole stream and answers a Migration.
+	var m protocol.Migration
+	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/scale", scale(1), http.StatusAccepted, &m)
+	if m.State != protocol.MigrationActive || m.FromShardCount != 4 || m.ToShardCount != 1 {
+		t.Fatalf("scale-in = %+v", m)
+	}
+	var r protocol.ProducerRoutingResponse
+	s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/producer-routing", nil, http.StatusOK, &r)
+	if r.ShardCount != 1 || len(r.Shards) != 1 {
+		t.Fatalf("producers must stop routing to removed shards at once: %+v", r)
+	}
+	// Removed shards stay readable so nothing is stranded.
+	coordtest.Converge(t, s, 4, a)
+	if !slices.Equal(a.Owned, []int{0, 1, 2, 3}) {
+		t.Fatalf("removed shards left assignment before the drain: %v", a.Owned)
+	}
+	// Past ACTIVE no rollback... but an operator can complete it.
+	s.JSON(http.MethodPost, base+"/streams/orders/migrations/"+m.ReshardingID+"/complete",
+		`{"requestedBy":"ops","reason":"drained by hand"}`, http.StatusAccepted, &m)
+	if m.State != protocol.MigrationDeprecated {
+		t.Fatalf("complete = %+v", m)
+	}
+	coordtest.Converge(t, s, 4, a)
+	if !slices.Equal(a.Owned, []int{0}) {
+		t.Fatalf("after completion a owns %v", a.Owned)
+	}
+	status, raw := s.Do(http.MethodPost, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID+"/rollback",
+		`{"requestedBy":"ops","reason":"too late"}`)
+	if status != http.StatusUnprocessableEntity || !contains(raw, protocol.CodeRollbackNotAllowed) {
+		t.Fatalf("rollback of a finished migration: %d %s", status, raw)
+	}
+	// Scaling to the current count is a no-op migration.
+	var resp protocol.ScaleResponse
+	s.JSON(http.MethodPost, base+"/streams/orders/scale", scale(1), http.StatusAccepted, &resp)
+	if len(resp.Migrations) != 1 || resp.Migrations[0].ReshardingID != protocol.NoopReshardingID ||
+		resp.Migrations[0].State != protocol.MigrationDeprecated {
+		t.Fatalf("noop scale = %+v", resp)
+	}
+	// Zero is a valid target.
+	s.JSON(http.MethodPost, base+"/streams/orders/scale", scale(0), http.StatusAccepted, &resp)
+	s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/producer-routing", nil, http.StatusOK, &r)
+	if r.ShardCount != 0 || len(r.Shards) != 0 {
+		t.Fatalf("routing after scale to 0 = %+v", r)
+	}
+}
+
+func TestConsumptionReportsProgress(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 1)
+	m := coordtest.NewMember("a", "orders", "orders")
+	m.Beat(s)
+	req := m.Request()
+	req.ShardProgress = []protocol.ShardProgress{{
+		Shard: protocol.Shard{ShardIndex: 0}, StreamKey: "orders:0", LastDeliveredID: "5-0", LastAckedID: "4-0", PendingCount: 1,
+	}}
+	if resp := s.Heartbeat("orders", "orders", req); resp.Status != protocol.StatusOK {
+		t.Fatalf("heartbeat with progress: %s", resp.Status)
+	}
+	var c protocol.ConsumptionResponse
+	s.JSON(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/consumption", nil, http.StatusOK, &c)
+	if len(c.Progress) != 1 || c.Progress[0].LastDeliveredID != "5-0" || c.Progress[0].MemberID != "a" ||
+		c.Progress[0].PendingCount != 1 || c.Progress[0].StreamKey != "orders:0" {
+		t.Fatalf("consumption = %+v", c)
+	}
+}
