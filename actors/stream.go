@@ -199,15 +199,6 @@ func (s *streamActor) activeMigration() *persistence.MigrationRecord {
 	return nil
 }
 
-func (s *streamActor) findMigration(id string) *persistence.MigrationRecord {
-	for i := range s.rec.Migrations {
-		if s.rec.Migrations[i].ReshardingID == id {
-			return &s.rec.Migrations[i]
-		}
-	}
-	return nil
-}
-
 // saveRecord writes next as the stream record and adopts it once durable.
 func (s *streamActor) saveRecord(next persistence.StreamRecord) error {
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
@@ -333,72 +324,59 @@ func (s *streamActor) applyLayout(active *protocol.Migration) error {
 }
 
 func (s *streamActor) rollback(id string, req protocol.OperatorRequest) reply {
-	if err := s.unavailable(); err != nil {
-		return reply{err: err}
-	}
-	mig := s.findMigration(id)
-	if mig == nil {
-		return reply{err: migrationNotFound(s.prefix, id)}
-	}
-	switch mig.State {
-	case protocol.MigrationRolledBack:
-		return reply{value: mig.Migration}
-	case protocol.MigrationActive:
-	default:
-		return reply{err: protocol.Errorf(protocol.CodeRollbackNotAllowed,
-			fmt.Sprintf("migration %s is %s; only an ACTIVE migration can be rolled back", id, mig.State))}
-	}
-	now := s.env.now()
-	next := cloneRecord(s.rec)
-	m := findIn(next.Migrations, id)
-	m.State, m.UpdatedAt = protocol.MigrationRolledBack, now
-	m.Note = fmt.Sprintf("rolled back by %s: %s", req.RequestedBy, req.Reason)
-	// A rolled-back scale-in makes its removed shards live again; the
-	// shards a rolled-back scale-out added simply leave the layout, with any
-	// records already written to them left for the operator (PROTOCOL.md §7).
-	next.DrainingShards = slices.DeleteFunc(next.DrainingShards, func(s int) bool { return s < m.FromShardCount })
-	next.ShardCount = m.FromShardCount
-	next.MetadataVersion++
-	if err := s.saveRecord(next); err != nil {
-		return reply{err: err}
-	}
-	s.log().Info("migration rolled back", slog.String("migration", id), slog.String("by", req.RequestedBy))
-	if err := s.applyLayout(nil); err != nil {
-		return reply{err: err}
-	}
-	return reply{value: findIn(s.rec.Migrations, id).Migration}
+	return s.endMigration(id, req, protocol.MigrationRolledBack, []protocol.MigrationState{protocol.MigrationActive},
+		func(next *persistence.StreamRecord, m *persistence.MigrationRecord) {
+			// A rolled-back scale-in makes its removed shards live again;
+			// the shards a rolled-back scale-out added simply leave the
+			// layout, with any records already written to them left for the
+			// operator (PROTOCOL.md §7).
+			next.DrainingShards = slices.DeleteFunc(next.DrainingShards, func(s int) bool { return s < m.FromShardCount })
+			next.ShardCount = m.FromShardCount
+		})
 }
 
 // complete lets an operator retire the removed shards of a migration whose
 // drain cannot be proven, ending it as DEPRECATED.
 func (s *streamActor) complete(id string, req protocol.OperatorRequest) reply {
+	return s.endMigration(id, req, protocol.MigrationDeprecated,
+		[]protocol.MigrationState{protocol.MigrationActive, protocol.MigrationDraining},
+		func(next *persistence.StreamRecord, m *persistence.MigrationRecord) {
+			m.RetiredShards = slices.Clone(next.DrainingShards)
+			next.DrainingShards = nil
+		})
+}
+
+// endMigration moves migration id from one of the states in from to final,
+// changing the stream record with change in the same durable write, then
+// tells every group the new layout. Asking again once the migration is
+// final answers the same record, so operators can retry safely.
+func (s *streamActor) endMigration(id string, req protocol.OperatorRequest, final protocol.MigrationState,
+	from []protocol.MigrationState, change func(next *persistence.StreamRecord, m *persistence.MigrationRecord),
+) reply {
 	if err := s.unavailable(); err != nil {
 		return reply{err: err}
 	}
-	mig := s.findMigration(id)
-	if mig == nil {
+	mig := findIn(s.rec.Migrations, id)
+	switch {
+	case mig == nil:
 		return reply{err: migrationNotFound(s.prefix, id)}
-	}
-	switch mig.State {
-	case protocol.MigrationDeprecated:
+	case mig.State == final:
 		return reply{value: mig.Migration}
-	case protocol.MigrationActive, protocol.MigrationDraining:
-	default:
+	case !slices.Contains(from, mig.State):
 		return reply{err: protocol.Errorf(protocol.CodeRollbackNotAllowed,
-			fmt.Sprintf("migration %s is %s; only an ACTIVE or DRAINING migration can be completed", id, mig.State))}
+			fmt.Sprintf("migration %s is %s; only %v can become %s", id, mig.State, from, final))}
 	}
-	now := s.env.now()
 	next := cloneRecord(s.rec)
 	m := findIn(next.Migrations, id)
-	m.State, m.UpdatedAt = protocol.MigrationDeprecated, now
-	m.RetiredShards = slices.Clone(next.DrainingShards)
-	m.Note = fmt.Sprintf("completed by %s: %s", req.RequestedBy, req.Reason)
-	next.DrainingShards = nil
+	m.State, m.UpdatedAt = final, s.env.now()
+	m.Note = fmt.Sprintf("%s by %s: %s", final, req.RequestedBy, req.Reason)
+	change(&next, m)
 	next.MetadataVersion++
 	if err := s.saveRecord(next); err != nil {
 		return reply{err: err}
 	}
-	s.log().Info("migration completed by an operator", slog.String("migration", id), slog.String("by", req.RequestedBy))
+	s.log().Info("migration ended", slog.String("migration", id), slog.String("state", string(final)),
+		slog.String("by", req.RequestedBy), slog.String("reason", req.Reason))
 	if err := s.applyLayout(nil); err != nil {
 		return reply{err: err}
 	}

@@ -10,5 +10,6 @@
 //
 // Invariant: every slice in a response type marshals as [] and never as null
 // (the JVM client's types are non-null and the Python client crashes on null).
-// Constructors and the server fill empty slices; [NonNil] helps.
+// Constructors such as [Shards], [EmptyAssignment] and [NewProducerRouting]
+// and the server fill empty slices.
 package protocol
