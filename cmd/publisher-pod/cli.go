@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// CLI is publisher-pod's command line. Every flag can also be set from the
+// PUBLISHER_… environment variable named in its tag.
+type CLI struct {
+	Coordinator     string        `default:"http://127.0.0.1:8080" env:"PUBLISHER_COORDINATOR" help:"Base URL of the coordinator."`
+	Redis           string        `default:"127.0.0.1:6379" env:"PUBLISHER_REDIS" help:"Comma-separated Redis addresses; more than one means a Redis Cluster."`
+	Stream          string        `required:"" env:"PUBLISHER_STREAM" help:"Stream prefix to publish to."`
+	Group           string        `env:"PUBLISHER_GROUP" help:"Consumer group whose routing is used (default: the stream prefix)."`
+	Count           int           `default:"1000" env:"PUBLISHER_COUNT" help:"Number of records to publish."`
+	Rate            float64       `default:"0" env:"PUBLISHER_RATE" help:"Records per second; 0 publishes as fast as possible."`
+	Batch           int           `default:"1" env:"PUBLISHER_BATCH" help:"Records per PublishBatch; 1 uses Publish."`
+	PublishedLog    string        `name:"published-log" env:"PUBLISHER_PUBLISHED_LOG" help:"File receiving one JSON line per published record (eventId, partitionKey, streamKey, recordId); truncated at start."`
+	KeySpace        int           `name:"key-space" default:"1000" env:"PUBLISHER_KEY_SPACE" help:"Number of distinct partition keys."`
+	Pod             string        `default:"${pod}" env:"PUBLISHER_POD" help:"Pod name, the prefix of every eventId (default: $POD_NAME, else the host name)."`
+	RetryTimeout    time.Duration `default:"30s" env:"PUBLISHER_RETRY_TIMEOUT" help:"How long one record (and the start) is retried before it counts as failed."`
+	MaxLen          int64         `name:"max-len" default:"0" env:"PUBLISHER_MAX_LEN" help:"Trim each shard stream to about this many entries (MAXLEN ~); 0: no trimming."`
+	RefreshInterval time.Duration `default:"5s" env:"PUBLISHER_REFRESH_INTERVAL" help:"Routing refresh interval."`
+	RoutingLease    time.Duration `default:"30s" env:"PUBLISHER_ROUTING_LEASE" help:"Publishing stops when routing is older than this without a successful refresh."`
+	LogLevel        slog.Level    `default:"info" env:"PUBLISHER_LOG_LEVEL" help:"Lowest log level written: debug, info, warn or error."`
+	LogFormat       string        `default:"text" enum:"text,json" env:"PUBLISHER_LOG_FORMAT" help:"Log format on stderr: text or json."`
+}
+
+// validate reports every flag problem the parser does not catch, at once.
+// Producer options (URL, names, durations) are checked again by
+// producer.New.
+func (c *CLI) validate() error {
+	var errs []error
+	if err := protocol.ValidateStreamPrefix(c.Stream); err != nil {
+		errs = append(errs, fmt.Errorf("--stream: %w", err))
+	}
+	if c.Group != "" {
+		if err := protocol.ValidateConsumerGroup(c.Group); err != nil {
+			errs = append(errs, fmt.Errorf("--group: %w", err))
+		}
+	}
+	if c.Count < 0 {
+		errs = append(errs, fmt.Errorf("--count %d: must not be negative", c.Count))
+	}
+	if c.Rate < 0 {
+		errs = append(errs, fmt.Errorf("--rate %g: must not be negative", c.Rate))
+	}
+	if c.Batch < 1 {
+		errs = append(errs, fmt.Errorf("--batch %d: must be at least 1", c.Batch))
+	}
+	if c.KeySpace < 1 {
+		errs = append(errs, fmt.Errorf("--key-space %d: must be at least 1", c.KeySpace))
+	}
+	if c.Pod == "" {
+		errs = append(errs, errors.New("--pod: must not be empty"))
+	}
+	if c.RetryTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--retry-timeout %s: must not be negative", c.RetryTimeout))
+	}
+	if len(c.redisAddrs()) == 0 {
+		errs = append(errs, errors.New("--redis: no address"))
+	}
+	return errors.Join(errs...)
+}
+
+// redisAddrs splits --redis, dropping empty entries.
+func (c *CLI) redisAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.Redis, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -1,0 +1,35 @@
+// Package producer publishes records to a sharded Redis stream: it caches the
+// coordinator's producer routing for one {streamPrefix, consumerGroup},
+// routes each record by its partition key with protocol.Route, and writes it
+// with XADD key NOMKSTREAM [MAXLEN ~ N] * field value … (PROTOCOL.md §2, §8).
+//
+// What it owns: the routing cache, one background goroutine that refreshes it
+// (every WithRefreshInterval, and at once when ObserveMetadataVersion reports
+// a newer metadataVersion), and, unless WithHTTPClient is given, its HTTP
+// client. It does not own the Redis client: the caller creates it (standalone
+// or cluster, any redis.UniversalClient) and closes it after Close.
+//
+// Caller duties, in order:
+//  1. New with WithCoordinator, WithStream and WithRedis (and any other Opt);
+//     New checks every option and reports all problems at once.
+//  2. Start: fetches the routing once; an unknown stream or group, or a
+//     stream without shards, is an error here, before anything is published.
+//  3. Publish or PublishBatch from any number of goroutines.
+//  4. Close: stops the refresher (bounded wait); then close the Redis client.
+//
+// Invariants:
+//   - A record is only ever written with NOMKSTREAM: a producer never creates
+//     a shard stream, so a record can never land in a shard that was retired.
+//     A missing key means the routing is stale: the producer refreshes it
+//     synchronously and retries, up to WithMaxAttempts attempts in all.
+//   - Routing not refreshed successfully for longer than WithRoutingLease is
+//     not used: Publish fails closed with ErrRoutingLeaseExpired and writes
+//     nothing.
+//   - A refresh never replaces routing with an older metadataVersion.
+//
+// Non-goals: exactly-once publishing (a retried XADD whose first answer was
+// lost may duplicate a record; consumers are at-least-once anyway), record
+// ordering across partition keys, creating streams or consumer groups, and
+// coordinator authentication (give WithHTTPClient a client whose transport
+// adds the Authorization header).
+package producer
