@@ -34,6 +34,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now; tests pin it.
 	Now func() time.Time
+	// Observer receives events for metrics. Default: none.
+	Observer Observer
 }
 
 // EnsureDefaults returns c with zero fields set to their defaults.
@@ -50,6 +52,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	return c
 }

@@ -47,7 +47,7 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{env: &env{
 		cfg: cfg, store: cfg.Store, system: system, log: logger,
-		dir: newDirectory(), failed: newFailedGroups(),
+		dir: newDirectory(), failed: newFailedGroups(), obs: cfg.Observer,
 	}}
 	streams, err := cfg.Store.LoadStreams(ctx)
 	if err != nil {
@@ -253,7 +253,9 @@ func (c *Coordinator) createStream(ctx context.Context, prefix string, shards in
 		return rec, false, nil
 	}
 	rec = persistence.StreamRecord{StreamPrefix: prefix, ShardCount: shards, MetadataVersion: 1, CreatedAt: c.env.now()}
+	start := time.Now()
 	rev, err := c.env.store.SaveStream(ctx, rec, 0)
+	c.env.obs.StoreWrite("stream", time.Since(start), err)
 	if err != nil {
 		if errors.Is(err, persistence.ErrStaleRevision) {
 			return rec, false, protocol.Errorf(protocol.CodeStreamPrefixAlreadyExists,

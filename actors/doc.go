@@ -27,6 +27,12 @@
 // actor PIDs so that heartbeats go straight to their group actor and never
 // queue behind another group's work.
 //
+// What happens is reported to an [Observer] (metrics): every step of a
+// group with its events, each group's state after durable changes, store
+// write times, migration states. The audit log is written through
+// [Coordinator.RecordAudit] straight to the store: entries belong to no
+// actor.
+//
 // Non-goals: this package does no HTTP and knows no JSON; placing actors on
 // several nodes is a later step.
 package actors

@@ -21,6 +21,7 @@ type env struct {
 	log    *slog.Logger
 	dir    *directory
 	failed *failedGroups
+	obs    Observer
 	// testHooks are set by this package's tests only.
 	testHooks testHooks
 }

@@ -36,6 +36,9 @@ type groupActor struct {
 	self    *actor.PID
 	timer   *time.Timer
 	timerAt time.Time
+	// rebalanceStart is when the target last changed while the group was
+	// converged; zero while converged. For the rebalance duration metric.
+	rebalanceStart time.Time
 }
 
 func newGroupActor(e *env, prefix, name string, initial *persistence.GroupRecord) actor.Producer {
@@ -106,7 +109,8 @@ func (a *groupActor) start() {
 	a.g, a.revision, a.failed = rec.Group, rec.Revision, nil
 	a.env.failed.forget(a.prefix, a.name)
 	res := assign.Restore(a.g, a.env.now(), a.env.cfg.Group)
-	a.finish(res)
+	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g))
+	a.finish(StepRestore, res)
 }
 
 func errIf(cond bool, msg string) error {
@@ -120,6 +124,7 @@ func (a *groupActor) failClosed(err error) {
 	a.g, a.failed = nil, err
 	a.stopTimer()
 	a.env.failed.remember(a.prefix, a.name, err)
+	a.env.obs.GroupRemoved(a.prefix, a.name)
 	a.log().Error("group failed closed", slog.Any("error", err))
 }
 
@@ -154,7 +159,7 @@ func (a *groupActor) heartbeat(req *protocol.HeartbeatRequest) protocol.Heartbea
 			return assign.RetryResponse(req, cfg)
 		}
 	}
-	a.finish(res)
+	a.finish(StepHeartbeat, res)
 	return res.Response
 }
 
@@ -170,12 +175,19 @@ func (a *groupActor) tick() {
 			return
 		}
 	}
-	a.finish(res)
+	a.finish(StepTick, res)
 }
 
-// finish logs what happened and schedules the next deadline.
-func (a *groupActor) finish(res assign.Result) {
+// finish reports and logs what happened and schedules the next deadline.
+// A step of kind layout is always persisted.
+func (a *groupActor) finish(kind string, res assign.Result) {
 	ev := res.Events
+	persisted := res.Persist || kind == StepLayout
+	a.env.obs.GroupStep(a.prefix, a.name, GroupStep{Kind: kind, Events: ev, Persisted: persisted})
+	if persisted {
+		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g))
+	}
+	a.trackRebalance(ev.Rebalanced)
 	if len(ev.Expired) > 0 || len(ev.Fenced) > 0 || len(ev.Joined) > 0 || len(ev.Left) > 0 || len(ev.Pruned) > 0 {
 		a.log().Info("membership changed",
 			slog.Any("joined", ev.Joined), slog.Any("left", ev.Left), slog.Any("expired", ev.Expired),
@@ -194,7 +206,9 @@ func (a *groupActor) finish(res assign.Result) {
 func (a *groupActor) persist() error {
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
+	start := time.Now()
 	rev, err := a.env.store.SaveGroup(sctx, a.g, a.revision)
+	a.env.obs.StoreWrite("group", time.Since(start), err)
 	if err == nil {
 		a.revision = rev
 		return nil
@@ -203,6 +217,19 @@ func (a *groupActor) persist() error {
 	a.g = nil
 	a.start()
 	return fmt.Errorf("save group %s/%s: %w", a.prefix, a.name, err)
+}
+
+// trackRebalance measures how long the group takes to converge after its
+// target changed.
+func (a *groupActor) trackRebalance(rebalanced bool) {
+	now := a.env.now()
+	if rebalanced && a.rebalanceStart.IsZero() {
+		a.rebalanceStart = now
+	}
+	if !a.rebalanceStart.IsZero() && (a.g.State == protocol.GroupStable || a.g.State == protocol.GroupEmpty) {
+		a.env.obs.RebalanceDone(a.prefix, a.name, now.Sub(a.rebalanceStart))
+		a.rebalanceStart = time.Time{}
+	}
 }
 
 func (a *groupActor) schedule(next time.Time) {
@@ -255,11 +282,15 @@ func (a *groupActor) delete(force bool) reply {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := a.env.store.DeleteGroup(sctx, a.prefix, a.name, a.revision); err != nil {
+	start := time.Now()
+	err := a.env.store.DeleteGroup(sctx, a.prefix, a.name, a.revision)
+	a.env.obs.StoreWrite("group", time.Since(start), err)
+	if err != nil {
 		return reply{err: fmt.Errorf("delete group %s/%s: %w", a.prefix, a.name, err)}
 	}
 	summary := a.g.Summary()
 	a.deleted = true
+	a.env.obs.GroupRemoved(a.prefix, a.name)
 	a.stopTimer()
 	return reply{value: summary}
 }
@@ -273,6 +304,6 @@ func (a *groupActor) setLayout(m *setLayoutMsg) reply {
 	if err := a.persist(); err != nil {
 		return reply{err: err}
 	}
-	a.finish(res)
+	a.finish(StepLayout, res)
 	return reply{value: a.g.Summary()}
 }

@@ -100,6 +100,16 @@ func (s *streamActor) start(ctx actor.Context) {
 		rec := init.groups[i]
 		s.spawnGroup(ctx, rec.Name, &rec)
 	}
+	s.reportMigrations()
+}
+
+// reportMigrations tells the observer the stream's migrations by state.
+func (s *streamActor) reportMigrations() {
+	byState := map[protocol.MigrationState]int{}
+	for _, m := range s.rec.Migrations {
+		byState[m.State]++
+	}
+	s.env.obs.StreamMigrations(s.prefix, byState)
 }
 
 func (s *streamActor) load() (*streamInit, error) {
@@ -166,7 +176,9 @@ func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) reply {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
+	start := time.Now()
 	rev, err := s.env.store.SaveGroup(sctx, g, 0)
+	s.env.obs.StoreWrite("group", time.Since(start), err)
 	if errors.Is(err, persistence.ErrStaleRevision) {
 		// The store holds a group this actor does not run: one that failed
 		// to load. Refuse rather than overwrite it.
@@ -203,12 +215,15 @@ func (s *streamActor) activeMigration() *persistence.MigrationRecord {
 func (s *streamActor) saveRecord(next persistence.StreamRecord) error {
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
+	start := time.Now()
 	rev, err := s.env.store.SaveStream(sctx, next, s.rec.Revision)
+	s.env.obs.StoreWrite("stream", time.Since(start), err)
 	if err != nil {
 		return storeError("save stream "+s.prefix, err)
 	}
 	next.Revision = rev
 	s.rec = next
+	s.reportMigrations()
 	return nil
 }
 

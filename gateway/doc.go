@@ -1,14 +1,36 @@
 // Package gateway is the HTTP face of the coordinator (PROTOCOL.md §3–6):
 // gin routes under /coord/v1, JSON decoding and validation at the boundary,
-// and §3 error bodies for every failure — malformed JSON, wrong content type,
-// oversize bodies, unknown routes and methods, panics.
+// §3 error bodies for every failure — malformed JSON, wrong content type,
+// oversize bodies, unknown routes and methods, panics — and the security
+// and operations layer around them: authentication and roles (package
+// auth), login, admin rate limits, the audit log, Prometheus metrics
+// (package metrics) and the OpenAPI document.
 //
-// Handlers hold no coordinator state: each decodes its request, calls one
-// method of the *actors.Coordinator (which messages the owning actor) and
-// writes the answer. The heartbeat handler answers 200 with a status for
-// everything but unparseable JSON, because a non-2xx stops the reference
-// Python client's member thread.
+// Every route is one row of routes.go: method, path, the permission it
+// needs and, for admin mutations, the audited operation. A request runs,
+// in order:
 //
-// Not here yet: authentication, roles, rate limits, audit, metrics, the
-// console and the Redis-backed monitoring endpoints (later issues).
+//  1. recovery, request id (X-Request-Id, echoed), access log (no headers,
+//     no bodies: credentials never reach the log);
+//  2. for admin mutations: the audit wrapper, which holds the answer back
+//     until the audit entry is durable;
+//  3. authentication (Basic or Bearer, any case) and the role check: 401
+//     with WWW-Authenticate: Basic realm="rscoord", or 403;
+//  4. for admin mutations: the fixed-window rate limit per principal and
+//     group (429 with Retry-After);
+//  5. the handler, which decodes its request, calls one method of the
+//     *actors.Coordinator (which messages the owning actor) and answers.
+//
+// The heartbeat handler answers 200 with a status for everything but
+// unparseable JSON, because a non-2xx stops the reference Python client's
+// member thread; without member auth it never looks at Authorization.
+//
+// Invariants: no package-level mutable state (limiters, metrics and the
+// authenticator belong to one server); client addresses come from the
+// connection, never from X-Forwarded-For; a client never sees an admin
+// change that the audit log lacks, unless the audit write itself failed
+// (logged at ERROR and counted).
+//
+// Not here yet: the console and the Redis-backed monitoring endpoints
+// (later issues); audit retention; trusted proxies.
 package gateway

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -16,6 +17,7 @@ import (
 // the reference Python client's member thread. The content type is not
 // checked, for the same reason.
 func (s *server) heartbeat(c *gin.Context) {
+	start := time.Now()
 	body, perr := readBodyAnyType(c)
 	if perr != nil {
 		abortWith(c, perr.Code, perr.Message)
@@ -30,10 +32,13 @@ func (s *server) heartbeat(c *gin.Context) {
 		}
 		// Well-formed JSON with a field of the wrong type is the client's
 		// bug, told the protocol's way.
-		c.JSON(http.StatusOK, assign.InvalidRequestResponse(&req, s.coord.GroupConfig()))
+		resp := assign.InvalidRequestResponse(&req, s.coord.GroupConfig())
+		s.metrics.Heartbeat(resp.Status, time.Since(start))
+		c.JSON(http.StatusOK, resp)
 		return
 	}
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
+	s.metrics.Heartbeat(resp.Status, time.Since(start))
 	c.JSON(http.StatusOK, resp)
 }
 

@@ -12,12 +12,6 @@ func (s *server) health(c *gin.Context) {
 	c.JSON(http.StatusOK, s.coord.Health())
 }
 
-// session answers who the caller is. Authentication is not wired yet, so
-// every caller is anonymous.
-func (s *server) session(c *gin.Context) {
-	c.JSON(http.StatusOK, protocol.Session{Authenticated: false, Username: "", Roles: []string{}})
-}
-
 func (s *server) compatibility(c *gin.Context) {
 	c.JSON(http.StatusOK, protocol.CurrentCompatibility())
 }

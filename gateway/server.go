@@ -8,18 +8,57 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/actors"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/gateway/internal/window"
+	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
-// Options configures the HTTP handler.
+// Options configures the HTTP handler. Zero values of the limits turn them
+// off; the server (cmd/rscoord) sets them from its flags.
 type Options struct {
-	// Logger receives request and error logs. Default slog.Default().
+	// Logger receives request, audit and error logs. Default slog.Default().
 	Logger *slog.Logger
+	// Auth checks credentials. Nil turns authentication off: every caller
+	// is an anonymous ADMIN, and New logs a warning.
+	Auth *auth.Authenticator
+	// MemberAuth makes heartbeats need MEMBER (or ADMIN). Off, the
+	// heartbeat path never looks at Authorization.
+	MemberAuth bool
+	// Metrics is served at /metrics and /actuator/prometheus and counts
+	// what the gateway sees. Default: a new, private [metrics.Metrics].
+	Metrics *metrics.Metrics
+	// MetricsPublic serves the metrics endpoints without credentials;
+	// otherwise they need READ.
+	MetricsPublic bool
+	// AdminRateLimit is how many admin mutations one principal may send
+	// for one group (or one stream, for stream-wide operations) per
+	// AdminRateWindow; 0 means no limit.
+	AdminRateLimit  int
+	AdminRateWindow time.Duration
+	// LoginFailureLimit is how many failed password checks one username may
+	// have per LoginFailureWindow before its logins are refused with 429;
+	// LoginAddressFailureLimit the same per client address (which also
+	// refuses Basic credentials from that address on every endpoint). 0
+	// means no limit.
+	LoginFailureLimit        int
+	LoginAddressFailureLimit int
+	LoginFailureWindow       time.Duration
+	// Now is the clock of the rate limiters. Default time.Now.
+	Now func() time.Time
 }
 
 type server struct {
-	coord *actors.Coordinator
-	log   *slog.Logger
+	coord   *actors.Coordinator
+	log     *slog.Logger
+	auth    *auth.Authenticator
+	opts    Options
+	metrics *metrics.Metrics
+	// metricsHTTP serves metrics' registry.
+	metricsHTTP http.Handler
+
+	adminLimit *window.Limiter
+	loginUser  *window.Limiter
+	loginAddr  *window.Limiter
 }
 
 // New returns the HTTP handler of every endpoint served by coord. Call
@@ -29,51 +68,52 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &server{coord: coord, log: opts.Logger}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &server{
+		coord: coord, log: opts.Logger, auth: opts.Auth, opts: opts, metrics: opts.Metrics,
+		metricsHTTP: opts.Metrics.Handler(),
+		adminLimit:  window.New(opts.AdminRateLimit, opts.AdminRateWindow, 0, opts.Now),
+		loginUser:   window.New(opts.LoginFailureLimit, opts.LoginFailureWindow, 0, opts.Now),
+		loginAddr:   window.New(opts.LoginAddressFailureLimit, opts.LoginFailureWindow, 0, opts.Now),
+	}
+	if s.auth == nil {
+		s.log.Warn("authentication is OFF: every caller is an anonymous ADMIN; use this for local development only")
+	}
 	r := gin.New()
+	// Client addresses (rate limits, audit) come from the connection, never
+	// from X-Forwarded-For, which any client can set.
+	if err := r.SetTrustedProxies(nil); err != nil {
+		panic(err) // cannot happen: nil is a valid list
+	}
 	r.HandleMethodNotAllowed = true
 	r.NoRoute(notFound)
 	r.NoMethod(methodNotAllowed)
-	r.Use(gin.CustomRecovery(s.recovery), s.accessLog)
-
-	v1 := r.Group(protocol.BasePath)
-	v1.POST("/streams/:prefix", s.createStream)
-	v1.POST("/streams/:prefix/scale", s.scaleStream)
-	v1.POST("/streams/:prefix/migrations/:id/complete", s.completeMigration)
-	v1.POST("/streams/:prefix/groups/:group", s.createGroup)
-	v1.GET("/streams/:prefix/groups/:group", s.getGroup)
-	v1.DELETE("/streams/:prefix/groups/:group", s.deleteGroup)
-	v1.GET("/streams/:prefix/groups/:group/producer-routing", s.producerRouting)
-	v1.POST("/streams/:prefix/groups/:group/scale", s.scaleGroup)
-	v1.GET("/streams/:prefix/groups/:group/migrations/:id", s.getMigration)
-	v1.POST("/streams/:prefix/groups/:group/migrations/:id/rollback", s.rollbackMigration)
-	v1.POST("/streams/:prefix/groups/:group/members/:member/heartbeat", s.heartbeat)
-
-	mon := v1.Group("/monitoring")
-	mon.GET("/health", s.health)
-	mon.GET("/session", s.session)
-	mon.GET("/compatibility", s.compatibility)
-	mon.GET("/groups", s.listGroups)
-	mon.GET("/streams/:prefix/groups/:group", s.getGroup)
-	mon.GET("/streams/:prefix/groups/:group/members", s.members)
-	mon.GET("/streams/:prefix/groups/:group/assignments", s.assignments)
-	mon.GET("/streams/:prefix/groups/:group/consumption", s.consumption)
-	mon.GET("/streams/:prefix/groups/:group/migrations", s.migrations)
+	r.Use(gin.CustomRecovery(s.recovery), requestID, s.accessLog)
+	for _, rt := range s.routes() {
+		r.Handle(rt.method, rt.path, s.chain(rt)...)
+	}
 	return r
 }
 
 // accessLog logs every request once it is answered: heartbeats at debug
-// level (they are the bulk of traffic), everything else at info.
+// level (they are the bulk of traffic), everything else at info. It logs
+// no header and no body: credentials never reach the log.
 func (s *server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	level := slog.LevelInfo
-	if c.Request.Method == http.MethodGet || c.FullPath() == protocol.BasePath+"/streams/:prefix/groups/:group/members/:member/heartbeat" {
+	if c.Request.Method == http.MethodGet || c.FullPath() == heartbeatRoute {
 		level = slog.LevelDebug
 	}
 	s.log.Log(c.Request.Context(), level, "http request",
 		slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
 		slog.String("path", c.Request.URL.Path), slog.Int("status", c.Writer.Status()),
+		slog.String("requestId", c.GetString(requestIDKey)),
 		slog.Duration("duration", time.Since(start)))
 }
 

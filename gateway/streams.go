@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -42,5 +43,14 @@ func (s *server) deleteGroup(c *gin.Context) {
 
 func (s *server) producerRouting(c *gin.Context) {
 	resp, err := s.coord.ProducerRouting(c.Request.Context(), c.Param("prefix"), c.Param("group"))
+	var code protocol.ErrorCode
+	if err != nil {
+		code = protocol.CodeInternal
+		var perr *protocol.Error
+		if errors.As(err, &perr) {
+			code = perr.Code
+		}
+	}
+	s.metrics.ProducerRouting(code)
 	s.answer(c, http.StatusOK, resp, err)
 }

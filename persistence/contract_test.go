@@ -90,6 +90,9 @@ var contractCases = []struct {
 	{"CancelledContext", testCancelledContext},
 	{"ConcurrentGroups", testConcurrentGroups},
 	{"ConcurrentWritersOfOneGroup", testConcurrentWritersOfOneGroup},
+	{"AuditRoundTripAndRestart", testAuditRoundTrip},
+	{"AuditPaging", testAuditPaging},
+	{"AuditCorruptEntryListed", testAuditCorruptEntryListed},
 }
 
 func TestContract(t *testing.T) {

@@ -25,11 +25,17 @@ type kv interface {
 	// scan calls fn for every key in [lower, upper) in key order, as of one
 	// point in time. key and value are valid only during the call.
 	scan(lower, upper []byte, fn func(key, value []byte) error) error
+	// scanReverse is scan in descending key order. Like scan, it stops at
+	// the first error fn returns and returns it.
+	scanReverse(lower, upper []byte, fn func(key, value []byte) error) error
 	// close releases the engine. It is called once.
 	close() error
 }
 
 var errNoKey = errors.New("no such key")
+
+// errStopScan ends a scan early; the caller of scan treats it as success.
+var errStopScan = errors.New("stop scan")
 
 // lockStripes is the number of record locks. A write holds the lock of its
 // key's stripe from the revision check to the end of the synced write, so
@@ -207,7 +213,22 @@ func (c *core) recoverRevisions() error {
 		return err
 	}
 	lo, hi = allGroupBounds()
-	return scan(lo, hi, kindGroup)
+	if err := scan(lo, hi, kindGroup); err != nil {
+		return err
+	}
+	// Audit entries are keyed by their sequence, which is a revision too:
+	// the newest key alone says how far the counter went.
+	lo, hi = auditBounds()
+	err := c.kv.scanReverse(lo, hi, func(k, _ []byte) error {
+		if seq, ok := parseAuditKey(k); ok {
+			c.observeRevision(seq)
+		}
+		return errStopScan
+	})
+	if errors.Is(err, errStopScan) {
+		err = nil
+	}
+	return err
 }
 
 // checkLayout refuses a store written with another key layout and marks a

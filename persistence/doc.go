@@ -8,6 +8,8 @@
 //   - One stream record per stream prefix ([StreamRecord]: shard layout,
 //     draining shards, migration history) and one snapshot per consumer group
 //     (the durable fields of [assign.Group]).
+//   - The audit log: append-only entries of admin mutations, keyed by a
+//     sequence that is a store revision, listed newest first.
 //   - The on-disk format: key layout (keys.go), the checksummed envelope and
 //     the versioned record types (encoding.go), and the rule that old code
 //     refuses new data.
@@ -63,6 +65,7 @@
 //     revisions only.
 //   - No caching of records and no background goroutines of its own (Pebble
 //     runs its own and stops them in Close).
-//   - No stream deletion, audit log or history of group snapshots yet.
+//   - No stream deletion or history of group snapshots yet; no retention
+//     of audit entries (they are kept for ever).
 //   - No replication: one process owns one data directory.
 package persistence

@@ -22,7 +22,7 @@ import (
 //	value    = crc32c(body) as 4 bytes little-endian ‖ body
 //	body     = {"schemaVersion":1,"kind":"group","storeRevision":7,"payload":{…}}
 //
-// kind is "stream", "group" or "layout" and must match the key space;
+// kind is "stream", "group", "audit" or "layout" and must match the key space;
 // storeRevision is the record's revision (never 0); payload is the JSON
 // record of that schema version and kind (groupV1, streamV1, layoutV1),
 // which also repeats the record's identity (prefix, name) so that a value

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/rscoord/rscoord/protocol"
@@ -12,6 +13,7 @@ import (
 //	"l\x00"                          layout marker (key layout version)
 //	"s\x00" + prefix                 stream record
 //	"g\x00" + prefix + "\x00" + name group snapshot
+//	"a\x00" + seq (8 bytes, big-endian) audit entry
 //
 // The separator 0x00 cannot occur in a name (protocol §1 allows only
 // [A-Za-z0-9._:@-], checked by [validStreamPrefix] and [validGroupName]
@@ -24,7 +26,33 @@ var (
 	layoutKey   = []byte{'l', sep}
 	streamSpace = []byte{'s', sep}
 	groupSpace  = []byte{'g', sep}
+	auditSpace  = []byte{'a', sep}
 )
+
+// auditKey is the key of the audit entry with sequence seq. Big-endian
+// sequences sort in key order, oldest first.
+func auditKey(seq uint64) []byte {
+	k := make([]byte, len(auditSpace), len(auditSpace)+8)
+	copy(k, auditSpace)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// auditBounds is the key range [lower, upper) of all audit entries.
+func auditBounds() (lower, upper []byte) {
+	lower = bytes.Clone(auditSpace)
+	upper = bytes.Clone(auditSpace)
+	upper[len(upper)-1] = sep + 1
+	return lower, upper
+}
+
+// parseAuditKey returns the sequence of a key of the audit space.
+func parseAuditKey(k []byte) (seq uint64, ok bool) {
+	rest, ok := bytes.CutPrefix(k, auditSpace)
+	if !ok || len(rest) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(rest), true
+}
 
 func streamKey(prefix string) []byte {
 	k := make([]byte, 0, len(streamSpace)+len(prefix))

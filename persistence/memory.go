@@ -59,6 +59,14 @@ func (m *memKV) del(key []byte) error {
 }
 
 func (m *memKV) scan(lower, upper []byte, fn func(key, value []byte) error) error {
+	return m.scanOrdered(lower, upper, false, fn)
+}
+
+func (m *memKV) scanReverse(lower, upper []byte, fn func(key, value []byte) error) error {
+	return m.scanOrdered(lower, upper, true, fn)
+}
+
+func (m *memKV) scanOrdered(lower, upper []byte, reverse bool, fn func(key, value []byte) error) error {
 	type pair struct{ k, v []byte }
 	var pairs []pair
 	m.mu.RLock()
@@ -68,7 +76,7 @@ func (m *memKV) scan(lower, upper []byte, fn func(key, value []byte) error) erro
 		}
 	}
 	m.mu.RUnlock()
-	sort.Slice(pairs, func(i, j int) bool { return bytes.Compare(pairs[i].k, pairs[j].k) < 0 })
+	sort.Slice(pairs, func(i, j int) bool { return (bytes.Compare(pairs[i].k, pairs[j].k) < 0) != reverse })
 	for _, p := range pairs {
 		if err := fn(p.k, p.v); err != nil {
 			return err

@@ -124,6 +124,25 @@ func (p *pebbleKV) scan(lower, upper []byte, fn func(key, value []byte) error) (
 	return corruption(it.Error())
 }
 
+// scanReverse is scan from the last key down.
+func (p *pebbleKV) scanReverse(lower, upper []byte, fn func(key, value []byte) error) (err error) {
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return corruption(err)
+	}
+	defer func() { err = errors.Join(err, corruption(it.Close())) }()
+	for valid := it.Last(); valid; valid = it.Prev() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return corruption(err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			return err
+		}
+	}
+	return corruption(it.Error())
+}
+
 func (p *pebbleKV) close() error { return p.db.Close() }
 
 // corruption marks Pebble's corruption errors (a failed block checksum) with

@@ -63,6 +63,15 @@ type Store interface {
 	// differs, [ErrCorrupt] or [ErrUnknownSchema] if the stored snapshot
 	// does not decode (it is left in place). Synced.
 	DeleteGroup(ctx context.Context, streamPrefix, name string, expected uint64) error
+	// AppendAudit appends entry to the audit log and returns its sequence,
+	// higher than that of every entry before it (entry.ID is ignored). The
+	// write is synced before AppendAudit returns. Entries are never changed
+	// or deleted through this interface.
+	AppendAudit(ctx context.Context, entry protocol.AuditEntry) (uint64, error)
+	// ListAudit returns at most q.Limit audit entries, newest first, that
+	// match q (see [AuditQuery]). An entry that does not decode is returned
+	// with Err set instead of failing the list.
+	ListAudit(ctx context.Context, q AuditQuery) ([]AuditRecord, error)
 	// Close releases the store. It is idempotent; it waits for calls in
 	// flight and every later call returns [ErrClosed].
 	Close() error

@@ -27,6 +27,8 @@ type Client struct {
 	base    string // server URL without a trailing slash
 	timeout time.Duration
 	http    *http.Client
+	// authorization is sent as the Authorization header when not empty.
+	authorization string
 }
 
 // NewClient returns a client for the coordinator at server (an http or https
@@ -118,6 +120,9 @@ func (c *Client) Do(ctx context.Context, method string, segments []string, in, o
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "rscoord-cli/"+buildVersion())
+	if c.authorization != "" {
+		req.Header.Set("Authorization", c.authorization)
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -4,16 +4,19 @@
 //	rscoord serve                       run the coordinator
 //	rscoord stream create|scale|status  manage streams
 //	rscoord group get|delete|members|assignments
+//	rscoord hash-password               bcrypt a password from stdin
 //	rscoord version
 //
 // The admin commands talk to a running coordinator over its HTTP API
-// (/coord/v1, PROTOCOL.md §5). They print tables on stdout, or the JSON
+// (/coord/v1, PROTOCOL.md §5), with --user/--password or --token
+// credentials. They print tables on stdout, or the JSON
 // answer with --json, and on failure one line on stderr and a non-zero exit
 // code: 1 for a failed command, 2 for a command line that does not parse.
 package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +50,8 @@ type CLI struct {
 	Stream  StreamCmd  `cmd:"" help:"Create, scale and inspect streams."`
 	Group   GroupCmd   `cmd:"" help:"Inspect and delete consumer groups."`
 	Version VersionCmd `cmd:"" help:"Print the version of this binary and the protocol versions it speaks."`
+
+	HashPassword HashPasswordCmd `cmd:"" name:"hash-password" help:"Read a password from stdin and print its bcrypt hash, for the --users file."`
 }
 
 // AdminFlags are the flags shared by every admin command (stream and group).
@@ -54,6 +59,28 @@ type AdminFlags struct {
 	Server  string        `default:"http://127.0.0.1:8080" env:"RSCOORD_SERVER" help:"Base URL of the coordinator."`
 	JSON    bool          `name:"json" help:"Print the JSON answer instead of a table."`
 	Timeout time.Duration `default:"10s" help:"Bound on each request to the coordinator (0: none)."`
+
+	User     string `env:"RSCOORD_USER" help:"User name sent with Basic credentials."`
+	Password string `env:"RSCOORD_PASSWORD" help:"Password of --user (prefer the environment variable: ps shows flags)."`
+	Token    string `env:"RSCOORD_TOKEN" help:"Bearer token from /auth/login, instead of --user/--password."`
+}
+
+// authorization is the Authorization header the flags ask for: Bearer
+// --token, Basic --user/--password, or none.
+func (f *AdminFlags) authorization() (string, error) {
+	switch {
+	case f.Token != "" && (f.User != "" || f.Password != ""):
+		return "", errors.New("--token and --user/--password: give one or the other")
+	case f.Token != "":
+		return "Bearer " + f.Token, nil
+	case f.User != "" && f.Password == "":
+		return "", errors.New("--user needs --password (or RSCOORD_PASSWORD)")
+	case f.User == "" && f.Password != "":
+		return "", errors.New("--password needs --user (or RSCOORD_USER)")
+	case f.User != "":
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(f.User+":"+f.Password)), nil
+	}
+	return "", nil
 }
 
 // Admin is what an admin command runs with: the API client, where to print
@@ -73,6 +100,9 @@ func (f *AdminFlags) ProvideAdmin(out io.Writer) (*Admin, error) {
 	client, err := NewClient(f.Server, f.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("--server/--timeout: %w", err)
+	}
+	if client.authorization, err = f.authorization(); err != nil {
+		return nil, err
 	}
 	return &Admin{Client: client, Out: out, JSON: f.JSON}, nil
 }
@@ -130,7 +160,7 @@ func defaultRequester() string {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := runWithInput(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -139,9 +169,15 @@ func main() {
 // parser: kong.Exit must not end the process when run is called by tests.
 type exitRequest struct{ code int }
 
-// run parses args, runs the selected command with ctx and returns the exit
-// code. Output goes to stdout; errors, one line each, to stderr.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+// run is runWithInput with an empty stdin.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWithInput(ctx, args, strings.NewReader(""), stdout, stderr)
+}
+
+// runWithInput parses args, runs the selected command with ctx and returns
+// the exit code. Input comes from stdin (hash-password); output goes to
+// stdout; errors, one line each, to stderr.
+func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("rscoord"),
@@ -152,6 +188,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		kong.Vars{"requester": defaultRequester()},
 		kong.BindTo(ctx, (*context.Context)(nil)),
 		kong.BindTo(stdout, (*io.Writer)(nil)),
+		kong.BindTo(stdin, (*io.Reader)(nil)),
 	)
 	if err != nil {
 		// The grammar is ours: a failure here is a programming error.

@@ -28,6 +28,8 @@ type wantRequest struct {
 	// body is the expected JSON body, compared as JSON values; "" means
 	// the request must have no body.
 	body string
+	// authorization is the expected Authorization header; "" means none.
+	authorization string
 }
 
 // cliCase runs one command line against a canned coordinator.
@@ -118,6 +120,9 @@ func checkRequest(t *testing.T, want *wantRequest, r *http.Request) {
 	}
 	if r.URL.RawQuery != "" {
 		t.Errorf("query = %q, want none", r.URL.RawQuery)
+	}
+	if got := r.Header.Get("Authorization"); got != want.authorization {
+		t.Errorf("Authorization = %q, want %q", got, want.authorization)
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,6 +16,8 @@ import (
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/gateway"
+	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -32,7 +35,25 @@ type ServeCmd struct {
 	ShutdownTimeout      time.Duration `default:"30s" env:"RSCOORD_SHUTDOWN_TIMEOUT" help:"How long in-flight requests may take to finish on SIGTERM."`
 	LogLevel             slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written: debug, info, warn or error."`
 	LogFormat            string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
+
+	Auth                     bool          `default:"true" negatable:"" env:"RSCOORD_AUTH" help:"Require credentials (PROTOCOL.md §4). --no-auth makes every caller an anonymous ADMIN: local development only."`
+	MemberAuth               bool          `default:"false" negatable:"" env:"RSCOORD_MEMBER_AUTH" help:"Require the MEMBER role on heartbeats; off, heartbeats never look at Authorization."`
+	Users                    string        `placeholder:"FILE" env:"RSCOORD_USERS" help:"JSON users file: {\"users\":[{\"username\":…,\"passwordHash\":\"<bcrypt>\",\"roles\":[…]}]} (hashes from rscoord hash-password)."`
+	TokenTTL                 time.Duration `default:"168h" env:"RSCOORD_TOKEN_TTL" help:"Lifetime of tokens issued by /auth/login."`
+	AdminRateLimit           int           `default:"30" env:"RSCOORD_ADMIN_RATE_LIMIT" help:"Admin mutations one principal may send per group (or stream) per --admin-rate-window; 0: no limit."`
+	AdminRateWindow          time.Duration `default:"1m" env:"RSCOORD_ADMIN_RATE_WINDOW" help:"Window of --admin-rate-limit."`
+	LoginFailureLimit        int           `default:"10" env:"RSCOORD_LOGIN_FAILURE_LIMIT" help:"Failed logins per username per --login-failure-window before logins answer 429; 0: no limit."`
+	LoginAddressFailureLimit int           `default:"50" env:"RSCOORD_LOGIN_ADDRESS_FAILURE_LIMIT" help:"Failed password checks per client address per --login-failure-window before its Basic credentials and logins answer 429; 0: no limit."`
+	LoginFailureWindow       time.Duration `default:"5m" env:"RSCOORD_LOGIN_FAILURE_WINDOW" help:"Window of the login failure limits."`
+	MetricsPublic            bool          `default:"false" negatable:"" env:"RSCOORD_METRICS_PUBLIC" help:"Serve /metrics and /actuator/prometheus without credentials (otherwise READ)."`
 }
+
+// Environment variables read by serve that are not flags: secrets do not
+// belong on a command line, where ps shows them.
+const (
+	envTokenSecret   = "RSCOORD_TOKEN_SECRET"
+	envAdminPassword = "RSCOORD_ADMIN_PASSWORD"
+)
 
 func (s *ServeCmd) logger() *slog.Logger {
 	opts := &slog.HandlerOptions{Level: s.LogLevel}
@@ -52,11 +73,15 @@ func (s *ServeCmd) logger() *slog.Logger {
 //  3. the actors stop, each after the message it is handling;
 //  4. the store closes, so Pebble's files are clean for the next start.
 func (s *ServeCmd) Run(ctx context.Context) error {
+	if err := s.validate(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	log := s.logger()
 	store, err := persistence.OpenPebble(s.DataDir, persistence.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)
 	}
+	m := metrics.New()
 	coord, err := actors.Start(ctx, actors.Config{
 		Store: store,
 		Group: assign.Config{
@@ -68,13 +93,25 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 		DefaultShards:    s.DefaultShards,
 		AutoCreateGroups: s.AutoCreateGroups,
 		Logger:           log,
+		Observer:         m,
 	})
 	if err != nil {
 		return errors.Join(fmt.Errorf("serve: %w", err), store.Close())
 	}
+	authn, err := s.authenticator(log)
+	if err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+		defer cancel()
+		return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(closeCtx), store.Close())
+	}
 	gin.SetMode(gin.ReleaseMode)
 	srv := &http.Server{
-		Handler:           gateway.New(coord, gateway.Options{Logger: log}),
+		Handler: gateway.New(coord, gateway.Options{
+			Logger: log, Auth: authn, MemberAuth: s.MemberAuth, Metrics: m, MetricsPublic: s.MetricsPublic,
+			AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
+			LoginFailureLimit: s.LoginFailureLimit, LoginAddressFailureLimit: s.LoginAddressFailureLimit,
+			LoginFailureWindow: s.LoginFailureWindow,
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -110,4 +147,65 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	}
 	log.Info("rscoord stopped cleanly")
 	return nil
+}
+
+// validate reports every problem of the security flags at once; the
+// coordinator checks its own settings when it starts.
+func (s *ServeCmd) validate() error {
+	var errs []error
+	if s.TokenTTL <= 0 {
+		errs = append(errs, fmt.Errorf("--token-ttl %v must be positive", s.TokenTTL))
+	}
+	limits := []struct {
+		name   string
+		limit  int
+		window time.Duration
+	}{
+		{"--admin-rate-limit", s.AdminRateLimit, s.AdminRateWindow},
+		{"--login-failure-limit", s.LoginFailureLimit, s.LoginFailureWindow},
+		{"--login-address-failure-limit", s.LoginAddressFailureLimit, s.LoginFailureWindow},
+	}
+	for _, l := range limits {
+		if l.limit < 0 {
+			errs = append(errs, fmt.Errorf("%s %d must not be negative (0: no limit)", l.name, l.limit))
+		}
+		if l.limit > 0 && l.window <= 0 {
+			errs = append(errs, fmt.Errorf("%s needs a positive window, not %v", l.name, l.window))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// authenticator sets up authentication: the token secret and the
+// bootstrap admin in the data directory, the users file. Nil with --no-auth.
+func (s *ServeCmd) authenticator(log *slog.Logger) (*auth.Authenticator, error) {
+	if !s.Auth {
+		return nil, nil // gateway.New logs the warning
+	}
+	secret, err := auth.LoadOrCreateSecret(s.DataDir, os.Getenv(envTokenSecret))
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	var users []auth.User
+	if s.Users != "" {
+		if users, err = auth.LoadUsersFile(s.Users); err != nil {
+			return nil, fmt.Errorf("--users: %w", err)
+		}
+	}
+	if !slices.ContainsFunc(users, func(u auth.User) bool { return u.Username == auth.AdminUsername }) {
+		admin, err := auth.BootstrapAdmin(s.DataDir, os.Getenv(envAdminPassword), 0, os.Stderr)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		users = append(users, admin)
+	} else {
+		log.Info("the users file defines admin; no bootstrap admin")
+	}
+	authn, err := auth.New(auth.Config{Users: users, Secret: secret, TokenTTL: s.TokenTTL})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("authentication on", slog.Int("users", len(users)), slog.Bool("memberAuth", s.MemberAuth),
+		slog.Duration("tokenTTL", authn.TokenTTL()), slog.Bool("metricsPublic", s.MetricsPublic))
+	return authn, nil
 }

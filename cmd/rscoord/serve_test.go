@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -72,9 +73,21 @@ func (b *lockedBuffer) String() string {
 	return strings.Join(b.lines, "\n")
 }
 
-// startProcess runs `rscoord serve` on dataDir at a free port and waits
-// until it listens.
+// testAdminPassword is the admin password of processes started by
+// startProcess.
+const testAdminPassword = "test-admin-pw"
+
+// startProcess runs `rscoord serve` on dataDir at a free port, with
+// RSCOORD_ADMIN_PASSWORD set to testAdminPassword, and waits until it
+// listens.
 func startProcess(t *testing.T, dataDir string, extra ...string) *process {
+	t.Helper()
+	return startProcessEnv(t, dataDir, []string{envAdminPassword + "=" + testAdminPassword}, extra...)
+}
+
+// startProcessEnv is startProcess with env added to the environment
+// (without RSCOORD_ADMIN_PASSWORD unless env sets it).
+func startProcessEnv(t *testing.T, dataDir string, env []string, extra ...string) *process {
 	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
@@ -82,6 +95,9 @@ func startProcess(t *testing.T, dataDir string, extra ...string) *process {
 	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json"}, extra...)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, envAdminPassword+"=") || strings.HasPrefix(kv, envTokenSecret+"=")
+	}), env...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +161,7 @@ func TestBinaryRestartKeepsState(t *testing.T) {
 			data := filepath.Join(dir, sig.String())
 			p := startProcess(t, data)
 			s := coordtest.Remote(t, p.url)
+			s.Authorization = coordtest.Basic("admin", testAdminPassword)
 			s.CreateStream("orders", 4)
 			a := coordtest.NewMember("a", "orders", "orders")
 			b := coordtest.NewMember("b", "orders", "orders")
@@ -167,6 +184,7 @@ func TestBinaryRestartKeepsState(t *testing.T) {
 
 			p = startProcess(t, data)
 			s = coordtest.Remote(t, p.url)
+			s.Authorization = coordtest.Basic("admin", testAdminPassword)
 			var after protocol.GroupResponse
 			s.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
 			if after.GroupEpoch != before.GroupEpoch || after.MetadataVersion != before.MetadataVersion ||
@@ -198,5 +216,122 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "member lease") {
 		t.Fatalf("a lease shorter than the interval from the environment must be refused; got err=%v:\n%s", err, out)
+	}
+}
+
+// TestBinaryBootstrapAdmin starts a server without RSCOORD_ADMIN_PASSWORD:
+// it prints a generated password once, which works, keeps only its hash,
+// and prints nothing on the next start. RSCOORD_ADMIN_PASSWORD then wins.
+func TestBinaryBootstrapAdmin(t *testing.T) {
+	data := t.TempDir()
+	p := startProcessEnv(t, data, nil)
+	password := ""
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		if _, after, ok := strings.Cut(line, `generated the password of user "admin": `); ok {
+			password = after
+		}
+	}
+	if password == "" {
+		t.Fatalf("no generated password printed; stderr:\n%s", p.stderr)
+	}
+	if strings.Count(p.stderr.String(), password) != 1 {
+		t.Fatalf("the password is printed more than once (or logged); stderr:\n%s", p.stderr)
+	}
+	s := coordtest.Remote(t, p.url)
+	var login protocol.LoginResponse
+	s.JSON(http.MethodPost, protocol.BasePath+"/auth/login", protocol.LoginRequest{Username: "admin", Password: password}, http.StatusOK, &login)
+	s.Authorization = "Bearer " + login.AccessToken
+	s.CreateStream("orders", 2)
+	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusOK, nil)
+	s.Authorization = coordtest.Basic("admin", "wrong")
+	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusUnauthorized, nil)
+	s.Authorization = ""
+	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusUnauthorized, nil)
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"rscoord-admin-password-hash", "rscoord-token-secret"} {
+		raw, err := os.ReadFile(filepath.Join(data, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), password) {
+			t.Fatalf("%s holds the password", name)
+		}
+		if fi, _ := os.Stat(filepath.Join(data, name)); fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s has mode %v", name, fi.Mode())
+		}
+	}
+	if raw, _ := os.ReadFile(filepath.Join(data, "rscoord-admin-password-hash")); !strings.HasPrefix(string(raw), "$2a$") {
+		t.Fatalf("the admin file is not a bcrypt hash: %q", raw)
+	}
+
+	// Second start: nothing printed; the password and the token still work.
+	p = startProcessEnv(t, data, nil)
+	if strings.Contains(p.stderr.String(), "generated") {
+		t.Fatalf("a password was generated again; stderr:\n%s", p.stderr)
+	}
+	s = coordtest.Remote(t, p.url)
+	s.Authorization = coordtest.Basic("admin", password)
+	s.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, nil)
+	s.Authorization = "Bearer " + login.AccessToken
+	s.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, nil)
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+
+	// RSCOORD_ADMIN_PASSWORD wins over the stored hash.
+	p = startProcessEnv(t, data, []string{envAdminPassword + "=from-env"})
+	s = coordtest.Remote(t, p.url)
+	s.Authorization = coordtest.Basic("admin", "from-env")
+	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusOK, nil)
+	s.Authorization = coordtest.Basic("admin", password)
+	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusUnauthorized, nil)
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBinaryNoAuth checks --no-auth: anonymous ADMIN, with a warning.
+func TestBinaryNoAuth(t *testing.T) {
+	p := startProcess(t, t.TempDir(), "--no-auth")
+	if !strings.Contains(p.stderr.String(), "authentication is OFF") {
+		t.Fatalf("no warning; stderr:\n%s", p.stderr)
+	}
+	s := coordtest.Remote(t, p.url)
+	s.CreateStream("orders", 2)
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCLIAgainstServer runs admin commands against a real server with
+// each kind of credentials.
+func TestCLIAgainstServer(t *testing.T) {
+	p := startProcess(t, t.TempDir())
+	s := coordtest.Remote(t, p.url)
+	var login protocol.LoginResponse
+	s.JSON(http.MethodPost, protocol.BasePath+"/auth/login", protocol.LoginRequest{Username: "admin", Password: testAdminPassword}, http.StatusOK, &login)
+	ctx := context.Background()
+	res := runCLI(ctx, "stream", "create", "orders", "--shards", "2", "--server", p.url, "--user", "admin", "--password", testAdminPassword)
+	if res.code != 0 {
+		t.Fatalf("create with --user/--password: %+v", res)
+	}
+	res = runCLI(ctx, "group", "get", "orders", "orders", "--server", p.url, "--token", login.AccessToken)
+	if res.code != 0 || !strings.Contains(res.stdout, "orders") {
+		t.Fatalf("get with --token: %+v", res)
+	}
+	res = runCLI(ctx, "group", "get", "orders", "orders", "--server", p.url)
+	if res.code != exitError || !strings.Contains(res.stderr, "401 UNAUTHORIZED") {
+		t.Fatalf("get without credentials: %+v", res)
+	}
+	t.Setenv("RSCOORD_USER", "admin")
+	t.Setenv("RSCOORD_PASSWORD", testAdminPassword)
+	res = runCLI(ctx, "stream", "status", "orders", "--server", p.url)
+	if res.code != 0 {
+		t.Fatalf("status with credentials from the environment: %+v", res)
+	}
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
 	}
 }

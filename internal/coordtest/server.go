@@ -3,6 +3,8 @@ package coordtest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/gateway"
+	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/protocol"
 )
@@ -26,6 +32,14 @@ type Server struct {
 	Coord *actors.Coordinator
 	HTTP  *httptest.Server
 	URL   string
+	// Auth checks credentials; nil when authentication is off.
+	Auth *auth.Authenticator
+	// Metrics is the server's registry and observer.
+	Metrics *metrics.Metrics
+	// Authorization is sent as the Authorization header by Do (and so by
+	// every helper); empty sends none. With Options.Auth set, Start makes
+	// it Basic credentials of the ADMIN test user.
+	Authorization string
 }
 
 // Options tune a test server; zero values take the protocol defaults.
@@ -33,6 +47,62 @@ type Options struct {
 	Group            assign.Config
 	AutoCreateGroups bool
 	Now              func() time.Time
+	// Auth turns authentication on. Nil runs the server with it off (every
+	// caller is an anonymous ADMIN), so that tests about other things need
+	// no credentials.
+	Auth *Auth
+	// Gateway tunes the gateway (member auth, rate limits, metrics). Start
+	// sets its Logger, Auth and Metrics.
+	Gateway gateway.Options
+}
+
+// Auth configures authentication of a test server.
+type Auth struct {
+	// Users are the configured users; nil means [TestUsers].
+	Users []auth.User
+	// Secret signs tokens; nil means a random one. Pass the same secret to
+	// a restarted server for its tokens to stay valid.
+	Secret []byte
+	// TokenTTL is the token lifetime; 0 means the default.
+	TokenTTL time.Duration
+}
+
+// Test users of [TestUsers]: one per role, password = name + "-pw".
+const (
+	UserReader  = "reader"
+	UserWriter  = "writer"
+	UserMember  = "member"
+	UserAdmin   = "root"
+	UserMonitor = "monitor"
+)
+
+// Password is the password of a test user.
+func Password(user string) string { return user + "-pw" }
+
+// TestUsers returns one user per role (see the User… constants), hashed at
+// bcrypt's minimum cost so that tests stay fast.
+func TestUsers(t testing.TB) []auth.User {
+	t.Helper()
+	var out []auth.User
+	for _, u := range []struct {
+		name  string
+		roles auth.Roles
+	}{
+		{UserReader, auth.Read}, {UserWriter, auth.Write}, {UserMember, auth.Member},
+		{UserAdmin, auth.Admin}, {UserMonitor, auth.Monitor},
+	} {
+		hash, err := auth.HashPassword(Password(u.name), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, auth.User{Username: u.name, PasswordHash: hash, Roles: u.roles})
+	}
+	return out
+}
+
+// Basic is the Authorization header value of Basic credentials.
+func Basic(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }
 
 // Start opens dir (a fresh t.TempDir() when empty) and serves it. The
@@ -50,17 +120,45 @@ func Start(t testing.TB, dir string, opts Options) *Server {
 	if err != nil {
 		t.Fatalf("open pebble at %s: %v", dir, err)
 	}
+	m := metrics.New()
 	coord, err := actors.Start(context.Background(), actors.Config{
 		Store: store, Group: opts.Group, AutoCreateGroups: opts.AutoCreateGroups, Logger: log, Now: opts.Now,
+		Observer: m,
 	})
 	if err != nil {
 		store.Close()
 		t.Fatalf("start coordinator: %v", err)
 	}
-	srv := httptest.NewServer(gateway.New(coord, gateway.Options{Logger: log}))
-	s := &Server{t: t, Dir: dir, Store: store, Coord: coord, HTTP: srv, URL: srv.URL}
+	s := &Server{t: t, Dir: dir, Store: store, Coord: coord, Metrics: m}
+	if opts.Auth != nil {
+		s.Auth = newAuthenticator(t, opts.Auth)
+		s.Authorization = Basic(UserAdmin, Password(UserAdmin))
+	}
+	gw := opts.Gateway
+	gw.Logger, gw.Auth, gw.Metrics = log, s.Auth, m
+	s.HTTP = httptest.NewServer(gateway.New(coord, gw))
+	s.URL = s.HTTP.URL
 	t.Cleanup(s.Stop)
 	return s
+}
+
+func newAuthenticator(t testing.TB, a *Auth) *auth.Authenticator {
+	t.Helper()
+	users, secret := a.Users, a.Secret
+	if users == nil {
+		users = TestUsers(t)
+	}
+	if secret == nil {
+		secret = make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	authn, err := auth.New(auth.Config{Users: users, Secret: secret, TokenTTL: a.TokenTTL})
+	if err != nil {
+		t.Fatalf("authenticator: %v", err)
+	}
+	return authn
 }
 
 type testWriter struct{ t testing.TB }
@@ -113,6 +211,9 @@ func (s *Server) Do(method, path string, body any) (int, []byte) {
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if s.Authorization != "" {
+		req.Header.Set("Authorization", s.Authorization)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
@@ -162,6 +263,7 @@ func (s *Server) Heartbeat(prefix, group string, req protocol.HeartbeatRequest) 
 var nullable = map[string]bool{
 	"activeMigration": true, "lastHeartbeatAt": true, "memberLeaseExpiresAt": true,
 	"rebalanceDeadlineAt": true, "activeReshardingId": true, "ackedAt": true,
+	"next": true, // the audit page's cursor
 }
 
 // CheckNoNullArrays fails the test if raw holds a null anywhere but in a
@@ -196,7 +298,15 @@ func CheckNoNullArrays(t testing.TB, raw []byte) {
 }
 
 // Remote is a Server handle for a coordinator running elsewhere (a built
-// binary, say): only its URL is known, and Stop does nothing.
+// binary, say): only its URL is known, and Stop does nothing. Set
+// Authorization for a server with authentication on.
 func Remote(t testing.TB, url string) *Server {
 	return &Server{t: t, URL: url}
+}
+
+// As returns a handle on the same server that sends authorization instead
+// (an empty string sends none). Stopping it stops nothing.
+func (s *Server) As(authorization string) *Server {
+	return &Server{t: s.t, Dir: s.Dir, Store: s.Store, Coord: s.Coord, URL: s.URL, Auth: s.Auth,
+		Metrics: s.Metrics, Authorization: authorization}
 }

@@ -1,0 +1,89 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Observer receives what the actors do, for metrics. Methods are called
+// from inside actors, concurrently for different groups: implementations
+// must be safe for concurrent use, fast and non-blocking. Arguments are
+// not retained by the caller after the call. A nil Observer in [Config]
+// is a no-op.
+type Observer interface {
+	// GroupStep reports one step of a group's state machine: a heartbeat,
+	// a timer tick, a layout change or a restore.
+	GroupStep(prefix, group string, step GroupStep)
+	// GroupState reports a group's state after every durable change and
+	// when its actor starts.
+	GroupState(prefix, group string, state GroupState)
+	// GroupRemoved reports that a group was deleted or failed closed; it
+	// reports no state until it starts again.
+	GroupRemoved(prefix, group string)
+	// RebalanceDone reports that a group converged (STABLE or EMPTY) took
+	// after its target assignment changed.
+	RebalanceDone(prefix, group string, took time.Duration)
+	// StoreWrite reports one synced store write: the record kind ("group",
+	// "stream", "audit"), how long it took and its error.
+	StoreWrite(kind string, took time.Duration, err error)
+	// StreamMigrations reports how many migrations of a stream are in each
+	// state, after every change of the stream record and at start.
+	StreamMigrations(prefix string, byState map[protocol.MigrationState]int)
+}
+
+// Step kinds of [GroupStep].
+const (
+	StepHeartbeat = "heartbeat"
+	StepTick      = "tick"
+	StepLayout    = "layout"
+	StepRestore   = "restore"
+)
+
+// GroupStep is one step of a group's state machine.
+type GroupStep struct {
+	// Kind is StepHeartbeat, StepTick, StepLayout or StepRestore.
+	Kind string
+	// Events is what the step did.
+	Events assign.Events
+	// Persisted is true when the step wrote the group's snapshot.
+	Persisted bool
+}
+
+// GroupState is a group's state as metrics see it: no member ids.
+type GroupState struct {
+	State           protocol.GroupState
+	GroupEpoch      int64
+	AssignmentEpoch int64
+	MembersByState  map[protocol.MemberState]int
+	// PendingRevocations is the number of shards members still report as
+	// revoking.
+	PendingRevocations int
+	// InvariantViolations is the number of violated invariants
+	// (assign.CheckInvariants); anything but 0 is a bug.
+	InvariantViolations int
+}
+
+func groupState(g *assign.Group) GroupState {
+	s := GroupState{
+		State: g.State, GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch,
+		MembersByState:      map[protocol.MemberState]int{},
+		InvariantViolations: len(assign.CheckInvariants(g)),
+	}
+	for _, m := range g.Members {
+		s.MembersByState[m.State]++
+		s.PendingRevocations += len(m.Revoking)
+	}
+	return s
+}
+
+// nopObserver is the Observer of a Config without one.
+type nopObserver struct{}
+
+func (nopObserver) GroupStep(string, string, GroupStep)                      {}
+func (nopObserver) GroupState(string, string, GroupState)                    {}
+func (nopObserver) GroupRemoved(string, string)                              {}
+func (nopObserver) RebalanceDone(string, string, time.Duration)              {}
+func (nopObserver) StoreWrite(string, time.Duration, error)                  {}
+func (nopObserver) StreamMigrations(string, map[protocol.MigrationState]int) {}

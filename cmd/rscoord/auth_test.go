@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+func TestCredentialFlags(t *testing.T) {
+	group := `{"streamPrefix":"orders","consumerGroup":"orders","state":"EMPTY","groupEpoch":0,"assignmentEpoch":0,
+		"metadataVersion":1,"shardCount":4,"activeMigration":null,"targetAssignmentSummary":{},"currentAssignmentSummary":{}}`
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:s3cret:x"))
+	get := func(auth string) *wantRequest {
+		return &wantRequest{method: "GET", path: "/coord/v1/streams/orders/groups/orders", authorization: auth}
+	}
+	runCases(t, []cliCase{
+		{name: "basic", args: []string{"group", "get", "orders", "orders", "--user", "ops", "--password", "s3cret:x"},
+			want: get(basic), answer: group, wantOut: []string{"orders"}},
+		{name: "token", args: []string{"group", "get", "orders", "orders", "--token", "tok.en"},
+			want: get("Bearer tok.en"), answer: group},
+		{name: "mutations send credentials too",
+			args:   []string{"stream", "create", "orders", "--requested-by", "me", "--token", "t"},
+			want:   &wantRequest{method: "POST", path: "/coord/v1/streams/orders", body: `{"requestedBy":"me"}`, authorization: "Bearer t"},
+			status: 201, answer: `{"streamPrefix":"orders","shardCount":4,"metadataVersion":1}`},
+		{name: "token and user", args: []string{"group", "get", "orders", "orders", "--token", "t", "--user", "ops", "--password", "p"},
+			wantCode: exitError, wantErr: "--token and --user/--password"},
+		{name: "user without password", args: []string{"group", "get", "orders", "orders", "--user", "ops"},
+			wantCode: exitError, wantErr: "--user needs --password"},
+		{name: "password without user", args: []string{"group", "get", "orders", "orders", "--password", "p"},
+			wantCode: exitError, wantErr: "--password needs --user"},
+		{name: "401 is shown", args: []string{"group", "get", "orders", "orders", "--token", "old"},
+			want: get("Bearer old"), status: 401,
+			answer:   `{"status":"UNAUTHORIZED","errorCode":"UNAUTHORIZED","message":"token expired; log in again"}`,
+			wantCode: exitError, wantErr: "rscoord: 401 UNAUTHORIZED: token expired; log in again\n"},
+	})
+	t.Run("environment", func(t *testing.T) {
+		t.Setenv("RSCOORD_USER", "ops")
+		t.Setenv("RSCOORD_PASSWORD", "s3cret:x")
+		runCases(t, []cliCase{{name: "basic from env", args: []string{"group", "get", "orders", "orders"}, want: get(basic), answer: group}})
+		t.Setenv("RSCOORD_USER", "")
+		t.Setenv("RSCOORD_PASSWORD", "")
+		t.Setenv("RSCOORD_TOKEN", "envtok")
+		runCases(t, []cliCase{{name: "token from env", args: []string{"group", "get", "orders", "orders"}, want: get("Bearer envtok"), answer: group}})
+	})
+}
+
+func TestHashPassword(t *testing.T) {
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+		ok          bool
+	}{
+		{"line", "correct horse\n", nil, true},
+		{"no newline", "correct horse", nil, true},
+		{"crlf", "correct horse\r\n", []string{"--cost", "4"}, true},
+		{"empty", "", nil, false},
+		{"blank line", "\n", nil, false},
+		{"too long", strings.Repeat("x", 73), nil, false},
+		{"bad cost", "pw", []string{"--cost", "3"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := runWithInput(context.Background(), append([]string{"hash-password"}, tc.args...), strings.NewReader(tc.stdin), &stdout, &stderr)
+			if !tc.ok {
+				if code != exitError || !strings.HasPrefix(stderr.String(), "rscoord: hash-password") {
+					t.Fatalf("code %d stderr %q", code, stderr.String())
+				}
+				return
+			}
+			hash := strings.TrimSpace(stdout.String())
+			if code != 0 || bcrypt.CompareHashAndPassword([]byte(hash), []byte("correct horse")) != nil {
+				t.Fatalf("code %d, %q does not verify; stderr %q", code, hash, stderr.String())
+			}
+			if strings.Contains(stdout.String()+stderr.String(), "correct horse") {
+				t.Fatal("the password was echoed")
+			}
+		})
+	}
+}
+
+func TestServeRefusesBadSecurityFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--token-ttl", "0s"},
+		{"--admin-rate-limit=-1"},
+		{"--admin-rate-limit", "5", "--admin-rate-window", "0s"},
+		{"--login-failure-window", "0s"},
+	} {
+		res := runCLI(context.Background(), append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, args...)...)
+		if res.code != exitError || !strings.Contains(res.stderr, "serve: --") {
+			t.Errorf("%v: code %d stderr %q", args, res.code, res.stderr)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+const principalKey = "rscoord.principal"
+
+// authFailure is why a request carries no usable credentials.
+type authFailure struct {
+	code       protocol.ErrorCode // UNAUTHORIZED or RATE_LIMIT_EXCEEDED
+	message    string
+	retryAfter time.Duration
+}
+
+// authenticate finds who the caller is from its Authorization header:
+// Basic or Bearer, scheme name in any case (PROTOCOL.md §4). With
+// authentication off every caller is the anonymous ADMIN. Messages never
+// repeat what the client sent.
+func (s *server) authenticate(c *gin.Context) (auth.Principal, *authFailure) {
+	if s.auth == nil {
+		return auth.Anonymous(), nil
+	}
+	header := c.GetHeader("Authorization")
+	if header == "" {
+		return auth.Principal{}, unauthorized("credentials required: send Authorization: Basic or Bearer")
+	}
+	scheme, value, _ := strings.Cut(strings.TrimSpace(header), " ")
+	value = strings.TrimSpace(value)
+	switch {
+	case strings.EqualFold(scheme, "basic"):
+		user, password, ok := parseBasic(value)
+		if !ok {
+			return auth.Principal{}, unauthorized("malformed Basic credentials")
+		}
+		// Every endpoint checks passwords, so the per-address failure limit
+		// applies everywhere; the per-username one only at login, so that
+		// nobody can lock a working client out by failing its name.
+		if blocked, retry := s.loginAddr.Blocked(c.ClientIP()); blocked {
+			return auth.Principal{}, &authFailure{code: protocol.CodeRateLimitExceeded,
+				message: "too many failed password checks from this address; retry later", retryAfter: retry}
+		}
+		p, err := s.auth.CheckPassword(user, password)
+		if err != nil {
+			s.passwordFailed(c, user)
+			return auth.Principal{}, unauthorized("bad username or password")
+		}
+		return p, nil
+	case strings.EqualFold(scheme, "bearer"):
+		p, err := s.auth.VerifyToken(value)
+		if errors.Is(err, auth.ErrExpiredToken) {
+			return auth.Principal{}, unauthorized("token expired; log in again")
+		}
+		if err != nil {
+			return auth.Principal{}, unauthorized("invalid token")
+		}
+		return p, nil
+	default:
+		return auth.Principal{}, unauthorized("unsupported authorization scheme; use Basic or Bearer")
+	}
+}
+
+func unauthorized(message string) *authFailure {
+	return &authFailure{code: protocol.CodeUnauthorized, message: message}
+}
+
+// passwordFailed counts a failed password check against the username and
+// the client address.
+func (s *server) passwordFailed(c *gin.Context, user string) {
+	s.loginUser.Add(user)
+	s.loginAddr.Add(c.ClientIP())
+}
+
+// parseBasic decodes "base64(user:password)"; padding may be left out.
+func parseBasic(value string) (user, password string, ok bool) {
+	raw, err := base64.StdEncoding.DecodeString(value)
+	if err != nil {
+		raw, err = base64.RawStdEncoding.DecodeString(value)
+		if err != nil {
+			return "", "", false
+		}
+	}
+	user, password, ok = strings.Cut(string(raw), ":")
+	return user, password, ok && user != ""
+}
+
+// authorize lets the request through when the caller's credentials are
+// good (401 otherwise) and its roles allow perm (403 otherwise).
+func (s *server) authorize(perm auth.Permission) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		p, fail := s.authenticate(c)
+		if fail != nil {
+			s.refuseAuth(c, fail)
+			return
+		}
+		c.Set(principalKey, p)
+		if !p.Allowed(perm) {
+			s.metrics.AuthRefused(http.StatusForbidden)
+			abortWith(c, protocol.CodeForbidden, "this endpoint needs the "+perm.String()+" role")
+			return
+		}
+		c.Next()
+	}
+}
+
+// refuseAuth answers an authentication failure: 401 with the Basic
+// challenge, or 429 with Retry-After.
+func (s *server) refuseAuth(c *gin.Context, fail *authFailure) {
+	if fail.code == protocol.CodeRateLimitExceeded {
+		s.metrics.RateLimited("login")
+		tooMany(c, fail.message, fail.retryAfter)
+		return
+	}
+	s.metrics.AuthRefused(http.StatusUnauthorized)
+	c.Header("WWW-Authenticate", `Basic realm="rscoord"`)
+	abortWith(c, protocol.CodeUnauthorized, fail.message)
+}
+
+// tooMany answers 429 RATE_LIMIT_EXCEEDED with Retry-After in whole
+// seconds, at least 1.
+func tooMany(c *gin.Context, message string, retry time.Duration) {
+	secs := int(math.Ceil(retry.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	c.Header("Retry-After", strconv.Itoa(secs))
+	abortWith(c, protocol.CodeRateLimitExceeded, message)
+}
+
+// principal is the caller authorized for this request, if any.
+func principal(c *gin.Context) (auth.Principal, bool) {
+	v, ok := c.Get(principalKey)
+	if !ok {
+		return auth.Principal{}, false
+	}
+	p, ok := v.(auth.Principal)
+	return p, ok
+}

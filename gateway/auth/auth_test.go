@@ -1,0 +1,235 @@
+package auth
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+func user(t *testing.T, name, password string, roles Roles) User {
+	t.Helper()
+	h, err := HashPassword(password, bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return User{Username: name, PasswordHash: h, Roles: roles}
+}
+
+func newAuth(t *testing.T, secret []byte, now time.Time, users ...User) *Authenticator {
+	t.Helper()
+	a, err := New(Config{Users: users, Secret: secret, TokenTTL: time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+var secretA, secretB = bytes.Repeat([]byte("a"), 32), bytes.Repeat([]byte("b"), 32)
+
+func TestPasswords(t *testing.T) {
+	a := newAuth(t, secretA, time.Now(), user(t, "ops", "pw", Write|Read))
+	for _, tc := range []struct {
+		user, password string
+		ok             bool
+	}{
+		{"ops", "pw", true}, {"ops", "pw", true}, // the second from the cache
+		{"ops", "PW", false}, {"ops", "", false}, {"nobody", "pw", false}, {"", "", false},
+	} {
+		p, err := a.CheckPassword(tc.user, tc.password)
+		if (err == nil) != tc.ok {
+			t.Fatalf("%s/%s: %v", tc.user, tc.password, err)
+		}
+		if tc.ok && (p.Username != "ops" || p.Roles != Write|Read || p.Method != MethodBasic) {
+			t.Fatalf("principal %+v", p)
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	ops := user(t, "ops", "pw", Write|Member)
+	a := newAuth(t, secretA, now, ops)
+	tok, err := a.Issue(Principal{Username: "ops", Roles: Write | Member})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tok.ExpiresAt.Equal(now.Add(time.Hour)) {
+		t.Fatalf("expires %v", tok.ExpiresAt)
+	}
+	p, err := a.VerifyToken(tok.Value)
+	if err != nil || p.Username != "ops" || p.Roles != Write|Member || p.Method != MethodBearer {
+		t.Fatalf("verify: %+v %v", p, err)
+	}
+	// Tampering anywhere breaks it.
+	for i := range tok.Value {
+		bad := []byte(tok.Value)
+		bad[i] ^= 1
+		if _, err := a.VerifyToken(string(bad)); err == nil {
+			t.Fatalf("token with byte %d flipped verified", i)
+		}
+	}
+	for _, bad := range []string{"", "rsc1.", "rsc1..", "x.y.z", strings.TrimPrefix(tok.Value, "rsc1.")} {
+		if _, err := a.VerifyToken(bad); err != ErrBadToken {
+			t.Fatalf("%q: %v", bad, err)
+		}
+	}
+	if _, err := newAuth(t, secretB, now, ops).VerifyToken(tok.Value); err != ErrBadToken {
+		t.Fatalf("other secret: %v", err)
+	}
+	if _, err := newAuth(t, secretA, now.Add(time.Hour), ops).VerifyToken(tok.Value); err != ErrExpiredToken {
+		t.Fatalf("at expiry: %v", err)
+	}
+	// A token is cut to its user's current roles, and dies with the user.
+	p, err = newAuth(t, secretA, now, user(t, "ops", "pw", Member|Read)).VerifyToken(tok.Value)
+	if err != nil || p.Roles != Member {
+		t.Fatalf("roles after the user lost WRITE: %v %v", p.Roles.Names(), err)
+	}
+	if _, err := newAuth(t, secretA, now, user(t, "other", "pw", Admin)).VerifyToken(tok.Value); err != ErrBadToken {
+		t.Fatalf("token of a removed user: %v", err)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	u := user(t, "ops", "pw", Read)
+	for name, cfg := range map[string]Config{
+		"short secret": {Secret: []byte("short"), Users: []User{u}},
+		"duplicate":    {Secret: secretA, Users: []User{u, u}},
+		"bad name":     {Secret: secretA, Users: []User{{Username: "a:b", PasswordHash: u.PasswordHash}}},
+		"not bcrypt":   {Secret: secretA, Users: []User{{Username: "x", PasswordHash: []byte("plain")}}},
+		"negative ttl": {Secret: secretA, TokenTTL: -1},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestParseUsers(t *testing.T) {
+	h, _ := HashPassword("pw", bcrypt.MinCost)
+	good := `{"users":[{"username":"ops","passwordHash":"` + string(h) + `","roles":["WRITE","MEMBER"]}]}`
+	users, err := ParseUsers([]byte(good))
+	if err != nil || len(users) != 1 || users[0].Roles != Write|Member {
+		t.Fatalf("%+v %v", users, err)
+	}
+	for name, raw := range map[string]string{
+		"unknown field": `{"users":[{"username":"ops","password":"pw","roles":["READ"]}]}`,
+		"no hash":       `{"users":[{"username":"ops","passwordHash":"pw","roles":["READ"]}]}`,
+		"unknown role":  strings.Replace(good, "MEMBER", "ROOT", 1),
+		"no roles":      strings.Replace(good, `"WRITE","MEMBER"`, "", 1),
+		"bad name":      strings.Replace(good, `"ops"`, `"a b"`, 1),
+		"twice":         `{"users":[` + good[10:len(good)-2] + `,` + good[10:len(good)-2] + `]}`,
+		"trailing":      good + "x",
+		"not json":      `users: []`,
+	} {
+		_, err := ParseUsers([]byte(raw))
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if strings.Contains(err.Error(), string(h)) {
+			t.Errorf("%s: the error shows the hash: %v", name, err)
+		}
+	}
+}
+
+func TestBootstrapAdmin(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	u, err := BootstrapAdmin(dir, "", bcrypt.MinCost, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := out.String()
+	var password string
+	for _, f := range strings.Fields(printed) {
+		if len(f) == 24 { // 18 random bytes, base64url
+			password = f
+		}
+	}
+	if password == "" || u.Username != AdminUsername || u.Roles != Admin {
+		t.Fatalf("printed %q, user %+v", printed, u)
+	}
+	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(password)) != nil {
+		t.Fatal("the printed password does not match")
+	}
+	path := filepath.Join(dir, AdminHashFile)
+	stored, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(stored), password) || bcrypt.CompareHashAndPassword(bytes.TrimSpace(stored), []byte(password)) != nil {
+		t.Fatalf("stored file %q must hold the hash only", stored)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	// Second start: nothing printed, same hash.
+	out.Reset()
+	again, err := BootstrapAdmin(dir, "", bcrypt.MinCost, &out)
+	if err != nil || out.Len() != 0 || bcrypt.CompareHashAndPassword(again.PasswordHash, []byte(password)) != nil {
+		t.Fatalf("second start: printed %q, err %v", out.String(), err)
+	}
+	// RSCOORD_ADMIN_PASSWORD wins and is not stored.
+	fromEnv, err := BootstrapAdmin(dir, "chosen", bcrypt.MinCost, &out)
+	if err != nil || out.Len() != 0 || bcrypt.CompareHashAndPassword(fromEnv.PasswordHash, []byte("chosen")) != nil {
+		t.Fatalf("from env: %v, printed %q", err, out.String())
+	}
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, stored) {
+		t.Fatal("the env password changed the stored hash")
+	}
+}
+
+func TestSecret(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := LoadOrCreateSecret(dir, "")
+	if err != nil || len(s1) != 32 {
+		t.Fatalf("%d bytes, %v", len(s1), err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, SecretFile)); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	s2, err := LoadOrCreateSecret(dir, "")
+	if err != nil || !bytes.Equal(s1, s2) {
+		t.Fatal("the secret changed across starts")
+	}
+	env := strings.Repeat("e", 40)
+	if s, err := LoadOrCreateSecret(dir, env); err != nil || string(s) != env {
+		t.Fatalf("env secret: %v", err)
+	}
+	if _, err := LoadOrCreateSecret(dir, "short"); err == nil {
+		t.Fatal("a short env secret was accepted")
+	}
+	if err := os.WriteFile(filepath.Join(dir, SecretFile), []byte("zz"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateSecret(dir, ""); err == nil {
+		t.Fatal("a damaged secret file was accepted")
+	}
+}
+
+func TestPermissions(t *testing.T) {
+	for _, tc := range []struct {
+		perm    Permission
+		allowed []Roles
+	}{
+		{PermRead, []Roles{Read, Monitor, Write, Admin}},
+		{PermWrite, []Roles{Write, Admin}},
+		{PermRouting, []Roles{Read, Monitor, Write, Member, Admin}},
+		{PermMember, []Roles{Member, Admin}},
+	} {
+		for _, r := range []Roles{Read, Write, Member, Admin, Monitor} {
+			want := false
+			for _, a := range tc.allowed {
+				want = want || a == r
+			}
+			if r.Allows(tc.perm) != want {
+				t.Errorf("%v allows %v: %v, want %v", r.Names(), tc.perm, !want, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// ErrBadCredentials: unknown user or wrong password. Clients are not told
+// which.
+var ErrBadCredentials = errors.New("auth: bad credentials")
+
+// Config configures an [Authenticator].
+type Config struct {
+	// Users are every configured user (users file and bootstrap admin);
+	// names must be unique.
+	Users []User
+	// Secret signs tokens; at least [MinSecretBytes] bytes. Required.
+	Secret []byte
+	// TokenTTL is the lifetime of issued tokens. Default [DefaultTokenTTL].
+	TokenTTL time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Authenticator checks passwords and tokens. It is safe for concurrent
+// use.
+type Authenticator struct {
+	users  map[string]User
+	secret []byte
+	ttl    time.Duration
+	now    func() time.Time
+	// dummy is a bcrypt hash compared against for unknown users, so that
+	// their check costs what a known user's does.
+	dummy []byte
+	cache *verifiedCache
+}
+
+// New checks cfg and returns an Authenticator.
+func New(cfg Config) (*Authenticator, error) {
+	if len(cfg.Secret) < MinSecretBytes {
+		return nil, fmt.Errorf("auth: token secret must be at least %d bytes", MinSecretBytes)
+	}
+	if cfg.TokenTTL < 0 {
+		return nil, fmt.Errorf("auth: token TTL %v is negative", cfg.TokenTTL)
+	}
+	if cfg.TokenTTL == 0 {
+		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &Authenticator{users: map[string]User{}, secret: append([]byte(nil), cfg.Secret...),
+		ttl: cfg.TokenTTL, now: cfg.Now}
+	cost := bcrypt.DefaultCost
+	for _, u := range cfg.Users {
+		if _, dup := a.users[u.Username]; dup {
+			return nil, fmt.Errorf("auth: user %q is configured twice", u.Username)
+		}
+		if err := ValidateUsername(u.Username); err != nil {
+			return nil, fmt.Errorf("auth: user %q: %w", u.Username, err)
+		}
+		c, err := bcrypt.Cost(u.PasswordHash)
+		if err != nil {
+			return nil, fmt.Errorf("auth: user %q: password hash is not bcrypt", u.Username)
+		}
+		cost = c
+		a.users[u.Username] = u
+	}
+	random := make([]byte, 32)
+	if _, err := rand.Read(random); err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	dummy, err := bcrypt.GenerateFromPassword(random[:24], cost)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	a.dummy = dummy
+	a.cache = newVerifiedCache(random, 5*time.Minute, 10_000)
+	return a, nil
+}
+
+// TokenTTL is the lifetime of issued tokens.
+func (a *Authenticator) TokenTTL() time.Duration { return a.ttl }
+
+// CheckPassword returns the principal of username if password is right,
+// else [ErrBadCredentials]. A successful check is remembered (keyed by an
+// HMAC of the credentials under a per-process key) for a few minutes, so
+// that clients sending Basic on every call (the JVM starter) cost one
+// bcrypt comparison, not one per request.
+func (a *Authenticator) CheckPassword(username, password string) (Principal, error) {
+	now := a.now()
+	u, known := a.users[username]
+	if known && a.cache.hit(username, password, now) {
+		return Principal{Username: u.Username, Roles: u.Roles, Method: MethodBasic}, nil
+	}
+	hash := a.dummy
+	if known {
+		hash = u.PasswordHash
+	}
+	err := bcrypt.CompareHashAndPassword(hash, []byte(password))
+	if err != nil || !known {
+		return Principal{}, ErrBadCredentials
+	}
+	a.cache.remember(username, password, now)
+	return Principal{Username: u.Username, Roles: u.Roles, Method: MethodBasic}, nil
+}
+
+// verifiedCache remembers credentials recently verified.
+type verifiedCache struct {
+	key     []byte
+	ttl     time.Duration
+	maxSize int
+
+	mu      sync.Mutex
+	entries map[[sha256.Size]byte]time.Time
+}
+
+func newVerifiedCache(key []byte, ttl time.Duration, maxSize int) *verifiedCache {
+	return &verifiedCache{key: key, ttl: ttl, maxSize: maxSize, entries: map[[sha256.Size]byte]time.Time{}}
+}
+
+func (c *verifiedCache) id(username, password string) [sha256.Size]byte {
+	mac := hmac.New(sha256.New, c.key)
+	mac.Write([]byte(username))
+	mac.Write([]byte{0})
+	mac.Write([]byte(password))
+	var out [sha256.Size]byte
+	mac.Sum(out[:0])
+	return out
+}
+
+func (c *verifiedCache) hit(username, password string, now time.Time) bool {
+	id := c.id(username, password)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, ok := c.entries[id]
+	return ok && now.Before(exp)
+}
+
+func (c *verifiedCache) remember(username, password string, now time.Time) {
+	id := c.id(username, password)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= c.maxSize {
+		for k, exp := range c.entries {
+			if !now.Before(exp) {
+				delete(c.entries, k)
+			}
+		}
+		if len(c.entries) >= c.maxSize {
+			clear(c.entries)
+		}
+	}
+	c.entries[id] = now.Add(c.ttl)
+}

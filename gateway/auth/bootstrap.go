@@ -1,0 +1,146 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Files this package keeps in the data directory. Pebble ignores files
+// whose names it does not know.
+const (
+	// SecretFile holds the generated token secret, hex-encoded.
+	SecretFile = "rscoord-token-secret"
+	// AdminHashFile holds the bcrypt hash of the generated admin password.
+	AdminHashFile = "rscoord-admin-password-hash"
+)
+
+// AdminUsername is the name of the bootstrap user.
+const AdminUsername = "admin"
+
+// LoadOrCreateSecret returns the token secret: fromEnv when not empty
+// (RSCOORD_TOKEN_SECRET; at least [MinSecretBytes] bytes), else the secret
+// kept in dir, generated (32 random bytes, file mode 0600) on first use.
+func LoadOrCreateSecret(dir, fromEnv string) ([]byte, error) {
+	if fromEnv != "" {
+		if len(fromEnv) < MinSecretBytes {
+			return nil, fmt.Errorf("RSCOORD_TOKEN_SECRET must be at least %d bytes", MinSecretBytes)
+		}
+		return []byte(fromEnv), nil
+	}
+	path := filepath.Join(dir, SecretFile)
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		secret, err := hex.DecodeString(string(bytes.TrimSpace(raw)))
+		if err != nil || len(secret) < MinSecretBytes {
+			return nil, fmt.Errorf("token secret file %s is damaged; delete it to generate a new one (every token becomes invalid)", path)
+		}
+		return secret, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("read token secret: %w", err)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("generate token secret: %w", err)
+	}
+	if err := writeFileAtomic(path, []byte(hex.EncodeToString(secret)+"\n")); err != nil {
+		return nil, fmt.Errorf("store token secret: %w", err)
+	}
+	return secret, nil
+}
+
+// BootstrapAdmin returns the bootstrap user "admin" (role ADMIN). Its
+// password is fromEnv when not empty (RSCOORD_ADMIN_PASSWORD; nothing is
+// stored). Otherwise the bcrypt hash kept in dir is used; on first start a
+// random password is generated, printed once to announce, and only its
+// hash is stored (mode 0600). cost is the bcrypt cost (0: default).
+func BootstrapAdmin(dir, fromEnv string, cost int, announce io.Writer) (User, error) {
+	if fromEnv != "" {
+		hash, err := HashPassword(fromEnv, cost)
+		if err != nil {
+			return User{}, fmt.Errorf("RSCOORD_ADMIN_PASSWORD: %w", err)
+		}
+		return User{Username: AdminUsername, PasswordHash: hash, Roles: Admin}, nil
+	}
+	path := filepath.Join(dir, AdminHashFile)
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		hash := bytes.TrimSpace(raw)
+		if _, err := bcrypt.Cost(hash); err != nil {
+			return User{}, fmt.Errorf("admin password file %s does not hold a bcrypt hash; delete it to generate a new password", path)
+		}
+		return User{Username: AdminUsername, PasswordHash: hash, Roles: Admin}, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return User{}, fmt.Errorf("read admin password hash: %w", err)
+	}
+	random := make([]byte, 18)
+	if _, err := rand.Read(random); err != nil {
+		return User{}, fmt.Errorf("generate admin password: %w", err)
+	}
+	password := base64.RawURLEncoding.EncodeToString(random)
+	hash, err := HashPassword(password, cost)
+	if err != nil {
+		return User{}, err
+	}
+	if err := writeFileAtomic(path, append(hash, '\n')); err != nil {
+		return User{}, fmt.Errorf("store admin password hash: %w", err)
+	}
+	_, err = fmt.Fprintf(announce, "rscoord: generated the password of user %q: %s\n"+
+		"rscoord: it is shown only now; %s keeps only its bcrypt hash. Set RSCOORD_ADMIN_PASSWORD to choose one.\n",
+		AdminUsername, password, path)
+	if err != nil {
+		return User{}, fmt.Errorf("print the generated admin password: %w", err)
+	}
+	return User{Username: AdminUsername, PasswordHash: hash, Roles: Admin}, nil
+}
+
+// writeFileAtomic writes data to path with mode 0600 through a synced
+// temporary file and a rename, so that a crash leaves either no file or a
+// whole one.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// login issues a bearer token for {username,password}, or for the Basic
+// header when the body is empty (PROTOCOL.md §4). Failed checks count
+// against the username and the client address; past either limit the
+// login answers 429 before any password is checked.
+func (s *server) login(c *gin.Context) {
+	body, perr := readBody(c)
+	if perr != nil {
+		abortWith(c, perr.Code, perr.Message)
+		return
+	}
+	var req protocol.LoginRequest
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			abortWith(c, protocol.CodeInvalidRequest, "malformed JSON body: "+jsonProblem(err))
+			return
+		}
+		if req.Username == "" || req.Password == "" {
+			abortWith(c, protocol.CodeInvalidRequest, "username and password are required")
+			return
+		}
+	} else {
+		scheme, value, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
+		user, password, ok := parseBasic(strings.TrimSpace(value))
+		if !strings.EqualFold(scheme, "basic") || !ok {
+			s.refuseAuth(c, unauthorized("send {username,password} or an Authorization: Basic header"))
+			return
+		}
+		req = protocol.LoginRequest{Username: user, Password: password}
+	}
+	if s.auth == nil {
+		// Authentication is off: every caller is the anonymous ADMIN and
+		// tokens are ignored; answer one so that clients proceed.
+		c.JSON(http.StatusOK, protocol.LoginResponse{AccessToken: auth.AnonymousName, TokenType: "Bearer",
+			ExpiresAt: s.opts.Now().UTC().Add(auth.DefaultTokenTTL).Truncate(time.Second), ExpiresInSeconds: int64(auth.DefaultTokenTTL.Seconds()),
+			Roles: auth.Anonymous().Roles.Names()})
+		return
+	}
+	if blocked, retry := s.loginUser.Blocked(req.Username); blocked {
+		s.metrics.RateLimited("login")
+		tooMany(c, "too many failed logins for this user; retry later", retry)
+		return
+	}
+	if blocked, retry := s.loginAddr.Blocked(c.ClientIP()); blocked {
+		s.metrics.RateLimited("login")
+		tooMany(c, "too many failed logins from this address; retry later", retry)
+		return
+	}
+	p, err := s.auth.CheckPassword(req.Username, req.Password)
+	if err != nil {
+		s.passwordFailed(c, req.Username)
+		s.refuseAuth(c, unauthorized("bad username or password"))
+		return
+	}
+	tok, err := s.auth.Issue(p)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, protocol.LoginResponse{
+		AccessToken: tok.Value, TokenType: "Bearer", ExpiresAt: tok.ExpiresAt,
+		ExpiresInSeconds: int64(tok.ExpiresAt.Sub(s.opts.Now()).Seconds()),
+		Roles:            p.Roles.Names(),
+	})
+}
+
+// session answers who the caller is.
+func (s *server) session(c *gin.Context) {
+	p, _ := principal(c)
+	c.JSON(http.StatusOK, protocol.Session{
+		Authenticated: p.Method == auth.MethodBasic || p.Method == auth.MethodBearer,
+		Username:      p.Username,
+		Roles:         p.Roles.Names(),
+	})
+}

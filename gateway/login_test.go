@@ -1,0 +1,137 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/gateway"
+	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+func TestLogin(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{TokenTTL: time.Hour}})
+	writerBasic := coordtest.Basic(coordtest.UserWriter, coordtest.Password(coordtest.UserWriter))
+	tests := []struct {
+		name   string
+		body   string
+		header string
+		status int
+		code   protocol.ErrorCode
+	}{
+		{"body", `{"username":"writer","password":"writer-pw"}`, "", 200, ""},
+		{"basic with empty body", "", writerBasic, 200, ""},
+		{"lowercase basic", "", "basic" + strings.TrimPrefix(writerBasic, "Basic"), 200, ""},
+		{"body wins over header", `{"username":"writer","password":"writer-pw"}`, coordtest.Basic("nobody", "x"), 200, ""},
+		{"wrong password", `{"username":"writer","password":"nope"}`, "", 401, protocol.CodeUnauthorized},
+		{"unknown user", `{"username":"ghost","password":"nope"}`, "", 401, protocol.CodeUnauthorized},
+		{"wrong basic", "", coordtest.Basic(coordtest.UserWriter, "nope"), 401, protocol.CodeUnauthorized},
+		{"nothing", "", "", 401, protocol.CodeUnauthorized},
+		{"bearer is not a login", "", "Bearer x", 401, protocol.CodeUnauthorized},
+		{"missing password", `{"username":"writer"}`, "", 400, protocol.CodeInvalidRequest},
+		{"malformed", `{"username":`, "", 400, protocol.CodeInvalidRequest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, hdr, raw := send(t, s.URL, http.MethodPost, base+"/auth/login", tc.body, tc.header)
+			if status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, raw)
+			}
+			if tc.status != 200 {
+				var eb protocol.ErrorBody
+				if err := json.Unmarshal(raw, &eb); err != nil || eb.ErrorCode != tc.code {
+					t.Fatalf("body %s, want %s", raw, tc.code)
+				}
+				if status == 401 && hdr.Get("WWW-Authenticate") != `Basic realm="rscoord"` {
+					t.Fatalf("401 without the Basic challenge")
+				}
+				return
+			}
+			var resp protocol.LoginResponse
+			if err := json.Unmarshal(raw, &resp); err != nil {
+				t.Fatal(err)
+			}
+			left := time.Until(resp.ExpiresAt)
+			if resp.TokenType != "Bearer" || resp.AccessToken == "" || strings.Join(resp.Roles, ",") != "WRITE" ||
+				left < 59*time.Minute || left > time.Hour || resp.ExpiresInSeconds < 3540 || resp.ExpiresInSeconds > 3600 {
+				t.Fatalf("login answer %+v", resp)
+			}
+			if strings.Contains(resp.AccessToken, "writer-pw") {
+				t.Fatal("the token carries the password")
+			}
+			// The token works where WRITE is needed.
+			s.As("Bearer "+resp.AccessToken).JSON(http.MethodPost, base+"/streams/s-"+strconv.Itoa(int(time.Now().UnixNano()%1e9)),
+				`{"requestedBy":"ops"}`, http.StatusCreated, nil)
+		})
+	}
+}
+
+func TestLoginBruteForce(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{
+		Auth: &coordtest.Auth{},
+		Gateway: gateway.Options{
+			LoginFailureLimit: 3, LoginAddressFailureLimit: 5, LoginFailureWindow: time.Hour,
+		},
+	})
+	try := func(user, password string) (int, http.Header) {
+		t.Helper()
+		body, _ := json.Marshal(protocol.LoginRequest{Username: user, Password: password})
+		status, hdr, _ := send(t, s.URL, http.MethodPost, base+"/auth/login", string(body), "")
+		return status, hdr
+	}
+	for i := range 3 {
+		if status, _ := try(coordtest.UserReader, "guess"); status != http.StatusUnauthorized {
+			t.Fatalf("failed login %d: %d", i+1, status)
+		}
+	}
+	// The username is locked: even the right password is refused now,
+	// before any check, with Retry-After.
+	status, hdr := try(coordtest.UserReader, coordtest.Password(coordtest.UserReader))
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("login past the limit: %d", status)
+	}
+	if secs, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || secs < 3590 || secs > 3600 {
+		t.Fatalf("Retry-After %q", hdr.Get("Retry-After"))
+	}
+	// Another user from the same address still logs in, until the address
+	// limit is reached.
+	if status, _ := try(coordtest.UserWriter, coordtest.Password(coordtest.UserWriter)); status != http.StatusOK {
+		t.Fatalf("another user: %d", status)
+	}
+	for i := range 2 {
+		if status, _ := try(coordtest.UserWriter, "guess"); status != http.StatusUnauthorized {
+			t.Fatalf("failed login of writer %d: %d", i+1, status)
+		}
+	}
+	if status, _ := try(coordtest.UserWriter, coordtest.Password(coordtest.UserWriter)); status != http.StatusTooManyRequests {
+		t.Fatalf("login from a locked address: %d", status)
+	}
+	// A locked address cannot guess through Basic on other endpoints
+	// either, but tokens issued before still work.
+	status, hdr, _ = send(t, s.URL, http.MethodGet, base+"/monitoring/health", "", coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin)))
+	if status != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
+		t.Fatalf("Basic from a locked address: %d", status)
+	}
+	tok, err := s.Auth.Issue(mustPrincipal(t, s, coordtest.UserReader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, raw := send(t, s.URL, http.MethodGet, base+"/monitoring/health", "", "Bearer "+tok.Value); status != http.StatusOK {
+		t.Fatalf("bearer from a locked address: %d %s", status, raw)
+	}
+	checkMetric(t, s.As("Bearer "+tok.Value), "rscoord_rate_limit_refusals_total", map[string]string{"limiter": "login"}, func(v float64) bool { return v >= 3 })
+}
+
+func mustPrincipal(t *testing.T, s *coordtest.Server, user string) auth.Principal {
+	t.Helper()
+	p, err := s.Auth.CheckPassword(user, coordtest.Password(user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

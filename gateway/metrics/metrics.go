@@ -1,0 +1,259 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Metrics holds every metric of one coordinator in its own registry. It is
+// safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	heartbeats         *prometheus.CounterVec
+	heartbeatLatency   prometheus.Histogram
+	groupSteps         *prometheus.CounterVec
+	joins              prometheus.Counter
+	leaves             prometheus.Counter
+	expirations        prometheus.Counter
+	fences             prometheus.Counter
+	pruned             prometheus.Counter
+	duplicateMembers   prometheus.Counter
+	rebalances         prometheus.Counter
+	rebalanceDuration  prometheus.Histogram
+	storeWriteDuration *prometheus.HistogramVec
+	storeWriteErrors   *prometheus.CounterVec
+	routing            *prometheus.CounterVec
+	adminMutations     *prometheus.CounterVec
+	adminFailures      *prometheus.CounterVec
+	rateLimited        *prometheus.CounterVec
+	authRefused        *prometheus.CounterVec
+
+	state *stateCollector
+}
+
+var _ actors.Observer = (*Metrics)(nil)
+
+// New returns metrics registered in a new registry, with the Go runtime
+// and process collectors.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), state: newStateCollector()}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		m.reg.MustRegister(c)
+		return c
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		m.reg.MustRegister(c)
+		return c
+	}
+	latency := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	m.heartbeats = counterVec("rscoord_heartbeats_total", "Heartbeats answered, by response status.", "status")
+	m.heartbeatLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "rscoord_heartbeat_duration_seconds", Help: "Time to answer a heartbeat, from decoded request to response.", Buckets: latency})
+	m.groupSteps = counterVec("rscoord_group_steps_total", "Steps of group state machines, by kind and whether they were persisted.", "kind", "persisted")
+	m.joins = counter("rscoord_member_joins_total", "Members that joined or rejoined.")
+	m.leaves = counter("rscoord_member_leaves_total", "Members that left gracefully.")
+	m.expirations = counter("rscoord_member_expirations_total", "Members expired after their lease passed.")
+	m.fences = counter("rscoord_member_fences_total", "Members fenced (stale epoch, unauthorized shards, rebalance timeout).")
+	m.pruned = counter("rscoord_member_prunes_total", "Terminal members removed after the retention.")
+	m.duplicateMembers = counter("rscoord_duplicate_member_heartbeats_total", "Join heartbeats naming a live member that already reported (answered RETRY).")
+	m.rebalances = counter("rscoord_rebalances_total", "Target assignment changes.")
+	m.rebalanceDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "rscoord_rebalance_duration_seconds", Help: "Time from a target change until the group is STABLE or EMPTY again.",
+		Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}})
+	m.storeWriteDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "rscoord_store_write_duration_seconds", Help: "Synced store writes, by record kind.", Buckets: latency}, []string{"kind"})
+	m.storeWriteErrors = counterVec("rscoord_store_write_errors_total", "Failed store writes, by record kind.", "kind")
+	m.routing = counterVec("rscoord_producer_routing_requests_total", "Producer routing requests, by result (OK or error code).", "result")
+	m.adminMutations = counterVec("rscoord_admin_mutations_total", "Admin mutations, by operation and outcome (ACCEPTED or REFUSED).", "operation", "outcome")
+	m.adminFailures = counterVec("rscoord_admin_mutation_failures_total", "Refused admin mutations, by operation and error code.", "operation", "code")
+	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login).", "limiter")
+	m.authRefused = counterVec("rscoord_auth_refusals_total", "Requests refused for credentials, by status (401, 403).", "status")
+	m.reg.MustRegister(m.heartbeatLatency, m.rebalanceDuration, m.storeWriteDuration, m.state,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry every metric lives in, for tests and for
+// callers adding their own collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Heartbeat counts one answered heartbeat.
+func (m *Metrics) Heartbeat(status protocol.Status, took time.Duration) {
+	m.heartbeats.WithLabelValues(string(status)).Inc()
+	m.heartbeatLatency.Observe(took.Seconds())
+}
+
+// ProducerRouting counts one routing request; code is "" when it
+// succeeded.
+func (m *Metrics) ProducerRouting(code protocol.ErrorCode) {
+	result := "OK"
+	if code != "" {
+		result = string(code)
+	}
+	m.routing.WithLabelValues(result).Inc()
+}
+
+// AdminMutation counts one admin mutation answered with status and, when
+// refused, code.
+func (m *Metrics) AdminMutation(op protocol.AuditOperation, status int, code protocol.ErrorCode) {
+	if status >= 200 && status < 300 {
+		m.adminMutations.WithLabelValues(string(op), protocol.AuditAccepted).Inc()
+		return
+	}
+	m.adminMutations.WithLabelValues(string(op), protocol.AuditRefused).Inc()
+	m.adminFailures.WithLabelValues(string(op), string(code)).Inc()
+}
+
+// RateLimited counts one 429 of limiter ("admin" or "login").
+func (m *Metrics) RateLimited(limiter string) { m.rateLimited.WithLabelValues(limiter).Inc() }
+
+// AuthRefused counts one 401 or 403.
+func (m *Metrics) AuthRefused(status int) { m.authRefused.WithLabelValues(strconv.Itoa(status)).Inc() }
+
+// GroupStep implements [actors.Observer].
+func (m *Metrics) GroupStep(_, _ string, step actors.GroupStep) {
+	m.groupSteps.WithLabelValues(step.Kind, strconv.FormatBool(step.Persisted)).Inc()
+	ev := step.Events
+	m.joins.Add(float64(len(ev.Joined)))
+	m.leaves.Add(float64(len(ev.Left)))
+	m.expirations.Add(float64(len(ev.Expired)))
+	m.fences.Add(float64(len(ev.Fenced)))
+	m.pruned.Add(float64(len(ev.Pruned)))
+	if ev.DuplicateMember {
+		m.duplicateMembers.Inc()
+	}
+	if ev.Rebalanced {
+		m.rebalances.Inc()
+	}
+}
+
+// GroupState implements [actors.Observer].
+func (m *Metrics) GroupState(prefix, group string, s actors.GroupState) {
+	m.state.setGroup(prefix, group, s)
+}
+
+// GroupRemoved implements [actors.Observer].
+func (m *Metrics) GroupRemoved(prefix, group string) { m.state.removeGroup(prefix, group) }
+
+// RebalanceDone implements [actors.Observer].
+func (m *Metrics) RebalanceDone(_, _ string, took time.Duration) {
+	m.rebalanceDuration.Observe(took.Seconds())
+}
+
+// StoreWrite implements [actors.Observer].
+func (m *Metrics) StoreWrite(kind string, took time.Duration, err error) {
+	m.storeWriteDuration.WithLabelValues(kind).Observe(took.Seconds())
+	if err != nil {
+		m.storeWriteErrors.WithLabelValues(kind).Inc()
+	}
+}
+
+// StreamMigrations implements [actors.Observer].
+func (m *Metrics) StreamMigrations(prefix string, byState map[protocol.MigrationState]int) {
+	m.state.setMigrations(prefix, byState)
+}
+
+// stateCollector exports the latest state every group and stream
+// reported, computed at scrape time.
+type stateCollector struct {
+	members, groups, epoch, assignmentEpoch, pending, violations, migrations *prometheus.Desc
+
+	mu         sync.Mutex
+	groupState map[[2]string]actors.GroupState
+	streamMigs map[string]map[protocol.MigrationState]int
+}
+
+func newStateCollector() *stateCollector {
+	return &stateCollector{
+		members:         prometheus.NewDesc("rscoord_members", "Members of every group, by state.", []string{"state"}, nil),
+		groups:          prometheus.NewDesc("rscoord_groups", "Groups, by state.", []string{"state"}, nil),
+		epoch:           prometheus.NewDesc("rscoord_group_epoch", "Group epoch.", []string{"stream", "group"}, nil),
+		assignmentEpoch: prometheus.NewDesc("rscoord_group_assignment_epoch", "Assignment epoch.", []string{"stream", "group"}, nil),
+		pending:         prometheus.NewDesc("rscoord_group_pending_revocations", "Shards members still report as revoking.", []string{"stream", "group"}, nil),
+		violations:      prometheus.NewDesc("rscoord_group_invariant_violations", "Violated assignment invariants (anything but 0 is a bug).", []string{"stream", "group"}, nil),
+		migrations:      prometheus.NewDesc("rscoord_migrations", "Migrations of every stream, by state.", []string{"state"}, nil),
+		groupState:      map[[2]string]actors.GroupState{},
+		streamMigs:      map[string]map[protocol.MigrationState]int{},
+	}
+}
+
+func (c *stateCollector) setGroup(prefix, group string, s actors.GroupState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.groupState[[2]string{prefix, group}] = s
+}
+
+func (c *stateCollector) removeGroup(prefix, group string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.groupState, [2]string{prefix, group})
+}
+
+func (c *stateCollector) setMigrations(prefix string, byState map[protocol.MigrationState]int) {
+	cp := make(map[protocol.MigrationState]int, len(byState))
+	for k, v := range byState {
+		cp[k] = v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.streamMigs[prefix] = cp
+}
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.members, c.groups, c.epoch, c.assignmentEpoch, c.pending, c.violations, c.migrations} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. Every state is exported, at 0
+// when no group or migration is in it, so that dashboards see the series.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	members := map[protocol.MemberState]int{}
+	groups := map[protocol.GroupState]int{}
+	for k, s := range c.groupState {
+		groups[s.State]++
+		for st, n := range s.MembersByState {
+			members[st] += n
+		}
+		ch <- prometheus.MustNewConstMetric(c.epoch, prometheus.GaugeValue, float64(s.GroupEpoch), k[0], k[1])
+		ch <- prometheus.MustNewConstMetric(c.assignmentEpoch, prometheus.GaugeValue, float64(s.AssignmentEpoch), k[0], k[1])
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(s.PendingRevocations), k[0], k[1])
+		ch <- prometheus.MustNewConstMetric(c.violations, prometheus.GaugeValue, float64(s.InvariantViolations), k[0], k[1])
+	}
+	for _, st := range []protocol.MemberState{protocol.MemberStarting, protocol.MemberActive, protocol.MemberLeaving, protocol.MemberExpired, protocol.MemberFenced} {
+		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(members[st]), string(st))
+	}
+	for _, st := range []protocol.GroupState{protocol.GroupEmpty, protocol.GroupAssigning, protocol.GroupReconciling, protocol.GroupStable} {
+		ch <- prometheus.MustNewConstMetric(c.groups, prometheus.GaugeValue, float64(groups[st]), string(st))
+	}
+	migs := map[protocol.MigrationState]int{}
+	for _, byState := range c.streamMigs {
+		for st, n := range byState {
+			migs[st] += n
+		}
+	}
+	for _, st := range []protocol.MigrationState{protocol.MigrationPreparing, protocol.MigrationActive, protocol.MigrationDraining,
+		protocol.MigrationDeprecated, protocol.MigrationRollingBack, protocol.MigrationRolledBack} {
+		ch <- prometheus.MustNewConstMetric(c.migrations, prometheus.GaugeValue, float64(migs[st]), string(st))
+	}
+}

@@ -1,0 +1,79 @@
+package gateway_test
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rscoord/rscoord/gateway"
+	"github.com/rscoord/rscoord/internal/coordtest"
+)
+
+// TestOpenAPICoversEveryRoute walks gin's route list and the document's
+// paths: each must hold exactly the other's method+path pairs.
+func TestOpenAPICoversEveryRoute(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	for _, memberAuth := range []bool{false, true} {
+		h := gateway.New(s.Coord, gateway.Options{
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Auth: s.Auth, MemberAuth: memberAuth,
+		})
+		engine, ok := h.(*gin.Engine)
+		if !ok {
+			t.Fatalf("gateway.New returned %T, not a *gin.Engine", h)
+		}
+		param := regexp.MustCompile(`:([A-Za-z]+)`)
+		routes := map[string]bool{}
+		for _, r := range engine.Routes() {
+			routes[strings.ToLower(r.Method)+" "+param.ReplaceAllString(r.Path, "{$1}")] = true
+		}
+		var doc struct {
+			OpenAPI string                          `yaml:"openapi"`
+			Paths   map[string]map[string]yaml.Node `yaml:"paths"`
+		}
+		if err := yaml.Unmarshal(gateway.OpenAPI(), &doc); err != nil {
+			t.Fatalf("openapi.yaml does not parse: %v", err)
+		}
+		if !strings.HasPrefix(doc.OpenAPI, "3.") {
+			t.Fatalf("openapi version %q", doc.OpenAPI)
+		}
+		documented := map[string]bool{}
+		for path, ops := range doc.Paths {
+			for method := range ops {
+				documented[method+" "+path] = true
+			}
+		}
+		if missing := difference(routes, documented); len(missing) > 0 {
+			t.Errorf("routes missing from openapi.yaml: %v", missing)
+		}
+		if extra := difference(documented, routes); len(extra) > 0 {
+			t.Errorf("openapi.yaml documents routes the server lacks: %v", extra)
+		}
+		if len(routes) < 20 {
+			t.Fatalf("only %d routes: the walk is broken", len(routes))
+		}
+	}
+	// Served without credentials.
+	status, raw := s.As("").Do(http.MethodGet, "/openapi.yaml", nil)
+	if status != http.StatusOK || !bytes.Equal(raw, gateway.OpenAPI()) {
+		t.Fatalf("GET /openapi.yaml: %d", status)
+	}
+}
+
+func difference(a, b map[string]bool) []string {
+	var out []string
+	for k := range a {
+		if !b[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

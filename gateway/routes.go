@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+const heartbeatRoute = protocol.BasePath + "/streams/:prefix/groups/:group/members/:member/heartbeat"
+
+// route is one endpoint: what it needs and what it does.
+type route struct {
+	method, path string
+	// perm is the permission the caller needs; 0 means none (no
+	// credentials are looked at).
+	perm auth.Permission
+	// op marks an admin mutation: audited and rate limited.
+	op      protocol.AuditOperation
+	handler gin.HandlerFunc
+}
+
+// routes is every endpoint the server serves (PROTOCOL.md §5). The OpenAPI
+// document (openapi.yaml) must list exactly these; a test checks it.
+func (s *server) routes() []route {
+	const b = protocol.BasePath
+	heartbeatPerm := auth.Permission(0)
+	if s.opts.MemberAuth {
+		heartbeatPerm = auth.PermMember
+	}
+	metricsPerm := auth.PermRead
+	if s.opts.MetricsPublic {
+		metricsPerm = 0
+	}
+	read, write := auth.PermRead, auth.PermWrite
+	return []route{
+		{http.MethodPost, b + "/auth/login", 0, "", s.login},
+
+		{http.MethodPost, b + "/streams/:prefix", write, protocol.AuditCreateStream, s.createStream},
+		{http.MethodPost, b + "/streams/:prefix/scale", write, protocol.AuditScale, s.scaleStream},
+		{http.MethodPost, b + "/streams/:prefix/migrations/:id/complete", write, protocol.AuditCompleteMigration, s.completeMigration},
+		{http.MethodPost, b + "/streams/:prefix/groups/:group", write, protocol.AuditCreateGroup, s.createGroup},
+		{http.MethodGet, b + "/streams/:prefix/groups/:group", read, "", s.getGroup},
+		{http.MethodDelete, b + "/streams/:prefix/groups/:group", write, protocol.AuditDeleteGroup, s.deleteGroup},
+		{http.MethodGet, b + "/streams/:prefix/groups/:group/producer-routing", auth.PermRouting, "", s.producerRouting},
+		{http.MethodPost, b + "/streams/:prefix/groups/:group/scale", write, protocol.AuditScale, s.scaleGroup},
+		{http.MethodGet, b + "/streams/:prefix/groups/:group/migrations/:id", read, "", s.getMigration},
+		{http.MethodPost, b + "/streams/:prefix/groups/:group/migrations/:id/rollback", write, protocol.AuditRollback, s.rollbackMigration},
+		{http.MethodPost, heartbeatRoute, heartbeatPerm, "", s.heartbeat},
+
+		{http.MethodGet, b + "/monitoring/health", read, "", s.health},
+		{http.MethodGet, b + "/monitoring/session", read, "", s.session},
+		{http.MethodGet, b + "/monitoring/compatibility", read, "", s.compatibility},
+		{http.MethodGet, b + "/monitoring/groups", read, "", s.listGroups},
+		{http.MethodGet, b + "/monitoring/audit", read, "", s.audit},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group", read, "", s.getGroup},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/members", read, "", s.members},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/assignments", read, "", s.assignments},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/consumption", read, "", s.consumption},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/migrations", read, "", s.migrations},
+
+		{http.MethodGet, "/metrics", metricsPerm, "", s.metricsHandler},
+		{http.MethodGet, "/actuator/prometheus", metricsPerm, "", s.metricsHandler},
+		{http.MethodGet, "/openapi.yaml", 0, "", serveOpenAPI},
+	}
+}
+
+// chain is the handler chain of rt: for admin mutations audit (outermost,
+// so that refusals are recorded too), then credentials and role, then the
+// rate limit, then the handler.
+func (s *server) chain(rt route) []gin.HandlerFunc {
+	var out []gin.HandlerFunc
+	if rt.op != "" {
+		out = append(out, s.audited(rt.op))
+	}
+	if rt.perm != 0 {
+		out = append(out, s.authorize(rt.perm))
+	}
+	if rt.op != "" {
+		out = append(out, s.rateLimitAdmin)
+	}
+	return append(out, rt.handler)
+}

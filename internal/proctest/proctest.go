@@ -1,0 +1,189 @@
+// Package proctest builds the project's commands and runs them as real
+// processes for end-to-end tests: started with arguments, their stderr
+// kept line by line, signalled, waited for with bounds, and killed at the
+// end of the test whatever happened.
+package proctest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Builder builds main packages once into a temporary directory. Keep one
+// per test binary (in TestMain) and Close it at the end.
+type Builder struct {
+	dir   string
+	mu    sync.Mutex
+	built map[string]string
+}
+
+// NewBuilder makes a builder with its own temporary directory.
+func NewBuilder() (*Builder, error) {
+	dir, err := os.MkdirTemp("", "rscoord-proctest-")
+	if err != nil {
+		return nil, fmt.Errorf("proctest: %w", err)
+	}
+	return &Builder{dir: dir, built: map[string]string{}}, nil
+}
+
+// Build builds the main package pkg (an import path such as
+// github.com/rscoord/rscoord/cmd/rscoord) and returns the binary's path.
+func (b *Builder) Build(ctx context.Context, pkg string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bin, ok := b.built[pkg]; ok {
+		return bin, nil
+	}
+	bin := filepath.Join(b.dir, filepath.Base(pkg))
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("proctest: go build %s: %w\n%s", pkg, err, out)
+	}
+	b.built[pkg] = bin
+	return bin, nil
+}
+
+// Close removes every binary built.
+func (b *Builder) Close() error { return os.RemoveAll(b.dir) }
+
+// Process is a running command.
+type Process struct {
+	t    testing.TB
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+
+	mu    sync.Mutex
+	lines []string
+	wake  chan struct{}
+}
+
+// Start runs bin with args (and env added to the test's environment). Its
+// stderr and stdout are collected; the process is killed at test cleanup
+// if it still runs.
+func Start(t testing.TB, name, bin string, args []string, env ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	p := &Process{t: t, Name: name, cmd: cmd, done: make(chan struct{}), wake: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	var reader sync.WaitGroup
+	reader.Add(1)
+	go func() {
+		defer reader.Done()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			close(p.wake)
+			p.wake = make(chan struct{})
+			p.mu.Unlock()
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		p.err = cmd.Wait()
+		pw.Close()
+		reader.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// Output is everything the process printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// WaitForLine waits until a printed line satisfies match, returning it.
+func (p *Process) WaitForLine(timeout time.Duration, match func(line string) bool) (string, error) {
+	deadline := time.After(timeout)
+	seen := 0
+	for {
+		p.mu.Lock()
+		for ; seen < len(p.lines); seen++ {
+			if match(p.lines[seen]) {
+				line := p.lines[seen]
+				p.mu.Unlock()
+				return line, nil
+			}
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		select {
+		case <-wake:
+		case <-p.done:
+			if line, err := p.lastChance(match); err == nil {
+				return line, nil
+			}
+			return "", fmt.Errorf("%s exited (%v) before the expected line; output:\n%s", p.Name, p.err, p.Output())
+		case <-deadline:
+			return "", fmt.Errorf("%s printed no expected line in %v; output:\n%s", p.Name, timeout, p.Output())
+		}
+	}
+}
+
+func (p *Process) lastChance(match func(string) bool) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if match(l) {
+			return l, nil
+		}
+	}
+	return "", fmt.Errorf("no match")
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return p.cmd.Process.Signal(sig)
+}
+
+// Wait waits for the process to exit, at most timeout, and returns its
+// exit error (nil for exit status 0). After the timeout it kills it.
+func (p *Process) Wait(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not exit within %v and was killed; output:\n%s", p.Name, timeout, p.Output())
+	}
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
