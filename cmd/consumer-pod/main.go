@@ -1,0 +1,271 @@
+// Command consumer-pod is a runnable sample member process: it runs a
+// member.Runtime for one stream and consumer group, handles each record by
+// sleeping --handler-delay, and writes what it did to two JSON-lines logs
+// that end-to-end tests read:
+//
+//   - --events-log: one line per handled record, after its ACK was tried:
+//     {"memberId","streamKey","recordId","eventId","handledAt","handledAtUnixNano","acked"}.
+//     eventId is the record's "eventId" field ("" if it has none).
+//   - --ownership-log: one line each time a member starts or stops reading
+//     a shard: {"memberId","shard","event":"start"|"stop","atUnixNano"}.
+//     "start" is written just before the first read of the shard, "stop"
+//     once its reads stopped and its handlers returned (at once on fencing
+//     or lease expiry), so a member's [start, stop] encloses all its work
+//     on the shard.
+//
+// Timestamps are wall-clock nanoseconds (time.Now().UnixNano()), not a
+// monotonic clock: the point is to compare them across processes on one
+// machine, which only the wall clock allows. They are only as good as that
+// clock: a clock step during a test run breaks comparisons.
+//
+// Every log line is written with one write(2) of the whole line to a file
+// opened O_APPEND and nothing is buffered, so lines survive a SIGKILL and
+// lines of concurrent writers never interleave. SIGTERM or SIGINT make the
+// members leave gracefully (drain, then memberEpoch -1); the exit code is
+// then 0. A failed runtime exits 1, a command line that does not parse 2.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rscoord/member"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// CLI is the command line of consumer-pod.
+type CLI struct {
+	Coordinator  string        `required:"" env:"RSCOORD_COORDINATOR" help:"Base URL of the coordinator, e.g. http://127.0.0.1:8080."`
+	Redis        string        `required:"" env:"RSCOORD_REDIS" help:"Redis address host:port; several, comma-separated, mean a Redis Cluster."`
+	Stream       string        `required:"" help:"Stream prefix: shards are {stream}:0, {stream}:1, …"`
+	Group        string        `help:"Consumer group (default: the stream prefix)."`
+	Concurrency  int           `default:"1" help:"Logical members in this process ({base}-m0 …)."`
+	Workers      int           `default:"1" help:"Handlers running at once per member (runtimeMaxConcurrency)."`
+	HandlerDelay time.Duration `default:"0s" help:"Time the handler sleeps per record."`
+	MemberLease  time.Duration `default:"15s" help:"Member lease; must equal the coordinator's --member-lease."`
+	EventsLog    string        `help:"File that gets one JSON line per handled record."`
+	OwnershipLog string        `help:"File that gets one JSON line each time a member starts or stops reading a shard."`
+	AckMode      string        `default:"ack" enum:"ack,ackdel" help:"How records are settled: ack (XACK) or ackdel (ACK and delete)."`
+	BaseID       string        `help:"Base of the member ids (default: POD_IP, else a host address, else the hostname)."`
+	Block        time.Duration `default:"1s" help:"XREADGROUP BLOCK time."`
+	ClaimMinIdle time.Duration `default:"30s" help:"XAUTOCLAIM min idle time."`
+	LeaveTimeout time.Duration `default:"30s" help:"Bound on draining and leaving after SIGTERM."`
+	LogLevel     slog.Level    `default:"info" help:"Lowest log level written to stderr: debug, info, warn or error."`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// exitRequest carries kong's exit code (after --help) out of the parser.
+type exitRequest struct{ code int }
+
+// run parses args and runs the pod until ctx is done; it returns the exit
+// code. Logs and errors go to stderr.
+func run(ctx context.Context, args []string, stderr io.Writer) (code int) {
+	var cli CLI
+	parser, err := kong.New(&cli,
+		kong.Name("consumer-pod"),
+		kong.Description("Sample rscoord member process: reads its shards and logs every record and ownership change."),
+		kong.Writers(stderr, stderr),
+		kong.Exit(func(code int) { panic(exitRequest{code}) }),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "consumer-pod: build command line: %v\n", err)
+		return exitError
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			req, ok := r.(exitRequest)
+			if !ok {
+				panic(r)
+			}
+			code = req.code
+		}
+	}()
+	if _, err := parser.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "consumer-pod: %v (see consumer-pod --help)\n", err)
+		return exitUsage
+	}
+	if err := cli.Run(ctx, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cli.LogLevel}))); err != nil {
+		fmt.Fprintf(stderr, "consumer-pod: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// Run runs the member runtime until ctx is done. In order, on the way out:
+// the runtime leaves (Run returns), then the Redis client closes, then the
+// logs are synced and closed.
+func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
+	events, err := openLines(c.EventsLog)
+	if err != nil {
+		return fmt.Errorf("--events-log: %w", err)
+	}
+	defer func() { err = errors.Join(err, events.Close()) }()
+	owners, err := openLines(c.OwnershipLog)
+	if err != nil {
+		return fmt.Errorf("--ownership-log: %w", err)
+	}
+	defer func() { err = errors.Join(err, owners.Close()) }()
+
+	rdb := newRedis(c.Redis)
+	defer rdb.Close()
+
+	settle := (*member.Message).Ack
+	if c.AckMode == "ackdel" {
+		settle = (*member.Message).AckDel
+	}
+	handler := func(ctx context.Context, m *member.Message) error {
+		if c.HandlerDelay > 0 {
+			t := time.NewTimer(c.HandlerDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("handler delay: %w", ctx.Err())
+			}
+		}
+		now := time.Now()
+		ackErr := settle(m, ctx)
+		eventID, _ := m.Fields["eventId"].(string)
+		if err := events.Write(eventLine{
+			MemberID: m.MemberID, StreamKey: m.StreamKey, RecordID: m.ID, EventID: eventID,
+			HandledAt: now.UTC().Format(time.RFC3339Nano), HandledAtUnixNano: now.UnixNano(), Acked: ackErr == nil,
+		}); err != nil {
+			log.Error("write events log", slog.Any("error", err))
+		}
+		return ackErr
+	}
+	ownership := func(event string) func(ctx context.Context, shards []int) {
+		return func(ctx context.Context, shards []int) {
+			ts := time.Now().UnixNano()
+			for _, s := range shards {
+				if err := owners.Write(ownershipLine{MemberID: member.MemberID(ctx), Shard: s, Event: event, AtUnixNano: ts}); err != nil {
+					log.Error("write ownership log", slog.Any("error", err))
+				}
+			}
+		}
+	}
+	opts := []member.Opt{
+		member.WithCoordinator(c.Coordinator), member.WithStream(c.Stream), member.WithRedis(rdb),
+		member.WithConcurrency(c.Concurrency), member.WithMaxWorkers(c.Workers), member.WithMemberLease(c.MemberLease),
+		member.WithBlock(c.Block), member.WithClaimMinIdle(c.ClaimMinIdle), member.WithLeaveTimeout(c.LeaveTimeout),
+		member.WithMemberName("consumer-pod"), member.WithLogger(log),
+		member.WithOnAssigned(ownership("start")), member.WithOnRevoked(ownership("stop")),
+	}
+	if c.Group != "" {
+		opts = append(opts, member.WithGroup(c.Group))
+	}
+	if c.BaseID != "" {
+		opts = append(opts, member.WithBaseID(c.BaseID))
+	}
+	rt, err := member.New(handler, opts...)
+	if err != nil {
+		return err
+	}
+	return rt.Run(ctx)
+}
+
+// newRedis connects to one server, or to a cluster when addrs lists
+// several.
+func newRedis(addrs string) redis.UniversalClient {
+	var list []string
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			list = append(list, a)
+		}
+	}
+	if len(list) > 1 {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: list})
+	}
+	addr := ""
+	if len(list) == 1 {
+		addr = list[0]
+	}
+	return redis.NewClient(&redis.Options{Addr: addr})
+}
+
+// eventLine is one line of the events log.
+type eventLine struct {
+	MemberID          string `json:"memberId"`
+	StreamKey         string `json:"streamKey"`
+	RecordID          string `json:"recordId"`
+	EventID           string `json:"eventId"`
+	HandledAt         string `json:"handledAt"`
+	HandledAtUnixNano int64  `json:"handledAtUnixNano"`
+	Acked             bool   `json:"acked"`
+}
+
+// ownershipLine is one line of the ownership log.
+type ownershipLine struct {
+	MemberID   string `json:"memberId"`
+	Shard      int    `json:"shard"`
+	Event      string `json:"event"`
+	AtUnixNano int64  `json:"atUnixNano"`
+}
+
+// lines is a JSON-lines file; nil (no file asked for) writes nothing.
+type lines struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openLines(path string) (*lines, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &lines{f: f}, nil
+}
+
+// Write appends v as one line with a single write.
+func (l *lines) Write(v any) error {
+	if l == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err = l.f.Write(b)
+	return err
+}
+
+// Close syncs and closes the file.
+func (l *lines) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Join(l.f.Sync(), l.f.Close())
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/redistest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestUsage(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--stream", "x"}, &out); code != exitUsage {
+		t.Fatalf("exit code %d, want %d: %s", code, exitUsage, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"--coordinator", "http://x", "--redis", "r:1", "--stream", "x", "--ack-mode", "nope"}, &out); code != exitUsage {
+		t.Fatalf("exit code %d, want %d: %s", code, exitUsage, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"--coordinator", "ftp://x", "--redis", "127.0.0.1:1", "--stream", "x"}, &out); code != exitError ||
+		!strings.Contains(out.String(), "WithCoordinator") {
+		t.Fatalf("exit code %d, want %d with the option problem: %s", code, exitError, out.String())
+	}
+}
+
+// buildPod builds this command into dir, with -race when the test runs
+// with it.
+func buildPod(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "consumer-pod")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// syncBuffer collects a process's stderr for failure messages.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// readLines decodes every complete JSON line of path; a last line still
+// being written (no newline yet) is left for the next read.
+func readLines[T any](t *testing.T, path string) []T {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.LastIndexByte(raw, '\n'); i >= 0 {
+		raw = raw[:i+1]
+	} else {
+		raw = nil
+	}
+	var out []T
+	for _, line := range bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(line, &v); err != nil {
+			t.Fatalf("%s: bad line %q: %v", path, line, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestPodHandlesAndLeavesOnSIGTERM builds the pod, runs it with two members
+// against a real coordinator and Redis, and checks both logs and a clean
+// exit on SIGTERM.
+func TestPodHandlesAndLeavesOnSIGTERM(t *testing.T) {
+	const (
+		prefix = "pod"
+		shards = 3
+		n      = 30
+		lease  = 2 * time.Second
+	)
+	dir := t.TempDir()
+	bin := buildPod(t, dir)
+	srv := redistest.Standalone(t)
+	rdb := srv.Client()
+	coord := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true, Group: assign.Config{
+		HeartbeatInterval: 200 * time.Millisecond, ReconcileInterval: 50 * time.Millisecond, MemberLease: lease,
+	}})
+	coord.CreateStream(prefix, shards)
+	ctx := context.Background()
+	if err := redistest.CreateShards(ctx, rdb, prefix, shards, prefix); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		key := protocol.StreamKey(prefix, i%shards)
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: map[string]any{"eventId": fmt.Sprintf("ev-%d", i)}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	events, ownership := filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "ownership.jsonl")
+	var stderr syncBuffer
+	cmd := exec.Command(bin,
+		"--coordinator", coord.URL, "--redis", srv.Addr, "--stream", prefix,
+		"--concurrency", "2", "--workers", "2", "--handler-delay", "2ms", "--member-lease", lease.String(),
+		"--events-log", events, "--ownership-log", ownership, "--ack-mode", "ackdel",
+		"--base-id", "pod-test", "--block", "100ms", "--leave-timeout", "5s", "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		seen := map[string]bool{}
+		for _, e := range readLines[eventLine](t, events) {
+			seen[e.EventID] = true
+		}
+		if len(seen) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d records handled; pod output:\n%s", len(seen), n, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Let the second member take its share before the pod leaves.
+	waitOwners(t, ownership, 2, 10*time.Second, &stderr)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("pod exited with %v after SIGTERM; output:\n%s", err, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("pod did not exit 15s after SIGTERM; output:\n%s", stderr.String())
+	}
+
+	// Events: every record, by one of the two members, acknowledged and
+	// deleted.
+	members := map[string]bool{"pod-test-m0": true, "pod-test-m1": true}
+	for _, e := range readLines[eventLine](t, events) {
+		if !members[e.MemberID] || !e.Acked || e.RecordID == "" || !strings.HasPrefix(e.StreamKey, prefix+":") ||
+			e.HandledAtUnixNano == 0 || e.HandledAt == "" {
+			t.Errorf("bad event line %+v", e)
+		}
+	}
+	for i := range shards {
+		if l := rdb.XLen(ctx, protocol.StreamKey(prefix, i)).Val(); l != 0 {
+			t.Errorf("shard %d still holds %d records after ackdel", i, l)
+		}
+	}
+
+	// Ownership: per shard, start/stop alternate per member, every start
+	// is stopped by the end, and no two members' intervals overlap.
+	lines := readLines[ownershipLine](t, ownership)
+	type span struct {
+		member     string
+		start, end int64
+	}
+	spans := map[int][]*span{}
+	open := map[string]*span{}
+	for _, l := range lines {
+		k := fmt.Sprintf("%s/%d", l.MemberID, l.Shard)
+		switch l.Event {
+		case "start":
+			if open[k] != nil {
+				t.Fatalf("%s started twice without a stop", k)
+			}
+			open[k] = &span{member: l.MemberID, start: l.AtUnixNano}
+			spans[l.Shard] = append(spans[l.Shard], open[k])
+		case "stop":
+			if open[k] == nil {
+				t.Fatalf("%s stopped without a start", k)
+			}
+			open[k].end = l.AtUnixNano
+			open[k] = nil
+		default:
+			t.Fatalf("bad ownership line %+v", l)
+		}
+	}
+	for k, s := range open {
+		if s != nil {
+			t.Errorf("%s was never stopped", k)
+		}
+	}
+	if len(spans) != shards {
+		t.Errorf("ownership log covers shards %v, want all %d", spans, shards)
+	}
+	for shard, ss := range spans {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].start < ss[j].start })
+		for i := 1; i < len(ss); i++ {
+			if ss[i-1].end > ss[i].start {
+				t.Errorf("shard %d: %s until %d overlaps %s from %d", shard, ss[i-1].member, ss[i-1].end, ss[i].member, ss[i].start)
+			}
+		}
+	}
+	if !strings.Contains(stderr.String(), "left the group") {
+		t.Errorf("the pod did not log its leave; output:\n%s", stderr.String())
+	}
+}
+
+// waitOwners waits until members distinct members have started a shard.
+func waitOwners(t *testing.T, path string, members int, d time.Duration, out *syncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		seen := map[string]bool{}
+		for _, l := range readLines[ownershipLine](t, path) {
+			seen[l.MemberID] = true
+		}
+		if len(seen) >= members {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only members %v read shards; output:\n%s", seen, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/proctest"
+	"github.com/rscoord/rscoord/internal/redistest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Timing of the run: short leases so that a killed pod's shards move in
+// seconds, not the production 15 s.
+const (
+	memberLease       = "3s"
+	heartbeatInterval = "500ms"
+	claimMinIdle      = "2s"
+)
+
+// startCoordinator runs the coordinator binary on a fresh data dir and
+// returns its base URL.
+func startCoordinator(t *testing.T, bin, dir string) (*proctest.Process, string) {
+	t.Helper()
+	p := proctest.Start(t, "coordinator", bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir,
+		"--no-auth", "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
+		"--rebalance-timeout", "20s"})
+	line, err := p.WaitForLine(30*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Address string `json:"address"`
+	}
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Address == "" {
+		t.Fatalf("no address in %q: %v", line, err)
+	}
+	return p, "http://" + rec.Address
+}
+
+type pod struct {
+	name      string
+	proc      *proctest.Process
+	events    string
+	ownership string
+	// end is when the pod stopped reading for sure: its kill time, or
+	// the end of the run.
+	end int64
+}
+
+// TestConsumersSurviveKillAndStop publishes 20,000 records over a
+// 3-master cluster to 3 consumer pods; one pod is SIGKILLed mid-run and
+// one is stopped gracefully. Every published record must be handled at
+// least once, and no shard may be read by two members at overlapping times.
+func TestConsumersSurviveKillAndStop(t *testing.T) {
+	const (
+		shards  = 8
+		records = 20000
+	)
+	ctx := context.Background()
+	b := build(t)
+	cluster := redistest.NewCluster(t)
+	dir := t.TempDir()
+	coord, url := startCoordinator(t, b.coordinator, filepath.Join(dir, "coord"))
+	s := coordtest.Remote(t, url)
+	s.CreateStream("orders", shards)
+	if err := redistest.CreateShards(ctx, cluster.Client(), "orders", shards, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	redisAddrs := strings.Join(cluster.Addrs, ",")
+
+	pods := make([]*pod, 3)
+	for i := range pods {
+		name := fmt.Sprintf("pod-%d", i)
+		p := &pod{name: name, events: filepath.Join(dir, name+"-events.jsonl"), ownership: filepath.Join(dir, name+"-ownership.jsonl")}
+		p.proc = proctest.Start(t, name, b.consumer, []string{
+			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
+			"--concurrency", "2", "--workers", "2", "--handler-delay", "2ms", "--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
+			"--events-log", p.events, "--ownership-log", p.ownership,
+		}, "POD_IP="+name)
+		pods[i] = p
+	}
+	published := filepath.Join(dir, "published.jsonl")
+	pub := proctest.Start(t, "publisher", b.publisher, []string{
+		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
+		"--count", fmt.Sprint(records), "--rate", "2500", "--batch", "50", "--published-log", published,
+	})
+
+	// Mid-run faults: kill pod-0 outright, then stop pod-1 gracefully.
+	time.Sleep(3 * time.Second)
+	if err := pods[0].proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	pods[0].end = time.Now().UnixNano()
+	pods[0].proc.Wait(10 * time.Second)
+	time.Sleep(2 * time.Second)
+	if err := pods[1].proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods[1].proc.Wait(30 * time.Second); err != nil {
+		t.Fatalf("pod-1 after SIGTERM: %v", err)
+	}
+	pods[1].end = time.Now().UnixNano()
+
+	if err := pub.Wait(2 * time.Minute); err != nil {
+		t.Fatalf("publisher: %v", err)
+	}
+	type publishedRecord struct {
+		EventID string `json:"eventId"`
+	}
+	want := map[string]bool{}
+	for _, r := range readJSONLines[publishedRecord](t, published) {
+		want[r.EventID] = true
+	}
+	if len(want) != records {
+		t.Fatalf("publisher logged %d distinct records, want %d", len(want), records)
+	}
+
+	// Wait until every record was handled by someone.
+	type handled struct {
+		MemberID string `json:"memberId"`
+		EventID  string `json:"eventId"`
+	}
+	var missing []string
+	perPod := map[string]int{}
+	total := 0
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		seen := map[string]bool{}
+		total = 0
+		for _, p := range pods {
+			hs := readJSONLines[handled](t, p.events)
+			perPod[p.name] = len(hs)
+			total += len(hs)
+			for _, h := range hs {
+				seen[h.EventID] = true
+			}
+		}
+		missing = missing[:0]
+		for id := range want {
+			if !seen[id] {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if len(missing) > 0 {
+		t.Errorf("%d of %d published records were never handled, e.g. %v", len(missing), records, missing[:min(5, len(missing))])
+	}
+	t.Logf("handled per pod %v; %d handlings of %d records (%d redeliveries)", perPod, total, records, total-records+len(missing))
+	// The faults must have hit pods that were working, or the run proves nothing.
+	if perPod["pod-0"] == 0 || perPod["pod-1"] == 0 {
+		t.Errorf("a faulted pod handled nothing before its fault: %v", perPod)
+	}
+
+	if err := pods[2].proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods[2].proc.Wait(30 * time.Second); err != nil {
+		t.Fatalf("pod-2 after SIGTERM: %v", err)
+	}
+	pods[2].end = time.Now().UnixNano()
+
+	byShard := map[int][]interval{}
+	for _, p := range pods {
+		for shard, ivs := range intervals(readJSONLines[ownershipEvent](t, p.ownership), p.end) {
+			byShard[shard] = append(byShard[shard], ivs...)
+		}
+	}
+	if len(byShard) != shards {
+		t.Errorf("ownership logs cover %d shards, want %d", len(byShard), shards)
+	}
+	if o := overlaps(byShard); len(o) > 0 {
+		t.Errorf("%d overlapping reads:\n%s", len(o), strings.Join(o, "\n"))
+	}
+
+	var g protocol.GroupResponse
+	s.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &g)
+	t.Logf("group at the end: state %s, epoch %d, target %v", g.State, g.GroupEpoch, g.TargetAssignmentSummary)
+	if err := coord.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := coord.Wait(30 * time.Second); err != nil {
+		t.Fatalf("coordinator after SIGTERM: %v", err)
+	}
+}

@@ -1,0 +1,114 @@
+// Package member is the Go member runtime of rscoord: it joins a consumer
+// group through the coordinator's heartbeats (PROTOCOL.md §6), reads the
+// Redis stream shards the coordinator grants, hands every record to a
+// [Handler] and gives shards up when told to, so that no shard is ever read
+// by two members at once.
+//
+//	rt, err := member.New(handle,
+//		member.WithCoordinator("http://rscoord:8080"),
+//		member.WithStream("orders"),
+//		member.WithRedis(rdb),
+//		member.WithConcurrency(2), // members {base}-m0 and {base}-m1
+//		member.WithMaxWorkers(4),  // four handlers at once per member
+//	)
+//	if err != nil { … }
+//	err = rt.Run(ctx) // until ctx is cancelled; then leaves gracefully
+//
+// # What the caller does, in order
+//
+//  1. Make the shard streams "{prefix}:0" … and the Redis consumer group on
+//     each exist (the coordinator does it when it has Redis configured;
+//     otherwise XGROUP CREATE key group 0 MKSTREAM).
+//  2. Call [New] with a handler and options; it reports every bad option
+//     at once. WithMemberLease must equal the coordinator's --member-lease.
+//  3. Call [Runtime.Run] once. Cancel its context to leave (SIGTERM, say):
+//     Run drains, leaves and returns nil, or an error if the coordinator
+//     answered UNSUPPORTED_PROTOCOL or INVALID_REQUEST.
+//  4. In the handler, settle each record: [Message.Ack], [Message.AckDel]
+//     or [Message.Nack]. An Ack that fails with [ErrFenced],
+//     [ErrLeaseExpired] or [ErrRevoked] must not be retried: the record
+//     will be redelivered to the shard's owner.
+//  5. Apps that run readers of their own use WithOnAssigned and
+//     WithOnRevoked; when OnRevoked returns, their readers of those shards
+//     must have stopped.
+//
+// # Rules the runtime keeps
+//
+// A change to this package must keep each of these; the comment where one
+// is enforced names it.
+//
+//  1. One logical member is one memberId, one heartbeat loop (one actor)
+//     and one Redis consumer name, equal to the memberId. WithConcurrency(n)
+//     makes n members "{base}-m0" … "{base}-m{n-1}"; WithMaxWorkers is the
+//     local worker capacity of one member (runtimeMaxConcurrency) and never
+//     makes members.
+//  2. Heartbeats go one at a time, with the member's epoch, metadata
+//     version, owned shards, shards being revoked and progress on owned
+//     shards. The next one is sent after the answer's heartbeatIntervalMs
+//     (capped at a third of the lease), at once after a fence, and within
+//     a few milliseconds after a shard is let go.
+//  3. Answers are cleaned before use: shard lists sorted, de-duplicated and
+//     stripped of negative indexes; non-positive epochs and intervals are
+//     ignored; an answer to another request is an error.
+//  4. OK: own exactly assignedShards. In order: stop reads on lost shards,
+//     own the new set, start added shards. pendingShards are never read.
+//     SYNC_METADATA and REVOKE_PENDING: take epoch and version, keep the
+//     owned shards that are assigned, revoke the rest, start nothing.
+//     RETRY: keep everything, heartbeat again; the lease is not renewed.
+//  5. Revocation: reads stop at once, records already read are still
+//     handled and may be acknowledged; the shard is reported REVOKING while
+//     its read loop runs, DRAINING while records are in flight, and REVOKED
+//     with inFlight 0 once both are done (OnRevoked runs just before), until
+//     the coordinator has seen that report. Draining is bounded by 90% of
+//     rebalanceTimeoutMs, counted from the heartbeat that revoked the
+//     shard: then the records in flight are abandoned (their contexts
+//     cancelled, their ACKs refused) so the coordinator never has to fence.
+//  6. At most one read loop per shard: a shard starts again only after its
+//     previous run's read loop has returned and its records in flight have
+//     finished (or, after a fence, were cut off).
+//  7. On a new shard the read loop reads this consumer's pending entries
+//     first (XREADGROUP … 0, until an empty answer), then claims entries
+//     idle for the claim min idle (XAUTOCLAIM), then reads new entries (>)
+//     with BLOCK; it claims again every claim-min-idle. It reads the next
+//     batch only when the previous one is finished, so a shard's records
+//     are handled one at a time, in order.
+//  8. UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH: ACKs and dispatch stop at
+//     once on every shard (in-flight handlers' contexts are cancelled and
+//     their ACKs fail with ErrFenced), OnRevoked runs, ownership is cleared
+//     and the member rejoins with memberEpoch 0.
+//  9. Assignment lease: without a successful heartbeat (OK, SYNC_METADATA,
+//     REVOKE_PENDING) for the member lease, counted from when that
+//     heartbeat was sent, every shard stops reads and ACKs (ErrLeaseExpired)
+//     until a later OK. Read loops and Ack check the lease themselves, and
+//     a blocking read never blocks past it, so failing closed does not wait
+//     for the heartbeat loop.
+//  10. Nothing is acknowledged for the handler. The one exception: a
+//     pending entry whose record was deleted from the stream comes back
+//     without fields; it can never be handled and is acknowledged.
+//  11. Workers rotate: a shard with records ready waits in one FIFO queue, a
+//     worker handles one record of the head shard and requeues it at the
+//     tail, so no shard starves when a member owns more shards than it has
+//     workers.
+//  12. Hooks never run concurrently, not even across the members of one
+//     Runtime; they run on the member's actor.
+//  13. Leave (Run's context cancelled): stop reads on every shard, drain
+//     (at most WithLeaveTimeout, then abandon), heartbeat memberEpoch -1
+//     reporting every shard REVOKED, return.
+//
+// # Goroutines and who stops them
+//
+// Run's caller's goroutine runs the lifecycle. The actor system (stopped
+// last by Run) runs one member actor per member, which owns: its workers
+// (stopped after the member's ACK gates closed), at most one heartbeat
+// request goroutine (cancelled and waited for), its timers (stopped first)
+// and one shard actor per run, each of which owns one read loop (cancelled
+// and waited for when the shard actor stops; a read in progress finishes
+// first, so this takes up to WithBlock). [Runtime.Run] documents the
+// shutdown order.
+//
+// # Non-goals
+//
+// Exactly-once processing (delivery is at-least-once), publishing (see
+// package producer), creating streams or Redis consumer groups, and
+// authentication to the coordinator.
+package member

@@ -1,0 +1,103 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// Handler handles one record. It runs on one of the member's workers; ctx
+// is cancelled when the member must stop at once (fenced, lease expired,
+// drain deadline passed, Run ending), and [MemberID] names the member.
+//
+// Nothing is acknowledged for the handler: it calls msg.Ack or msg.AckDel
+// when the record is done, or msg.Nack (or nothing) to leave it pending for
+// redelivery. A returned error is logged and leaves the record pending too;
+// a panic is recovered, logged and treated like an error. Records of one
+// shard are handed to handlers one at a time, in stream order.
+type Handler func(ctx context.Context, msg *Message) error
+
+// Errors an Ack or AckDel returns when the member may no longer acknowledge
+// the record. None is worth retrying: the record stays pending and is
+// redelivered to the shard's owner (processing is at-least-once).
+var (
+	// ErrFenced: the coordinator fenced the member or no longer knows it
+	// (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID), or it failed and stopped;
+	// reads and ACKs stopped at once.
+	ErrFenced = errors.New("member fenced: reads and ACKs stopped")
+	// ErrLeaseExpired: no heartbeat succeeded for the member lease; reads
+	// and ACKs stay stopped until a later OK.
+	ErrLeaseExpired = errors.New("member assignment lease expired: reads and ACKs stopped")
+	// ErrRevoked: the shard was given up (revoked and reported, or
+	// abandoned at its drain deadline), or the Runtime stopped.
+	ErrRevoked = errors.New("shard no longer owned by this member")
+)
+
+// Message is one stream entry delivered to a [Handler].
+type Message struct {
+	// StreamKey is the shard's Redis key, "{prefix}:{shard}".
+	StreamKey string
+	// Shard is the shard index.
+	Shard int
+	// ID is the entry id, e.g. "1700000000000-0".
+	ID string
+	// Fields are the entry's field-value pairs as go-redis decodes them
+	// (values are strings).
+	Fields map[string]any
+	// MemberID is the logical member, and Redis consumer, that read it.
+	MemberID string
+	// Redelivered is true when the entry came from the pending entries
+	// list (this member's own, or claimed from another consumer) rather
+	// than as a new entry: it may have been handled before.
+	Redelivered bool
+
+	run     *shardRun
+	settled atomic.Bool // acknowledged (Ack or AckDel succeeded)
+	nacked  atomic.Bool
+}
+
+// Ack acknowledges the entry (XACK): it leaves the group's pending entries
+// list and stays in the stream. It fails with an error wrapping
+// [ErrFenced], [ErrLeaseExpired] or [ErrRevoked] when the member may no
+// longer acknowledge it, and with the Redis error otherwise. Acking twice
+// is harmless.
+func (m *Message) Ack(ctx context.Context) error {
+	if m.run == nil {
+		return fmt.Errorf("member: ack %s %s: the message was not delivered by a Runtime", m.StreamKey, m.ID)
+	}
+	if err := m.run.ackAllowed(); err != nil {
+		return fmt.Errorf("member: ack %s %s: %w", m.StreamKey, m.ID, err)
+	}
+	if err := m.run.core.rdb.XAck(ctx, m.StreamKey, m.run.core.cfg.group, m.ID).Err(); err != nil {
+		return fmt.Errorf("member: ack %s %s: XACK: %w", m.StreamKey, m.ID, err)
+	}
+	m.run.acked(m)
+	return nil
+}
+
+// AckDel acknowledges the entry and deletes it from the stream, atomically:
+// XACKDEL … KEEPREF where the server has it (Redis ≥ 8.2, detected once per
+// Run), else XACK and XDEL in one Lua script (both touch one key, so one
+// slot on a cluster). Other consumer groups' pending references, if any,
+// are kept, as KEEPREF does. Errors as for [Message.Ack].
+func (m *Message) AckDel(ctx context.Context) error {
+	if m.run == nil {
+		return fmt.Errorf("member: ackdel %s %s: the message was not delivered by a Runtime", m.StreamKey, m.ID)
+	}
+	if err := m.run.ackAllowed(); err != nil {
+		return fmt.Errorf("member: ackdel %s %s: %w", m.StreamKey, m.ID, err)
+	}
+	if err := m.run.core.acker.ackDel(ctx, m.StreamKey, m.run.core.cfg.group, m.ID); err != nil {
+		return fmt.Errorf("member: ackdel %s %s: %w", m.StreamKey, m.ID, err)
+	}
+	m.run.acked(m)
+	return nil
+}
+
+// Nack leaves the entry pending for redelivery; it is what returning
+// without an Ack does, said explicitly. The entry comes back to the shard's
+// owner first thing after a restart (own pending entries are read first),
+// to any owner through XAUTOCLAIM once it has been idle for the claim min
+// idle time, and to this member again in the same way.
+func (m *Message) Nack() { m.nacked.Store(true) }

@@ -1,0 +1,221 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// readPhase is where a shard's read loop is (PROTOCOL.md §8, "on
+// assignment"; doc.go rule 7): own pending entries first, then entries
+// other consumers left idle, then new entries, claiming again every
+// claim-min-idle.
+type readPhase int
+
+const (
+	// phaseOwnPending reads this consumer's pending entries: XREADGROUP …
+	// STREAMS key <cursor>, from "0" up, until one answer is empty.
+	phaseOwnPending readPhase = iota
+	// phaseClaim claims entries idle for at least the claim min idle:
+	// XAUTOCLAIM from "0-0" until the cursor comes back "0-0".
+	phaseClaim
+	// phaseNew reads new entries: XREADGROUP … BLOCK … STREAMS key ">".
+	phaseNew
+)
+
+func (p readPhase) String() string {
+	switch p {
+	case phaseOwnPending:
+		return "own-pending"
+	case phaseClaim:
+		return "claim"
+	default:
+		return "new"
+	}
+}
+
+// reader is the read position of one run; only its read loop uses it.
+type reader struct {
+	phase     readPhase
+	cursor    string
+	lastClaim time.Time
+}
+
+// Back-off bounds of a read loop after a Redis error.
+const (
+	readBackoffMin = 50 * time.Millisecond
+	readBackoffMax = 2 * time.Second
+	// leasePoll is how often a read loop looks at an expired lease
+	// before the member actor stops it.
+	leasePoll = 20 * time.Millisecond
+)
+
+// readLoop reads the shard until ctx is cancelled or the run is closed,
+// one batch at a time: it reads, delivers the batch to the workers and
+// waits until they have finished it. It closes done when it returns.
+//
+// Rule 9 of doc.go: no read is issued, and no record read is delivered,
+// while the member's lease is not valid (fail closed); records read by a
+// call that outlived the lease stay pending in Redis.
+func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	log := r.core.log.With(slog.Int("shard", r.shard), slog.String("streamKey", r.key))
+	rd := &reader{phase: phaseOwnPending, cursor: "0"}
+	backoff := time.Duration(0)
+	failures := 0
+	for ctx.Err() == nil {
+		if r.isClosed() {
+			return // fenced or let go: the shard actor is being stopped
+		}
+		if !r.core.lease.valid() {
+			sleep(ctx, leasePoll)
+			continue
+		}
+		batch, err := r.fetchSafe(ctx, rd)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			backoff = min(max(backoff*2, readBackoffMin), readBackoffMax)
+			if failures == 1 || failures%20 == 0 {
+				log.Warn("read failed; retrying", slog.String("phase", rd.phase.String()),
+					slog.Int("failures", failures), slog.Duration("backoff", backoff), slog.Any("error", err))
+			}
+			sleep(ctx, backoff)
+			continue
+		}
+		if failures > 0 {
+			log.Info("reads recovered", slog.Int("failures", failures))
+		}
+		failures, backoff = 0, 0
+		if len(batch) == 0 {
+			continue
+		}
+		if !r.core.lease.valid() || !r.deliver(batch) {
+			continue // left pending; the loop ends at the next check
+		}
+		select {
+		case <-r.idle:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// fetchSafe is fetch with a panic turned into an error, so that a bug in
+// one read does not take the process down; the loop backs off and retries.
+func (r *shardRun) fetchSafe(ctx context.Context, rd *reader) (batch []*Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("read panicked: %v", p)
+		}
+	}()
+	return r.fetch(ctx, rd)
+}
+
+// fetch runs one read of the current phase and moves the phase on.
+func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
+	cfg := r.core.cfg
+	switch rd.phase {
+	case phaseOwnPending:
+		res, err := r.core.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: cfg.group, Consumer: r.core.id, Streams: []string{r.key, rd.cursor},
+			Count: int64(cfg.batch), Block: -1, // BLOCK is meaningless for pending reads
+		}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("XREADGROUP %s %s: %w", r.key, rd.cursor, err)
+		}
+		msgs := firstStream(res)
+		if len(msgs) == 0 {
+			rd.phase, rd.cursor = phaseClaim, "0-0"
+			return nil, nil
+		}
+		rd.cursor = msgs[len(msgs)-1].ID
+		return r.messages(ctx, msgs, true)
+	case phaseClaim:
+		msgs, next, err := r.core.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: r.key, Group: cfg.group, Consumer: r.core.id,
+			MinIdle: cfg.claimMinIdle, Start: rd.cursor, Count: int64(cfg.batch),
+		}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("XAUTOCLAIM %s %s: %w", r.key, rd.cursor, err)
+		}
+		rd.cursor = next
+		if next == "" || next == "0-0" {
+			rd.phase, rd.lastClaim = phaseNew, time.Now()
+		}
+		return r.messages(ctx, msgs, true)
+	default:
+		if time.Since(rd.lastClaim) >= cfg.claimMinIdle {
+			rd.phase, rd.cursor = phaseClaim, "0-0"
+			return nil, nil
+		}
+		// Never block past the lease: a read still waiting when it ends
+		// could be handed records after the member had to stop.
+		block := min(cfg.block, r.core.lease.until())
+		if block < time.Millisecond {
+			return nil, nil
+		}
+		res, err := r.core.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: cfg.group, Consumer: r.core.id, Streams: []string{r.key, ">"},
+			Count: int64(cfg.batch), Block: block,
+		}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("XREADGROUP %s >: %w", r.key, err)
+		}
+		return r.messages(ctx, firstStream(res), false)
+	}
+}
+
+func firstStream(res []redis.XStream) []redis.XMessage {
+	if len(res) == 0 {
+		return nil
+	}
+	return res[0].Messages
+}
+
+// messages turns entries into Messages. A pending entry whose record was
+// deleted (XDEL, trimming) comes back without fields: there is nothing to
+// handle and it can never be handled, so it is acknowledged here — the one
+// ACK the runtime makes on its own (doc.go rule 10).
+func (r *shardRun) messages(ctx context.Context, msgs []redis.XMessage, redelivered bool) ([]*Message, error) {
+	out := make([]*Message, 0, len(msgs))
+	var gone []string
+	for _, m := range msgs {
+		if m.Values == nil {
+			gone = append(gone, m.ID)
+			continue
+		}
+		out = append(out, &Message{
+			StreamKey: r.key, Shard: r.shard, ID: m.ID, Fields: m.Values,
+			MemberID: r.core.id, Redelivered: redelivered, run: r,
+		})
+	}
+	if len(gone) > 0 {
+		if err := r.core.rdb.XAck(ctx, r.key, r.core.cfg.group, gone...).Err(); err != nil {
+			// Not fatal for the rest of the batch: the entries stay
+			// pending and come back with the next claim.
+			r.core.log.Warn("could not acknowledge pending entries whose records were deleted",
+				slog.String("streamKey", r.key), slog.Any("ids", gone), slog.Any("error", err))
+		} else {
+			r.core.log.Debug("acknowledged pending entries whose records were deleted",
+				slog.String("streamKey", r.key), slog.Any("ids", gone))
+		}
+	}
+	return out, nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
