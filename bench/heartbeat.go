@@ -228,11 +228,8 @@ func settle(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*s
 	var members []*simMember
 	for g := range cfg.Groups {
 		prefix := fmt.Sprintf("bench%d", g)
-		shards := cfg.Shards
-		err := postJSON(ctx, client, cfg.Server+protocol.BasePath+"/streams/"+prefix,
-			protocol.CreateRequest{InitialShardCount: &shards, RequestedBy: "bench"}, nil)
-		if err != nil {
-			return nil, fmt.Errorf("create stream %s: %w", prefix, err)
+		if err := CreateStream(ctx, client, cfg.Server, prefix, cfg.Shards); err != nil {
+			return nil, err
 		}
 		for i := range cfg.Members {
 			members = append(members, &simMember{prefix: prefix, group: prefix, id: fmt.Sprintf("m%d", i),

@@ -2,9 +2,11 @@
 // same run.
 //
 //	rscoord-bench heartbeat --groups 1 --members 1000 --shards 1000 --duration 10s --conns 32
+//	rscoord-bench dataplane --records 50000 --shards 8 --rounds 4
 //
 // Without --server it starts a coordinator in this process on a temporary
-// Pebble directory and a loopback port.
+// Pebble directory and a loopback port; without --redis, dataplane starts
+// a redis-server of its own.
 package main
 
 import (
@@ -33,6 +35,7 @@ import (
 // CLI is the command line of rscoord-bench.
 type CLI struct {
 	Heartbeat HeartbeatCmd `cmd:"" help:"Steady heartbeats against a coordinator, with a bare gin handler as baseline."`
+	Dataplane DataplaneCmd `cmd:"" help:"Producer and member runtime against raw go-redis loops on the same Redis."`
 }
 
 // HeartbeatCmd runs bench.RunHeartbeat.
