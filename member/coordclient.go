@@ -19,15 +19,17 @@ type coordClient struct {
 	base          string // e.g. http://host:8080/coord/v1/streams/orders/groups/orders/members/
 	http          *http.Client
 	prefix, group string
+	authorization string
 }
 
 func newCoordClient(cfg *config) *coordClient {
 	return &coordClient{
 		base: cfg.coordinator + protocol.BasePath + "/streams/" + url.PathEscape(cfg.stream) +
 			"/groups/" + url.PathEscape(cfg.group) + "/members/",
-		http:   cfg.httpClient,
-		prefix: cfg.stream,
-		group:  cfg.group,
+		http:          cfg.httpClient,
+		prefix:        cfg.stream,
+		group:         cfg.group,
+		authorization: cfg.authorization,
 	}
 }
 
@@ -50,6 +52,9 @@ func (c *coordClient) heartbeat(ctx context.Context, req *protocol.HeartbeatRequ
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
+	if c.authorization != "" {
+		hreq.Header.Set("Authorization", c.authorization)
+	}
 	resp, err := c.http.Do(hreq)
 	if err != nil {
 		return out, fmt.Errorf("heartbeat %s: %w", req.MemberID, err)

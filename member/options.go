@@ -51,11 +51,15 @@ type config struct {
 	memberName   string
 	httpClient   *http.Client
 	ownHTTP      bool // httpClient was made by New: Run closes its idle connections
-	log          *slog.Logger
-	onAssigned   func(ctx context.Context, shards []int)
-	onRevoked    func(ctx context.Context, shards []int)
-	memberLease  time.Duration
-	leaveTimeout time.Duration
+	// authorization is the Authorization header sent to the coordinator;
+	// empty sends none.
+	authorization string
+	authSet       int
+	log           *slog.Logger
+	onAssigned    func(ctx context.Context, shards []int)
+	onRevoked     func(ctx context.Context, shards []int)
+	memberLease   time.Duration
+	leaveTimeout  time.Duration
 	// baseIDFrom names where the default base id came from, for the log.
 	baseIDFrom string
 }
@@ -237,6 +241,9 @@ func newConfig(opts []Opt) (config, error) {
 	}
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.authSet > 1 {
+		add("WithBasicAuth and WithBearerToken exclude each other")
+	}
 
 	base, err := coordinatorBase(c.coordinator)
 	if err != nil {
@@ -301,4 +308,26 @@ func coordinatorBase(raw string) (string, error) {
 	}
 	base := strings.TrimSuffix(strings.TrimRight(raw, "/"), protocol.BasePath)
 	return strings.TrimRight(base, "/"), nil
+}
+
+// WithBasicAuth sends HTTP Basic credentials to the coordinator on every
+// call (PROTOCOL.md §4: producer routing needs READ or MEMBER, heartbeats
+// MEMBER when the server runs with member auth). Default: no credentials.
+// Conflicts with WithBearerToken.
+func WithBasicAuth(username, password string) Opt {
+	return optFunc(func(c *config) {
+		c.authorization = protocol.BasicAuthorization(username, password)
+		c.authSet++
+	})
+}
+
+// WithBearerToken sends an access token from POST /auth/login to the
+// coordinator on every call. Tokens expire (7 days by default): a
+// long-running process should prefer WithBasicAuth. Conflicts with
+// WithBasicAuth.
+func WithBearerToken(token string) Opt {
+	return optFunc(func(c *config) {
+		c.authorization = protocol.BearerAuthorization(token)
+		c.authSet++
+	})
 }

@@ -33,6 +33,9 @@ func (p *Producer) fetchRouting(ctx context.Context) (*routing, error) {
 		return nil, fmt.Errorf("fetch routing: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if p.cfg.authorization != "" {
+		req.Header.Set("Authorization", p.cfg.authorization)
+	}
 	sent := time.Now()
 	resp, err := p.http.Do(req)
 	if err != nil {

@@ -50,6 +50,10 @@ type config struct {
 	httpClient      *http.Client
 	httpSet         bool
 	logger          *slog.Logger
+	// authorization is the Authorization header sent to the coordinator;
+	// empty sends none.
+	authorization string
+	authSet       int
 }
 
 func defaultConfig() config {
@@ -157,6 +161,9 @@ func WithLogger(l *slog.Logger) Opt {
 // validate reports every problem of c at once.
 func (c *config) validate() error {
 	var errs []error
+	if c.authSet > 1 {
+		errs = append(errs, errors.New("WithBasicAuth and WithBearerToken exclude each other"))
+	}
 	if c.coordinator == "" {
 		errs = append(errs, errors.New("WithCoordinator is required"))
 	} else if u, err := url.Parse(c.coordinator); err != nil {
@@ -203,4 +210,26 @@ func (c *config) validate() error {
 		return fmt.Errorf("producer: invalid options: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// WithBasicAuth sends HTTP Basic credentials to the coordinator on every
+// call (PROTOCOL.md §4: producer routing needs READ or MEMBER, heartbeats
+// MEMBER when the server runs with member auth). Default: no credentials.
+// Conflicts with WithBearerToken.
+func WithBasicAuth(username, password string) Opt {
+	return optFunc(func(c *config) {
+		c.authorization = protocol.BasicAuthorization(username, password)
+		c.authSet++
+	})
+}
+
+// WithBearerToken sends an access token from POST /auth/login to the
+// coordinator on every call. Tokens expire (7 days by default): a
+// long-running process should prefer WithBasicAuth. Conflicts with
+// WithBasicAuth.
+func WithBearerToken(token string) Opt {
+	return optFunc(func(c *config) {
+		c.authorization = protocol.BearerAuthorization(token)
+		c.authSet++
+	})
 }

@@ -102,3 +102,14 @@ func TestProducerRouting(t *testing.T) {
 		}
 	}
 }
+
+func TestAuthorizationHeaders(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+	req.Header.Set("Authorization", BasicAuthorization("ops", "p:w"))
+	if u, p, ok := req.BasicAuth(); !ok || u != "ops" || p != "p:w" {
+		t.Fatalf("BasicAuth() = %q %q %v", u, p, ok)
+	}
+	if got := BearerAuthorization("tok"); got != "Bearer tok" {
+		t.Fatalf("BearerAuthorization = %q", got)
+	}
+}

@@ -70,6 +70,9 @@ type CLI struct {
 	ClaimMinIdle time.Duration `default:"30s" help:"XAUTOCLAIM min idle time."`
 	LeaveTimeout time.Duration `default:"30s" help:"Bound on draining and leaving after SIGTERM."`
 	LogLevel     slog.Level    `default:"info" help:"Lowest log level written to stderr: debug, info, warn or error."`
+	User         string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (needed when it runs with --member-auth)."`
+	Password     string        `env:"RSCOORD_PASSWORD" help:"Password of --user."`
+	Token        string        `env:"RSCOORD_TOKEN" help:"Bearer token from POST /coord/v1/auth/login, instead of --user."`
 }
 
 func main() {
@@ -181,6 +184,12 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 	}
 	if c.BaseID != "" {
 		opts = append(opts, member.WithBaseID(c.BaseID))
+	}
+	if c.User != "" {
+		opts = append(opts, member.WithBasicAuth(c.User, c.Password))
+	}
+	if c.Token != "" {
+		opts = append(opts, member.WithBearerToken(c.Token))
 	}
 	rt, err := member.New(handler, opts...)
 	if err != nil {

@@ -29,6 +29,9 @@ type CLI struct {
 	RoutingLease    time.Duration `default:"30s" env:"PUBLISHER_ROUTING_LEASE" help:"Publishing stops when routing is older than this without a successful refresh."`
 	LogLevel        slog.Level    `default:"info" env:"PUBLISHER_LOG_LEVEL" help:"Lowest log level written: debug, info, warn or error."`
 	LogFormat       string        `default:"text" enum:"text,json" env:"PUBLISHER_LOG_FORMAT" help:"Log format on stderr: text or json."`
+	User            string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (producer routing needs READ or MEMBER)."`
+	Password        string        `env:"RSCOORD_PASSWORD" help:"Password of --user."`
+	Token           string        `env:"RSCOORD_TOKEN" help:"Bearer token from POST /coord/v1/auth/login, instead of --user."`
 }
 
 // validate reports every flag problem the parser does not catch, at once.

@@ -56,6 +56,12 @@ func publish(ctx context.Context, cli *CLI, log *slog.Logger) (sum summary, err 
 	if cli.Group != "" {
 		opts = append(opts, producer.WithGroup(cli.Group))
 	}
+	if cli.User != "" {
+		opts = append(opts, producer.WithBasicAuth(cli.User, cli.Password))
+	}
+	if cli.Token != "" {
+		opts = append(opts, producer.WithBearerToken(cli.Token))
+	}
 	p, err := producer.New(opts...)
 	if err != nil {
 		return sum, err
