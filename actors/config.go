@@ -36,6 +36,26 @@ type Config struct {
 	Now func() time.Time
 	// Observer receives events for metrics. Default: none.
 	Observer Observer
+
+	// Redis provisions shard streams and proves drains (PROTOCOL.md §7).
+	// Nil: scales activate at once, with no provisioning and no drain
+	// proof; removed shards stay until an operator completes the
+	// migration. Health says NOT_CONFIGURED.
+	Redis StreamRedis
+	// ProducerRoutingLease is how long a producer may keep publishing on
+	// routing it has not refreshed: no removed shard is retired sooner
+	// than this after its scale-in became ACTIVE. Default 60s (the JVM
+	// starter refreshes every 30 s and has no lease).
+	ProducerRoutingLease time.Duration
+	// DrainCheckInterval is how often the stream actor checks an ACTIVE or
+	// DRAINING migration against Redis. Default 5s.
+	DrainCheckInterval time.Duration
+	// RetireRemovedShards deletes the keys of removed shards once their
+	// migration is DEPRECATED, so that late producers hit NOMKSTREAM.
+	RetireRemovedShards bool
+	// RedisTimeout bounds one Redis step (a provisioning, one drain check).
+	// Default 5s.
+	RedisTimeout time.Duration
 }
 
 // EnsureDefaults returns c with zero fields set to their defaults.
@@ -56,6 +76,15 @@ func (c Config) EnsureDefaults() Config {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.ProducerRoutingLease == 0 {
+		c.ProducerRoutingLease = 60 * time.Second
+	}
+	if c.DrainCheckInterval <= 0 {
+		c.DrainCheckInterval = 5 * time.Second
+	}
+	if c.RedisTimeout <= 0 {
+		c.RedisTimeout = 5 * time.Second
+	}
 	return c
 }
 
@@ -74,6 +103,12 @@ func (c Config) Validate() error {
 	}
 	if g.ReconcileInterval > g.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("reconcile interval %v must not exceed the heartbeat interval %v", g.ReconcileInterval, g.HeartbeatInterval))
+	}
+	if c.ProducerRoutingLease < 0 {
+		errs = append(errs, fmt.Errorf("producer routing lease %v must not be negative", c.ProducerRoutingLease))
+	}
+	if c.Redis != nil && c.RedisTimeout >= c.AskTimeout {
+		errs = append(errs, fmt.Errorf("redis timeout %v must be shorter than the ask timeout %v", c.RedisTimeout, c.AskTimeout))
 	}
 	return errors.Join(errs...)
 }

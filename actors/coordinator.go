@@ -28,6 +28,11 @@ type Coordinator struct {
 	createMu    sync.Mutex
 	terminating atomic.Bool
 	closeOnce   sync.Once
+
+	// routed remembers, per "prefix\x00group", the metadata version whose
+	// shard streams producer routing last made sure exist in Redis.
+	routedMu sync.Mutex
+	routed   map[string]int64
 }
 
 // Start restores every stream and group from cfg.Store and starts their
@@ -48,7 +53,7 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c := &Coordinator{env: &env{
 		cfg: cfg, store: cfg.Store, system: system, log: logger,
 		dir: newDirectory(), failed: newFailedGroups(), obs: cfg.Observer,
-	}}
+	}, routed: map[string]int64{}}
 	streams, err := cfg.Store.LoadStreams(ctx)
 	if err != nil {
 		system.Shutdown()
@@ -358,7 +363,43 @@ func (c *Coordinator) ProducerRouting(ctx context.Context, prefix, group string)
 	if err != nil {
 		return protocol.ProducerRoutingResponse{}, err
 	}
-	return v.(protocol.ProducerRoutingResponse), nil
+	routing := v.(protocol.ProducerRoutingResponse)
+	if err := c.ensureRouted(ctx, routing); err != nil {
+		return protocol.ProducerRoutingResponse{}, err
+	}
+	return routing, nil
+}
+
+// ensureRouted makes, with Redis configured, every shard stream of routing
+// and the group's Redis consumer group exist (PROTOCOL.md §5). It runs in
+// the caller's goroutine, never inside an actor, and once per group and
+// metadata version: producers refresh every few seconds.
+func (c *Coordinator) ensureRouted(ctx context.Context, routing protocol.ProducerRoutingResponse) error {
+	r := c.env.cfg.Redis
+	if r == nil || len(routing.Shards) == 0 {
+		return nil
+	}
+	key := routing.StreamPrefix + "\x00" + routing.ConsumerGroup
+	c.routedMu.Lock()
+	done := c.routed[key] == routing.MetadataVersion
+	c.routedMu.Unlock()
+	if done {
+		return nil
+	}
+	keys := make([]string, len(routing.Shards))
+	for i, sh := range routing.Shards {
+		keys[i] = sh.StreamKey
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.env.cfg.RedisTimeout)
+	defer cancel()
+	if err := r.Provision(rctx, keys, []string{routing.ConsumerGroup}); err != nil {
+		return fmt.Errorf("producer routing of %s/%s: provision: %w", routing.StreamPrefix, routing.ConsumerGroup, errors.Join(
+			protocol.Errorf(protocol.CodeRedisStreamProvisioningFailed, "creating the shard streams in Redis failed; retry later"), err))
+	}
+	c.routedMu.Lock()
+	c.routed[key] = routing.MetadataVersion
+	c.routedMu.Unlock()
+	return nil
 }
 
 func groupAsk[T any](ctx context.Context, c *Coordinator, prefix, group string, msg any) (T, error) {
@@ -521,14 +562,25 @@ func (c *Coordinator) Groups(ctx context.Context) (protocol.GroupsResponse, erro
 }
 
 // Health reports the coordinator's state: DEGRADED while any group failed
-// closed, DOWN once shutdown has begun.
-func (c *Coordinator) Health() protocol.Health {
+// closed or configured Redis does not answer, DOWN once shutdown has begun.
+func (c *Coordinator) Health(ctx context.Context) protocol.Health {
 	h := protocol.Health{
 		Status:        protocol.HealthUp,
 		CoordinatorID: c.env.cfg.CoordinatorID,
 		Redis:         protocol.ComponentHealth{Status: protocol.HealthNotConfigured, Message: "no --redis given: no provisioning and no drain proofs"},
 		Loop:          protocol.ComponentHealth{Status: protocol.HealthUp},
 		Store:         protocol.ComponentHealth{Status: protocol.HealthUp},
+	}
+	if r := c.env.cfg.Redis; r != nil {
+		pctx, cancel := context.WithTimeout(ctx, redisPingTimeout)
+		err := r.Ping(pctx)
+		cancel()
+		if err != nil {
+			h.Status = protocol.HealthDegraded
+			h.Redis = protocol.ComponentHealth{Status: protocol.HealthDown, Message: err.Error()}
+		} else {
+			h.Redis = protocol.ComponentHealth{Status: protocol.HealthUp}
+		}
 	}
 	if failed := c.env.failed.list(); len(failed) > 0 {
 		h.Status = protocol.HealthDegraded
@@ -541,6 +593,9 @@ func (c *Coordinator) Health() protocol.Health {
 	}
 	return h
 }
+
+// redisPingTimeout bounds the Redis check of a health request.
+const redisPingTimeout = time.Second
 
 // Heartbeat runs one member heartbeat (PROTOCOL.md §6.1). It always answers
 // a response: failures of the coordinator itself are RETRY, so that a

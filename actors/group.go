@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -84,6 +85,10 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.delete(m.force))
 	case *setLayoutMsg:
 		ctx.Respond(a.setLayout(m))
+	case *layoutStatusMsg:
+		ctx.Respond(a.view(func(g *assign.Group) any {
+			return layoutStatus{shardCount: g.ShardCount, draining: slices.Clone(g.DrainingShards), state: g.State}
+		}))
 	}
 }
 

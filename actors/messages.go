@@ -17,7 +17,10 @@ type (
 	consumptionMsg struct{}
 	routingMsg     struct{}
 	deleteGroupMsg struct{ force bool }
-	setLayoutMsg   struct {
+	// layoutStatusMsg asks for the group's layout and state, answered
+	// with a layoutStatus: the stream actor's convergence check.
+	layoutStatusMsg struct{}
+	setLayoutMsg    struct {
 		shardCount int
 		draining   []int
 		migration  *protocol.Migration
@@ -45,7 +48,26 @@ type (
 		req protocol.OperatorRequest
 	}
 	migrationsMsg struct{}
+	// drainCheckMsg is the stream actor's own timer firing: step the
+	// active migration (resume provisioning, DRAINING, retire shards).
+	drainCheckMsg struct{}
+	// shardsMsg asks for the readable shards of the stream, answered with
+	// a streamLayout.
+	shardsMsg struct{}
 )
+
+// layoutStatus answers layoutStatusMsg.
+type layoutStatus struct {
+	shardCount int
+	draining   []int
+	state      protocol.GroupState
+}
+
+// streamLayout answers shardsMsg.
+type streamLayout struct {
+	shardCount int
+	draining   []int
+}
 
 // reply carries a value or an error back to the asker. Errors meant for
 // the client are *protocol.Error.

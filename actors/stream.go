@@ -29,6 +29,15 @@ type streamActor struct {
 	rec    persistence.StreamRecord
 	groups map[string]*actor.PID
 	failed error
+
+	self  *actor.PID
+	timer *time.Timer
+	// waiting says, for monitoring, why the active migration has not
+	// advanced at its last check. Not durable: the next check rebuilds it.
+	waiting string
+	// resume is set at start-up when a PREPARING migration was found: the
+	// first check retries its provisioning once.
+	resume bool
 }
 
 // groupSupervision restarts a failing group actor, alone, from its
@@ -49,7 +58,19 @@ func (s *streamActor) log() *slog.Logger { return s.env.log.With(slog.String("st
 func (s *streamActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		s.self = ctx.Self()
 		s.start(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		s.stopTimer()
+	case *drainCheckMsg:
+		s.timer = nil
+		s.drainCheck()
+	case *shardsMsg:
+		if err := s.unavailable(); err != nil {
+			ctx.Respond(reply{err: err})
+			return
+		}
+		ctx.Respond(reply{value: streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards)}})
 	case *readyMsg:
 		ctx.Respond(reply{err: s.failed})
 	case *ensureGroupMsg:
@@ -101,6 +122,11 @@ func (s *streamActor) start(ctx actor.Context) {
 		s.spawnGroup(ctx, rec.Name, &rec)
 	}
 	s.reportMigrations()
+	if mig := s.activeMigration(); mig != nil && s.env.cfg.Redis != nil {
+		// A restart resumes the migration where its record says it was.
+		s.resume = mig.State == protocol.MigrationPreparing
+		s.scheduleCheck(0)
+	}
 }
 
 // reportMigrations tells the observer the stream's migrations by state.
@@ -165,6 +191,9 @@ func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) reply {
 				fmt.Sprintf("group %q of stream %q already exists", m.name, s.prefix))}
 		}
 		return reply{value: ensured{pid: pid}}
+	}
+	if err := s.provision(s.readableKeys(), []string{m.name}); err != nil {
+		return reply{err: err}
 	}
 	now := s.env.now()
 	g := assign.NewGroup(s.prefix, m.name, s.rec.ShardCount, now)
@@ -235,76 +264,6 @@ func cloneRecord(r persistence.StreamRecord) persistence.StreamRecord {
 	return r
 }
 
-func (s *streamActor) scale(req protocol.ScaleRequest) reply {
-	if err := s.unavailable(); err != nil {
-		return reply{err: err}
-	}
-	target := *req.TargetShardCount
-	if active := s.activeMigration(); active != nil {
-		return reply{err: protocol.Errorf(protocol.CodeActiveMigrationExists,
-			fmt.Sprintf("migration %s of stream %q is %s; roll it back or let it finish first", active.ReshardingID, s.prefix, active.State))}
-	}
-	now := s.env.now()
-	if target == s.rec.ShardCount {
-		noop := protocol.Migration{ReshardingID: protocol.NoopReshardingID, FromShardCount: target, ToShardCount: target,
-			State: protocol.MigrationDeprecated, CreatedAt: now, UpdatedAt: now}
-		return reply{value: s.scaleResponse(target, noop)}
-	}
-	from := s.rec.ShardCount
-	mig := persistence.MigrationRecord{
-		Migration: protocol.Migration{
-			ReshardingID: fmt.Sprintf("rs-%d", len(s.rec.Migrations)+1), FromShardCount: from, ToShardCount: target,
-			State: protocol.MigrationPreparing, CreatedAt: now, UpdatedAt: now,
-		},
-		RequestedBy: req.RequestedBy,
-		Reason:      req.Reason,
-	}
-	// PREPARING is durable before anything else happens, so a crash leaves
-	// a record that a repeated request can resume.
-	next := cloneRecord(s.rec)
-	next.Migrations = append(next.Migrations, mig)
-	if err := s.saveRecord(next); err != nil {
-		return reply{err: err}
-	}
-	// No Redis provisioning in this build: activate at once and say so.
-	next = cloneRecord(s.rec)
-	m := &next.Migrations[len(next.Migrations)-1]
-	m.State, m.UpdatedAt, m.ActivatedAt = protocol.MigrationActive, now, now
-	m.Note = "redis not configured: no stream provisioning and no drain proof"
-	next.DrainingShards = drainingAfterScale(next.DrainingShards, from, target)
-	next.ShardCount = target
-	next.MetadataVersion++
-	if err := s.saveRecord(next); err != nil {
-		return reply{err: err}
-	}
-	s.log().Info("stream scaled", slog.String("migration", m.ReshardingID), slog.Int("from", from), slog.Int("to", target))
-	if err := s.applyLayout(&m.Migration); err != nil {
-		return reply{err: err}
-	}
-	return reply{value: s.scaleResponse(target, m.Migration)}
-}
-
-// drainingAfterScale is the set of removed shards still to drain after a
-// scale from one count to another: shards cut by a scale-in are added,
-// shards that a scale-out brings back into range are live again.
-func drainingAfterScale(draining []int, from, to int) []int {
-	set := map[int]bool{}
-	for _, s := range draining {
-		set[s] = true
-	}
-	for s := to; s < from; s++ {
-		set[s] = true
-	}
-	out := []int{}
-	for s := range set {
-		if s >= to {
-			out = append(out, s)
-		}
-	}
-	sort.Ints(out)
-	return out
-}
-
 func (s *streamActor) scaleResponse(target int, mig protocol.Migration) protocol.ScaleResponse {
 	names := make([]string, 0, len(s.groups))
 	for name := range s.groups {
@@ -356,7 +315,7 @@ func (s *streamActor) complete(id string, req protocol.OperatorRequest) reply {
 	return s.endMigration(id, req, protocol.MigrationDeprecated,
 		[]protocol.MigrationState{protocol.MigrationActive, protocol.MigrationDraining},
 		func(next *persistence.StreamRecord, m *persistence.MigrationRecord) {
-			m.RetiredShards = slices.Clone(next.DrainingShards)
+			m.RetiredShards = normalizeShards(append(m.RetiredShards, next.DrainingShards...))
 			next.DrainingShards = nil
 		})
 }
@@ -376,7 +335,7 @@ func (s *streamActor) endMigration(id string, req protocol.OperatorRequest, fina
 	case mig == nil:
 		return reply{err: migrationNotFound(s.prefix, id)}
 	case mig.State == final:
-		return reply{value: mig.Migration}
+		return reply{value: s.wire(*mig)}
 	case !slices.Contains(from, mig.State):
 		return reply{err: protocol.Errorf(protocol.CodeRollbackNotAllowed,
 			fmt.Sprintf("migration %s is %s; only %v can become %s", id, mig.State, from, final))}
@@ -392,10 +351,18 @@ func (s *streamActor) endMigration(id string, req protocol.OperatorRequest, fina
 	}
 	s.log().Info("migration ended", slog.String("migration", id), slog.String("state", string(final)),
 		slog.String("by", req.RequestedBy), slog.String("reason", req.Reason))
+	s.waiting = ""
 	if err := s.applyLayout(nil); err != nil {
 		return reply{err: err}
 	}
-	return reply{value: findIn(s.rec.Migrations, id).Migration}
+	if final == protocol.MigrationDeprecated {
+		// Forced retirement: with the retire option the removed keys go
+		// too. Best effort: the operator asked to end the migration.
+		if err := s.deleteRetired(*findIn(s.rec.Migrations, id)); err != nil {
+			s.log().Error("removed shards not deleted", slog.String("migration", id), slog.Any("error", err))
+		}
+	}
+	return reply{value: s.wire(*findIn(s.rec.Migrations, id))}
 }
 
 func findIn(migs []persistence.MigrationRecord, id string) *persistence.MigrationRecord {
@@ -414,7 +381,7 @@ func migrationNotFound(prefix, id string) error {
 func (s *streamActor) migrations() protocol.MigrationsResponse {
 	out := protocol.MigrationsResponse{Migrations: make([]protocol.Migration, len(s.rec.Migrations))}
 	for i, m := range s.rec.Migrations {
-		out.Migrations[i] = m.Migration
+		out.Migrations[i] = s.wire(m)
 	}
 	if active := s.activeMigration(); active != nil {
 		id := active.ReshardingID

@@ -25,13 +25,13 @@ const (
 	claimMinIdle      = "2s"
 )
 
-// startCoordinator runs the coordinator binary on a fresh data dir and
-// returns its base URL.
-func startCoordinator(t *testing.T, bin, dir string) (*proctest.Process, string) {
+// startCoordinator runs the coordinator binary on data dir dir (with extra
+// flags, if any) and returns its base URL.
+func startCoordinator(t *testing.T, bin, dir string, extra ...string) (*proctest.Process, string) {
 	t.Helper()
-	p := proctest.Start(t, "coordinator", bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir,
+	p := proctest.Start(t, "coordinator", bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir,
 		"--no-auth", "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
-		"--rebalance-timeout", "20s"})
+		"--rebalance-timeout", "20s"}, extra...))
 	line, err := p.WaitForLine(30*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) })
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/internal/proctest"
@@ -24,6 +25,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	builder = b
+	gin.SetMode(gin.ReleaseMode) // the in-process coordinators of reshard_test.go
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
 }
 

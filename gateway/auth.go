@@ -123,7 +123,13 @@ func (s *server) refuseAuth(c *gin.Context, fail *authFailure) {
 		return
 	}
 	s.metrics.AuthRefused(http.StatusUnauthorized)
-	c.Header("WWW-Authenticate", `Basic realm="rscoord"`)
+	// A browser that sees a Basic challenge on a script's request opens
+	// its own password dialog (a headless one waits for it for ever), so
+	// script clients that say so (X-Requested-With, as the console sends)
+	// get the 401 without it.
+	if c.GetHeader("X-Requested-With") == "" {
+		c.Header("WWW-Authenticate", `Basic realm="rscoord"`)
+	}
 	abortWith(c, protocol.CodeUnauthorized, fail.message)
 }
 

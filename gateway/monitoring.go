@@ -9,7 +9,7 @@ import (
 )
 
 func (s *server) health(c *gin.Context) {
-	c.JSON(http.StatusOK, s.coord.Health())
+	c.JSON(http.StatusOK, s.coord.Health(c.Request.Context()))
 }
 
 func (s *server) compatibility(c *gin.Context) {
@@ -33,5 +33,18 @@ func (s *server) assignments(c *gin.Context) {
 
 func (s *server) consumption(c *gin.Context) {
 	resp, err := s.coord.Consumption(c.Request.Context(), c.Param("prefix"), c.Param("group"))
+	s.answer(c, http.StatusOK, resp, err)
+}
+
+// shards reads every readable shard live from Redis (ours): 503
+// REDIS_NOT_CONFIGURED without --redis.
+func (s *server) shards(c *gin.Context) {
+	resp, err := s.coord.Shards(c.Request.Context(), c.Param("prefix"), c.Param("group"))
+	s.answer(c, http.StatusOK, resp, err)
+}
+
+// offsets shows the group's position on every readable shard, from Redis.
+func (s *server) offsets(c *gin.Context) {
+	resp, err := s.coord.Offsets(c.Request.Context(), c.Param("prefix"), c.Param("group"))
 	s.answer(c, http.StatusOK, resp, err)
 }

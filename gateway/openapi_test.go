@@ -29,7 +29,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 		if !ok {
 			t.Fatalf("gateway.New returned %T, not a *gin.Engine", h)
 		}
-		param := regexp.MustCompile(`:([A-Za-z]+)`)
+		param := regexp.MustCompile(`[:*]([A-Za-z]+)`)
 		routes := map[string]bool{}
 		for _, r := range engine.Routes() {
 			routes[strings.ToLower(r.Method)+" "+param.ReplaceAllString(r.Path, "{$1}")] = true

@@ -6,6 +6,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/gateway/console"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -35,6 +36,7 @@ func (s *server) routes() []route {
 		metricsPerm = 0
 	}
 	read, write := auth.PermRead, auth.PermWrite
+	consolePage := gin.WrapH(console.Handler("/console"))
 	return []route{
 		{http.MethodPost, b + "/auth/login", 0, "", s.login},
 
@@ -60,10 +62,23 @@ func (s *server) routes() []route {
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/assignments", read, "", s.assignments},
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/consumption", read, "", s.consumption},
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/migrations", read, "", s.migrations},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/shards", read, "", s.shards},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/offsets", read, "", s.offsets},
+
+		{http.MethodGet, b + "/monitoring/grafana/groups", read, "", s.grafanaGroups},
+		{http.MethodGet, b + "/monitoring/grafana/members", read, "", s.grafanaMembers},
+		{http.MethodGet, b + "/monitoring/grafana/assignments", read, "", s.grafanaAssignments},
+		{http.MethodGet, b + "/monitoring/grafana/options/streams", read, "", s.grafanaStreamOptions},
+		{http.MethodGet, b + "/monitoring/grafana/options/consumer-groups", read, "", s.grafanaGroupOptions},
+		{http.MethodGet, b + "/monitoring/grafana/options/shards", read, "", s.grafanaShardOptions},
 
 		{http.MethodGet, "/metrics", metricsPerm, "", s.metricsHandler},
 		{http.MethodGet, "/actuator/prometheus", metricsPerm, "", s.metricsHandler},
 		{http.MethodGet, "/openapi.yaml", 0, "", serveOpenAPI},
+		// The console page needs no credentials: every call it makes
+		// carries the token its sign-in obtained.
+		{http.MethodGet, "/console", 0, "", consolePage},
+		{http.MethodGet, "/console/*file", 0, "", consolePage},
 	}
 }
 

@@ -73,6 +73,10 @@ type Migration struct {
 	State          MigrationState `json:"state"`
 	CreatedAt      time.Time      `json:"createdAt"`
 	UpdatedAt      time.Time      `json:"updatedAt"`
+	// Detail (ours, additive) says what the migration waits for or how it
+	// ended: "redis not configured", the shards whose drain is not yet
+	// proven, an operator's reason. Empty when there is nothing to say.
+	Detail string `json:"detail,omitempty"`
 }
 
 // ProducerRoutingResponse tells a producer where keys go.

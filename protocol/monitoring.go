@@ -122,3 +122,51 @@ type MigrationsResponse struct {
 	Migrations         []Migration `json:"migrations"`
 	ActiveReshardingID *string     `json:"activeReshardingId"`
 }
+
+// ShardsResponse answers GET …/shards (ours): every readable shard of the
+// stream as Redis shows it now.
+type ShardsResponse struct {
+	StreamPrefix  string       `json:"streamPrefix"`
+	ConsumerGroup string       `json:"consumerGroup"`
+	ShardCount    int          `json:"shardCount"`
+	Shards        []ShardState `json:"shards"`
+}
+
+// ShardState is one shard stream, read live from Redis.
+type ShardState struct {
+	ShardIndex int    `json:"shardIndex"`
+	StreamKey  string `json:"streamKey"`
+	RedisSlot  int    `json:"redisSlot"`
+	// Draining is true for a removed shard of a scale-in not yet retired.
+	Draining bool `json:"draining"`
+	// Exists is false when the key is missing in Redis.
+	Exists          bool   `json:"exists"`
+	Length          int64  `json:"length"`
+	LastGeneratedID string `json:"lastGeneratedId"`
+	// Pending and Lag are those of this consumer group on the shard; Lag is
+	// null when Redis cannot tell (entries deleted in between, Redis 7.0).
+	Pending int64  `json:"pending"`
+	Lag     *int64 `json:"lag"`
+	// Owners are the members currently reporting the shard as owned.
+	Owners []string `json:"owners"`
+}
+
+// OffsetsResponse answers GET …/offsets: where this consumer group stands
+// on every readable shard.
+type OffsetsResponse struct {
+	StreamPrefix  string        `json:"streamPrefix"`
+	ConsumerGroup string        `json:"consumerGroup"`
+	Offsets       []ShardOffset `json:"offsets"`
+}
+
+// ShardOffset is one consumer group's position on one shard.
+type ShardOffset struct {
+	ShardIndex      int    `json:"shardIndex"`
+	StreamKey       string `json:"streamKey"`
+	LastGeneratedID string `json:"lastGeneratedId"`
+	LastDeliveredID string `json:"lastDeliveredId"`
+	EntriesRead     int64  `json:"entriesRead"`
+	Pending         int64  `json:"pending"`
+	// Lag is null when Redis cannot tell.
+	Lag *int64 `json:"lag"`
+}

@@ -2,7 +2,7 @@
 // admin CLI.
 //
 //	rscoord serve                       run the coordinator
-//	rscoord stream create|scale|status  manage streams
+//	rscoord stream create|scale|rollback|migrations|status  manage streams
 //	rscoord group get|delete|members|assignments
 //	rscoord hash-password               bcrypt a password from stdin
 //	rscoord version

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -19,6 +20,7 @@ import (
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/redisops"
 )
 
 // ServeCmd runs the coordinator server. Every flag can also be set from the
@@ -46,6 +48,12 @@ type ServeCmd struct {
 	LoginAddressFailureLimit int           `default:"50" env:"RSCOORD_LOGIN_ADDRESS_FAILURE_LIMIT" help:"Failed password checks per client address per --login-failure-window before its Basic credentials and logins answer 429; 0: no limit."`
 	LoginFailureWindow       time.Duration `default:"5m" env:"RSCOORD_LOGIN_FAILURE_WINDOW" help:"Window of the login failure limits."`
 	MetricsPublic            bool          `default:"false" negatable:"" env:"RSCOORD_METRICS_PUBLIC" help:"Serve /metrics and /actuator/prometheus without credentials (otherwise READ)."`
+
+	Redis                []string      `placeholder:"HOST:PORT,…" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one address is a standalone server, several the seeds of a cluster. None: scales skip provisioning and drain proofs."`
+	RedisUsername        string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD)."`
+	ProducerRoutingLease time.Duration `default:"60s" env:"RSCOORD_PRODUCER_ROUTING_LEASE" help:"No removed shard retires sooner than this after its scale-in became ACTIVE: the longest a producer may publish on stale routing."`
+	DrainCheckInterval   time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
+	RetireRemovedShards  bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
 }
 
 // Environment variables read by serve that are not flags: secrets do not
@@ -53,6 +61,7 @@ type ServeCmd struct {
 const (
 	envTokenSecret   = "RSCOORD_TOKEN_SECRET"
 	envAdminPassword = "RSCOORD_ADMIN_PASSWORD"
+	envRedisPassword = "RSCOORD_REDIS_PASSWORD"
 )
 
 func (s *ServeCmd) logger() *slog.Logger {
@@ -81,9 +90,27 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)
 	}
+	var redisOps *redisops.Client
+	var streamRedis actors.StreamRedis
+	if len(s.Redis) > 0 {
+		if redisOps, err = redisops.New(s.Redis, s.RedisUsername, os.Getenv(envRedisPassword)); err != nil {
+			return errors.Join(fmt.Errorf("serve: %w", err), store.Close())
+		}
+		defer redisOps.Close()
+		streamRedis = redisOps
+		log.Info("redis configured", slog.Any("addresses", s.Redis), slog.Bool("cluster", len(s.Redis) > 1),
+			slog.Duration("producerRoutingLease", s.ProducerRoutingLease), slog.Duration("drainCheckInterval", s.DrainCheckInterval),
+			slog.Bool("retireRemovedShards", s.RetireRemovedShards))
+	} else {
+		log.Warn("no --redis: scales skip stream provisioning and drain proofs; removed shards wait for an operator")
+	}
 	m := metrics.New()
 	coord, err := actors.Start(ctx, actors.Config{
-		Store: store,
+		Redis:                streamRedis,
+		ProducerRoutingLease: s.ProducerRoutingLease,
+		DrainCheckInterval:   s.DrainCheckInterval,
+		RetireRemovedShards:  s.RetireRemovedShards,
+		Store:                store,
 		Group: assign.Config{
 			HeartbeatInterval:    s.HeartbeatInterval,
 			MemberLease:          s.MemberLease,
@@ -153,6 +180,17 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 // coordinator checks its own settings when it starts.
 func (s *ServeCmd) validate() error {
 	var errs []error
+	if s.ProducerRoutingLease <= 0 {
+		errs = append(errs, fmt.Errorf("--producer-routing-lease %v must be positive", s.ProducerRoutingLease))
+	}
+	if s.DrainCheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--drain-check-interval %v must be positive", s.DrainCheckInterval))
+	}
+	for _, a := range s.Redis {
+		if strings.TrimSpace(a) == "" {
+			errs = append(errs, errors.New("--redis holds an empty address"))
+		}
+	}
 	if s.TokenTTL <= 0 {
 		errs = append(errs, fmt.Errorf("--token-ttl %v must be positive", s.TokenTTL))
 	}

@@ -15,9 +15,11 @@ import (
 type StreamCmd struct {
 	AdminFlags `embed:""`
 
-	Create StreamCreateCmd `cmd:"" help:"Create a stream and its default consumer group (named like the prefix)."`
-	Scale  StreamScaleCmd  `cmd:"" help:"Change the shard count of a stream (every group of it)."`
-	Status StreamStatusCmd `cmd:"" help:"Show every consumer group of a stream."`
+	Create     StreamCreateCmd     `cmd:"" help:"Create a stream and its default consumer group (named like the prefix)."`
+	Scale      StreamScaleCmd      `cmd:"" help:"Change the shard count of a stream (every group of it)."`
+	Rollback   StreamRollbackCmd   `cmd:"" help:"Roll back an ACTIVE migration."`
+	Migrations StreamMigrationsCmd `cmd:"" help:"List a stream's migrations; --wait follows the active one."`
+	Status     StreamStatusCmd     `cmd:"" help:"Show every consumer group of a stream."`
 }
 
 // StreamCreateCmd is "rscoord stream create".
@@ -58,6 +60,7 @@ type StreamScaleCmd struct {
 	To          int    `required:"" placeholder:"N" help:"Target shard count (0 retires every shard)."`
 	Reason      string `required:"" placeholder:"TEXT" help:"Why, for the audit log."`
 	RequestedBy string `default:"${requester}" help:"Who asks, for the audit log; defaults to $$USER, else cli."`
+	WaitFlags
 }
 
 // Run starts the migration: POST /streams/{prefix}/scale.
@@ -78,7 +81,7 @@ func (c *StreamScaleCmd) Run(ctx context.Context, a *Admin) error {
 	if err != nil {
 		return fmt.Errorf("stream scale %s: %w", c.Prefix, err)
 	}
-	if a.JSON {
+	if a.JSON && !c.Wait {
 		return printJSON(a.Out, raw)
 	}
 	groups := none
@@ -89,7 +92,14 @@ func (c *StreamScaleCmd) Run(ctx context.Context, a *Admin) error {
 		resp.StreamPrefix, resp.TargetShardCount, groups); err != nil {
 		return err
 	}
-	return printMigrations(a, resp.Migrations)
+	if err := printMigrations(a, resp.Migrations); err != nil {
+		return err
+	}
+	if !c.Wait || len(resp.Migrations) == 0 || len(resp.AffectedConsumerGroups) == 0 ||
+		resp.Migrations[0].ReshardingID == protocol.NoopReshardingID {
+		return nil
+	}
+	return waitMigration(ctx, a, c.Prefix, resp.AffectedConsumerGroups[0], resp.Migrations[0].ReshardingID, c.Poll)
 }
 
 // printMigrations prints a migrations table, or says there is none.
@@ -97,10 +107,10 @@ func printMigrations(a *Admin, migrations []protocol.Migration) error {
 	if len(migrations) == 0 {
 		return printLine(a.Out, "No migrations.")
 	}
-	t := newTable(a.Out, "RESHARDING ID", "FROM", "TO", "STATE", "CREATED", "UPDATED")
+	t := newTable(a.Out, "RESHARDING ID", "FROM", "TO", "STATE", "CREATED", "UPDATED", "DETAIL")
 	for _, m := range migrations {
 		t.row(m.ReshardingID, formatInt(m.FromShardCount), formatInt(m.ToShardCount), string(m.State),
-			formatTime(&m.CreatedAt), formatTime(&m.UpdatedAt))
+			formatTime(&m.CreatedAt), formatTime(&m.UpdatedAt), orNone(m.Detail))
 	}
 	return t.flush()
 }

@@ -1,0 +1,78 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// StreamRedis is what the coordinator asks of Redis (PROTOCOL.md §7): it
+// creates shard streams and consumer groups, reads the facts drain proofs
+// are made of, and deletes retired shards. It never reads or acknowledges
+// records. Implementations are safe for concurrent use; package redisops
+// has the go-redis one. Every method honours ctx.
+type StreamRedis interface {
+	// Provision makes every key exist with every group on it (XGROUP
+	// CREATE key group 0 MKSTREAM). A group that exists already is a
+	// success (BUSYGROUP): Provision is idempotent.
+	Provision(ctx context.Context, keys, groups []string) error
+	// Inspect reads one shard stream: its length and last id (XINFO
+	// STREAM) and every consumer group on it (XINFO GROUPS). A missing key
+	// is not an error: it answers Exists false.
+	Inspect(ctx context.Context, key string) (ShardFacts, error)
+	// Delete deletes keys; missing keys are fine.
+	Delete(ctx context.Context, keys ...string) error
+	// Ping checks that Redis answers.
+	Ping(ctx context.Context) error
+}
+
+// ShardFacts is one shard stream as Redis shows it.
+type ShardFacts struct {
+	Key             string
+	Exists          bool
+	Length          int64
+	LastGeneratedID string
+	Groups          []GroupFacts
+}
+
+// GroupFacts is one Redis consumer group on a shard stream.
+type GroupFacts struct {
+	Name            string
+	Pending         int64
+	LastDeliveredID string
+	EntriesRead     int64
+	// Lag is nil when Redis cannot tell (XINFO GROUPS answers null, e.g.
+	// after deletions on Redis 7.0): unproven, never zero.
+	Lag *int64
+}
+
+// Group returns the facts of the named group, or nil.
+func (f ShardFacts) Group(name string) *GroupFacts {
+	for i := range f.Groups {
+		if f.Groups[i].Name == name {
+			return &f.Groups[i]
+		}
+	}
+	return nil
+}
+
+// drainProof tells whether a removed shard is proven drained: a missing
+// key, or every consumer group on it with nothing pending and a known lag
+// of 0. Otherwise it says why not, for monitoring.
+func drainProof(f ShardFacts) (bool, string) {
+	if !f.Exists {
+		return true, ""
+	}
+	var why []string
+	for _, g := range f.Groups {
+		switch {
+		case g.Pending > 0:
+			why = append(why, fmt.Sprintf("%s group %s has %d pending", f.Key, g.Name, g.Pending))
+		case g.Lag == nil:
+			why = append(why, fmt.Sprintf("%s group %s lag unknown", f.Key, g.Name))
+		case *g.Lag > 0:
+			why = append(why, fmt.Sprintf("%s group %s lag %d", f.Key, g.Name, *g.Lag))
+		}
+	}
+	return len(why) == 0, strings.Join(why, "; ")
+}

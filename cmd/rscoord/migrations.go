@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// WaitFlags make a migration command follow the migration until it ends.
+type WaitFlags struct {
+	Wait bool          `help:"Follow the migration, printing each change, until it is DEPRECATED or ROLLED_BACK (Ctrl-C stops following, not the migration)."`
+	Poll time.Duration `default:"1s" help:"How often --wait asks the coordinator."`
+}
+
+// StreamMigrationsCmd is "rscoord stream migrations".
+type StreamMigrationsCmd struct {
+	Prefix string `arg:"" help:"Stream prefix."`
+	Group  string `placeholder:"GROUP" help:"Consumer group to read through (default: the stream's default group, named like the prefix)."`
+	WaitFlags
+}
+
+// Run lists the stream's migrations: GET
+// /monitoring/streams/{p}/groups/{g}/migrations; with --wait it then
+// follows the active one.
+func (c *StreamMigrationsCmd) Run(ctx context.Context, a *Admin) error {
+	group, err := groupOf(c.Prefix, c.Group)
+	if err != nil {
+		return fmt.Errorf("stream migrations: %w", err)
+	}
+	resp, raw, err := fetchMigrations(ctx, a, c.Prefix, group)
+	if err != nil {
+		return fmt.Errorf("stream migrations %s: %w", c.Prefix, err)
+	}
+	if a.JSON && !c.Wait {
+		return printJSON(a.Out, raw)
+	}
+	if err := printMigrations(a, resp.Migrations); err != nil {
+		return err
+	}
+	if !c.Wait || resp.ActiveReshardingID == nil {
+		return nil
+	}
+	return waitMigration(ctx, a, c.Prefix, group, *resp.ActiveReshardingID, c.Poll)
+}
+
+// StreamRollbackCmd is "rscoord stream rollback".
+type StreamRollbackCmd struct {
+	Prefix      string `arg:"" help:"Stream prefix."`
+	ID          string `arg:"" name:"resharding-id" help:"Migration to roll back (only while ACTIVE)."`
+	Reason      string `required:"" placeholder:"TEXT" help:"Why, for the audit log."`
+	Group       string `placeholder:"GROUP" help:"Consumer group of the request path (default: the stream's default group)."`
+	RequestedBy string `default:"${requester}" help:"Who asks, for the audit log; defaults to $$USER, else cli."`
+}
+
+// Run rolls the migration back: POST
+// /streams/{p}/groups/{g}/migrations/{id}/rollback.
+func (c *StreamRollbackCmd) Run(ctx context.Context, a *Admin) error {
+	group, err := groupOf(c.Prefix, c.Group)
+	if err != nil {
+		return fmt.Errorf("stream rollback: %w", err)
+	}
+	if strings.TrimSpace(c.Reason) == "" {
+		return fmt.Errorf("stream rollback: --reason must not be blank")
+	}
+	req := protocol.OperatorRequest{RequestedBy: c.RequestedBy, Reason: c.Reason}
+	var m protocol.Migration
+	raw, err := a.Client.Do(ctx, http.MethodPost, []string{"streams", c.Prefix, "groups", group, "migrations", c.ID, "rollback"}, req, &m)
+	if err != nil {
+		return fmt.Errorf("stream rollback %s %s: %w", c.Prefix, c.ID, err)
+	}
+	if a.JSON {
+		return printJSON(a.Out, raw)
+	}
+	return printMigrations(a, []protocol.Migration{m})
+}
+
+// groupOf checks prefix and group, defaulting group to the prefix.
+func groupOf(prefix, group string) (string, error) {
+	if err := protocol.ValidateStreamPrefix(prefix); err != nil {
+		return "", err
+	}
+	if group == "" {
+		group = prefix
+	}
+	if err := protocol.ValidateConsumerGroup(group); err != nil {
+		return "", err
+	}
+	return group, nil
+}
+
+func fetchMigrations(ctx context.Context, a *Admin, prefix, group string) (protocol.MigrationsResponse, []byte, error) {
+	var resp protocol.MigrationsResponse
+	raw, err := a.Client.Do(ctx, http.MethodGet, []string{"monitoring", "streams", prefix, "groups", group, "migrations"}, nil, &resp)
+	return resp, raw, err
+}
+
+// waitMigration polls migration id every poll and prints a line each time
+// its state or detail changes, until it is final or ctx ends.
+func waitMigration(ctx context.Context, a *Admin, prefix, group, id string, poll time.Duration) error {
+	if poll <= 0 {
+		poll = time.Second
+	}
+	last := ""
+	for {
+		var m protocol.Migration
+		_, err := a.Client.Do(ctx, http.MethodGet, []string{"streams", prefix, "groups", group, "migrations", id}, nil, &m)
+		if err != nil {
+			return fmt.Errorf("wait for migration %s: %w", id, err)
+		}
+		line := fmt.Sprintf("%s %s (%d → %d)", m.ReshardingID, m.State, m.FromShardCount, m.ToShardCount)
+		if m.Detail != "" {
+			line += ": " + m.Detail
+		}
+		if line != last {
+			if err := printLine(a.Out, "%s %s\n", time.Now().UTC().Format(time.TimeOnly), line); err != nil {
+				return err
+			}
+			last = line
+		}
+		switch m.State {
+		case protocol.MigrationDeprecated, protocol.MigrationRolledBack:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for migration %s: %w (it goes on without us)", id, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}

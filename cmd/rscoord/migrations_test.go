@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestStreamRollbackAndMigrations(t *testing.T) {
+	mig := `{"reshardingId":"rs-1","fromShardCount":4,"toShardCount":8,"state":"ROLLED_BACK","createdAt":"2026-11-29T20:00:00Z","updatedAt":"2026-11-29T20:01:00Z"}`
+	runCases(t, []cliCase{
+		{
+			name: "rollback through the default group",
+			args: []string{"stream", "rollback", "orders", "rs-1", "--reason", "oops", "--requested-by", "me"},
+			want: &wantRequest{method: "POST", path: "/coord/v1/streams/orders/groups/orders/migrations/rs-1/rollback",
+				body: `{"requestedBy":"me","reason":"oops"}`},
+			status:  http.StatusAccepted,
+			answer:  mig,
+			wantOut: []string{"RESHARDING ID", "rs-1", "ROLLED_BACK"},
+		},
+		{
+			name:     "rollback needs a reason",
+			args:     []string{"stream", "rollback", "orders", "rs-1", "--reason", " "},
+			wantCode: exitError,
+			wantErr:  "--reason must not be blank",
+		},
+		{
+			name: "rollback refused past ACTIVE",
+			args: []string{"stream", "rollback", "orders", "rs-1", "--reason", "oops", "--group", "billing", "--requested-by", "me"},
+			want: &wantRequest{method: "POST", path: "/coord/v1/streams/orders/groups/billing/migrations/rs-1/rollback",
+				body: `{"requestedBy":"me","reason":"oops"}`},
+			status:   http.StatusUnprocessableEntity,
+			answer:   `{"status":"UNPROCESSABLE_ENTITY","errorCode":"ROLLBACK_NOT_ALLOWED","message":"migration rs-1 is DRAINING"}`,
+			wantCode: exitError,
+			wantErr:  "422 ROLLBACK_NOT_ALLOWED",
+		},
+		{
+			name:    "migrations",
+			args:    []string{"stream", "migrations", "orders"},
+			want:    &wantRequest{method: "GET", path: "/coord/v1/monitoring/streams/orders/groups/orders/migrations"},
+			answer:  `{"migrations":[` + mig + `],"activeReshardingId":null}`,
+			wantOut: []string{"rs-1", "4", "8", "ROLLED_BACK"},
+		},
+	})
+}
+
+// TestStreamScaleWait follows a scale-in until it is DEPRECATED, printing
+// each change once.
+func TestStreamScaleWait(t *testing.T) {
+	states := []string{"ACTIVE", "DRAINING", "DRAINING", "DEPRECATED"}
+	var polls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/coord/v1/streams/orders/scale":
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{"streamPrefix":"orders","targetShardCount":2,"affectedConsumerGroups":["orders"],"migrations":[{"reshardingId":"rs-2","fromShardCount":8,"toShardCount":2,"state":"ACTIVE","createdAt":"2026-11-29T20:00:00Z","updatedAt":"2026-11-29T20:00:00Z"}]}`))
+		case r.Method == http.MethodGet && r.URL.Path == "/coord/v1/streams/orders/groups/orders/migrations/rs-2":
+			i := min(int(polls.Add(1))-1, len(states)-1)
+			detail := ""
+			if states[i] == "DRAINING" {
+				detail = `,"detail":"drain not proven: orders:7 group orders has 3 pending"`
+			}
+			_, _ = w.Write([]byte(`{"reshardingId":"rs-2","fromShardCount":8,"toShardCount":2,"state":"` + states[i] + `","createdAt":"2026-11-29T20:00:00Z","updatedAt":"2026-11-29T20:00:00Z"` + detail + `}`))
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL.Path)
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	res := runCLI(context.Background(), "stream", "scale", "orders", "--to", "2", "--reason", "r", "--wait", "--poll", "10ms", "--server", srv.URL)
+	if res.code != exitOK {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	if got := int(polls.Load()); got != len(states) {
+		t.Errorf("polled %d times, want %d", got, len(states))
+	}
+	for _, want := range []string{"rs-2 ACTIVE (8 → 2)", "rs-2 DRAINING (8 → 2): drain not proven", "rs-2 DEPRECATED (8 → 2)"} {
+		if strings.Count(res.stdout, want) != 1 {
+			t.Errorf("stdout has %q %d times, want once:\n%s", want, strings.Count(res.stdout, want), res.stdout)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/proctest"
+	"github.com/rscoord/rscoord/internal/redistest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// TestScaleOutUnderTraffic scales 4→8 while a publisher publishes
+// continuously to 3 consumer pods: every record is handled at least once,
+// no shard is read by two members at overlapping times, and the publisher
+// writes to the added shards within one refresh interval of the scale.
+func TestScaleOutUnderTraffic(t *testing.T) {
+	const (
+		records = 8000
+		refresh = 500 * time.Millisecond
+	)
+	b := build(t)
+	cluster := redistest.NewCluster(t)
+	dir := t.TempDir()
+	redisAddrs := strings.Join(cluster.Addrs, ",")
+	coord, url := startCoordinator(t, b.coordinator, filepath.Join(dir, "coord"), "--redis", redisAddrs,
+		"--producer-routing-lease", "1s", "--drain-check-interval", "200ms")
+	s := coordtest.Remote(t, url)
+	s.CreateStream("orders", 4) // the coordinator provisions the shard streams
+
+	pods := make([]*pod, 3)
+	for i := range pods {
+		name := fmt.Sprintf("pod-%d", i)
+		p := &pod{name: name, events: filepath.Join(dir, name+"-events.jsonl"), ownership: filepath.Join(dir, name+"-ownership.jsonl")}
+		p.proc = proctest.Start(t, name, b.consumer, []string{
+			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
+			"--concurrency", "2", "--workers", "2", "--handler-delay", "1ms", "--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
+			"--events-log", p.events, "--ownership-log", p.ownership,
+		}, "POD_IP="+name)
+		pods[i] = p
+	}
+	published := filepath.Join(dir, "published.jsonl")
+	pub := proctest.Start(t, "publisher", b.publisher, []string{
+		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
+		"--count", fmt.Sprint(records), "--rate", "2000", "--batch", "20", "--published-log", published,
+		"--refresh-interval", refresh.String(),
+	})
+	time.Sleep(1500 * time.Millisecond)
+	scaledAt := time.Now()
+	mig := scaleTo(t, s, "orders", 8)
+	if err := pub.Wait(2 * time.Minute); err != nil {
+		t.Fatalf("publisher: %v", err)
+	}
+	awaitMigration(t, s, "orders", "orders", mig.ReshardingID, protocol.MigrationDeprecated, reshardLimit)
+
+	type publishedRecord struct {
+		EventID   string `json:"eventId"`
+		StreamKey string `json:"streamKey"`
+	}
+	want := map[string]bool{}
+	onNew := 0
+	for _, r := range readJSONLines[publishedRecord](t, published) {
+		want[r.EventID] = true
+		if r.StreamKey >= "orders:4" && r.StreamKey <= "orders:7" {
+			onNew++
+		}
+	}
+	if len(want) != records {
+		t.Fatalf("publisher logged %d distinct records, want %d", len(want), records)
+	}
+	if onNew == 0 {
+		t.Fatalf("no record reached the added shards (scaled at %v)", scaledAt)
+	}
+	type handled struct {
+		EventID string `json:"eventId"`
+	}
+	var missing int
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		seen := map[string]bool{}
+		for _, p := range pods {
+			for _, h := range readJSONLines[handled](t, p.events) {
+				seen[h.EventID] = true
+			}
+		}
+		missing = 0
+		for id := range want {
+			if !seen[id] {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d records never handled", missing, records)
+	}
+	for _, p := range pods {
+		if err := p.proc.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.proc.Wait(30 * time.Second); err != nil {
+			t.Fatalf("%s after SIGTERM: %v", p.name, err)
+		}
+		p.end = time.Now().UnixNano()
+	}
+	byShard := map[int][]interval{}
+	for _, p := range pods {
+		for shard, ivs := range intervals(readJSONLines[ownershipEvent](t, p.ownership), p.end) {
+			byShard[shard] = append(byShard[shard], ivs...)
+		}
+	}
+	if len(byShard) != 8 {
+		t.Errorf("ownership logs cover %d shards, want 8", len(byShard))
+	}
+	if o := overlaps(byShard); len(o) > 0 {
+		t.Errorf("%d overlapping reads:\n%s", len(o), strings.Join(o, "\n"))
+	}
+	if err := coord.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := coord.Wait(30 * time.Second); err != nil {
+		t.Fatalf("coordinator after SIGTERM: %v", err)
+	}
+}

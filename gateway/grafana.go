@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Flat rows for Grafana's JSON data sources (PROTOCOL.md §5, as in the
+// reference design): one JSON array of flat objects per endpoint, filtered
+// by the optional query parameters streamPrefix and consumerGroup, so that
+// a dashboard variable can narrow every panel. Options endpoints answer
+// [{"__text","__value"}] for variable pickers.
+
+// GrafanaGroupRow is one group.
+type GrafanaGroupRow struct {
+	StreamPrefix    string `json:"streamPrefix"`
+	ConsumerGroup   string `json:"consumerGroup"`
+	State           string `json:"state"`
+	GroupEpoch      int64  `json:"groupEpoch"`
+	AssignmentEpoch int64  `json:"assignmentEpoch"`
+	MetadataVersion int64  `json:"metadataVersion"`
+	ShardCount      int    `json:"shardCount"`
+	Members         int    `json:"members"`
+	ActiveMigration string `json:"activeMigration"`
+}
+
+// GrafanaMemberRow is one member of one group.
+type GrafanaMemberRow struct {
+	StreamPrefix   string     `json:"streamPrefix"`
+	ConsumerGroup  string     `json:"consumerGroup"`
+	MemberID       string     `json:"memberId"`
+	MemberName     string     `json:"memberName"`
+	State          string     `json:"state"`
+	MemberEpoch    int64      `json:"memberEpoch"`
+	CurrentShards  int        `json:"currentShards"`
+	Current        string     `json:"current"`
+	Revoking       string     `json:"revoking"`
+	LastHeartbeat  *time.Time `json:"lastHeartbeatAt"`
+	LeaseExpiresAt *time.Time `json:"memberLeaseExpiresAt"`
+}
+
+// GrafanaAssignmentRow is one shard of one group: its target owner and
+// who reports reading or revoking it.
+type GrafanaAssignmentRow struct {
+	StreamPrefix  string `json:"streamPrefix"`
+	ConsumerGroup string `json:"consumerGroup"`
+	Shard         int    `json:"shard"`
+	StreamKey     string `json:"streamKey"`
+	Target        string `json:"target"`
+	Current       string `json:"current"`
+	Revoking      string `json:"revoking"`
+	Settled       bool   `json:"settled"`
+}
+
+// GrafanaOption is one value of a dashboard variable.
+type GrafanaOption struct {
+	Text  string `json:"__text"`
+	Value string `json:"__value"`
+}
+
+// groupsFor lists the groups the query selects.
+func (s *server) groupsFor(c *gin.Context) ([]protocol.GroupResponse, bool) {
+	all, err := s.coord.Groups(c.Request.Context())
+	if err != nil {
+		s.writeError(c, err)
+		return nil, false
+	}
+	prefix, group := c.Query("streamPrefix"), c.Query("consumerGroup")
+	out := all.Groups[:0]
+	for _, g := range all.Groups {
+		if (prefix == "" || g.StreamPrefix == prefix) && (group == "" || g.ConsumerGroup == group) {
+			out = append(out, g)
+		}
+	}
+	return out, true
+}
+
+func (s *server) grafanaGroups(c *gin.Context) {
+	groups, ok := s.groupsFor(c)
+	if !ok {
+		return
+	}
+	rows := make([]GrafanaGroupRow, 0, len(groups))
+	for _, g := range groups {
+		row := GrafanaGroupRow{
+			StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup, State: string(g.State),
+			GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
+			ShardCount: g.ShardCount, Members: len(g.TargetAssignmentSummary),
+		}
+		if g.ActiveMigration != nil {
+			row.ActiveMigration = g.ActiveMigration.ReshardingID + " " + string(g.ActiveMigration.State)
+		}
+		rows = append(rows, row)
+	}
+	c.JSON(http.StatusOK, rows)
+}
+
+func (s *server) grafanaMembers(c *gin.Context) {
+	groups, ok := s.groupsFor(c)
+	if !ok {
+		return
+	}
+	rows := []GrafanaMemberRow{}
+	for _, g := range groups {
+		ms, err := s.coord.Members(c.Request.Context(), g.StreamPrefix, g.ConsumerGroup)
+		if err != nil {
+			continue // deleted or failed closed since the list: leave it out
+		}
+		for _, m := range ms.Members {
+			rows = append(rows, GrafanaMemberRow{
+				StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup, MemberID: m.MemberID,
+				MemberName: m.MemberName, State: string(m.State), MemberEpoch: m.MemberEpoch,
+				CurrentShards: len(m.CurrentAssignment), Current: joinShards(m.CurrentAssignment),
+				Revoking: joinShards(m.Revoking), LastHeartbeat: m.LastHeartbeatAt, LeaseExpiresAt: m.MemberLeaseExpiresAt,
+			})
+		}
+	}
+	c.JSON(http.StatusOK, rows)
+}
+
+func (s *server) grafanaAssignments(c *gin.Context) {
+	groups, ok := s.groupsFor(c)
+	if !ok {
+		return
+	}
+	rows := []GrafanaAssignmentRow{}
+	for _, g := range groups {
+		as, err := s.coord.Assignments(c.Request.Context(), g.StreamPrefix, g.ConsumerGroup)
+		if err != nil {
+			continue
+		}
+		rows = append(rows, assignmentRows(g, as)...)
+	}
+	c.JSON(http.StatusOK, rows)
+}
+
+// assignmentRows turns a group's member → shards maps into one row per shard.
+func assignmentRows(g protocol.GroupResponse, as protocol.AssignmentsResponse) []GrafanaAssignmentRow {
+	type who struct{ target, current, revoking []string }
+	byShard := map[int]*who{}
+	at := func(s int) *who {
+		if byShard[s] == nil {
+			byShard[s] = &who{}
+		}
+		return byShard[s]
+	}
+	for m, shards := range as.TargetAssignment {
+		for _, s := range shards {
+			at(s.ShardIndex).target = append(at(s.ShardIndex).target, m)
+		}
+	}
+	for m, shards := range as.CurrentAssignments {
+		for _, s := range shards {
+			at(s.ShardIndex).current = append(at(s.ShardIndex).current, m)
+		}
+	}
+	for m, shards := range as.RevokeProgress {
+		for _, s := range shards {
+			at(s.ShardIndex).revoking = append(at(s.ShardIndex).revoking, m)
+		}
+	}
+	indexes := make([]int, 0, len(byShard))
+	for s := range byShard {
+		indexes = append(indexes, s)
+	}
+	sort.Ints(indexes)
+	rows := make([]GrafanaAssignmentRow, 0, len(indexes))
+	for _, s := range indexes {
+		w := byShard[s]
+		for _, l := range [][]string{w.target, w.current, w.revoking} {
+			sort.Strings(l)
+		}
+		target, current := strings.Join(w.target, ","), strings.Join(w.current, ",")
+		rows = append(rows, GrafanaAssignmentRow{
+			StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup, Shard: s,
+			StreamKey: protocol.StreamKey(g.StreamPrefix, s), Target: target, Current: current,
+			Revoking: strings.Join(w.revoking, ","), Settled: target == current && len(w.revoking) == 0,
+		})
+	}
+	return rows
+}
+
+func joinShards(shards []protocol.Shard) string {
+	parts := make([]string, len(shards))
+	for i, s := range shards {
+		parts[i] = strconv.Itoa(s.ShardIndex)
+	}
+	return strings.Join(parts, ",")
+}
+
+// grafanaStreamOptions lists the stream prefixes.
+func (s *server) grafanaStreamOptions(c *gin.Context) {
+	groups, ok := s.groupsFor(c)
+	if !ok {
+		return
+	}
+	seen := map[string]bool{}
+	out := []GrafanaOption{}
+	for _, g := range groups {
+		if !seen[g.StreamPrefix] {
+			seen[g.StreamPrefix] = true
+			out = append(out, GrafanaOption{Text: g.StreamPrefix, Value: g.StreamPrefix})
+		}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// grafanaGroupOptions lists the groups (of streamPrefix, when given).
+func (s *server) grafanaGroupOptions(c *gin.Context) {
+	groups, ok := s.groupsFor(c)
+	if !ok {
+		return
+	}
+	seen := map[string]bool{}
+	out := []GrafanaOption{}
+	for _, g := range groups {
+		if !seen[g.ConsumerGroup] {
+			seen[g.ConsumerGroup] = true
+			out = append(out, GrafanaOption{Text: g.ConsumerGroup, Value: g.ConsumerGroup})
+		}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// grafanaShardOptions lists the shard indexes of the selected streams.
+func (s *server) grafanaShardOptions(c *gin.Context) {
+	groups, ok := s.groupsFor(c)
+	if !ok {
+		return
+	}
+	most := 0
+	for _, g := range groups {
+		most = max(most, g.ShardCount)
+	}
+	out := make([]GrafanaOption, most)
+	for i := range out {
+		v := strconv.Itoa(i)
+		out[i] = GrafanaOption{Text: v, Value: v}
+	}
+	c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,146 @@
+package redisops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rscoord/actors"
+)
+
+// Client runs the coordinator's Redis commands. Safe for concurrent use.
+type Client struct {
+	rdb redis.UniversalClient
+}
+
+var _ actors.StreamRedis = (*Client)(nil)
+
+// Timeouts of one Redis command: short, so that a provisioning against a
+// stopped Redis fails well inside the caller's request.
+const (
+	dialTimeout = 2 * time.Second
+	ioTimeout   = 2 * time.Second
+)
+
+// New connects lazily to addrs: one address is a standalone server,
+// several the seed nodes of a cluster. Close it when done.
+func New(addrs []string, username, password string) (*Client, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("redisops: no Redis address")
+	}
+	if len(addrs) == 1 {
+		return &Client{rdb: redis.NewClient(&redis.Options{
+			Addr: addrs[0], Username: username, Password: password,
+			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, MaxRetries: 1,
+		})}, nil
+	}
+	return &Client{rdb: redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: addrs, Username: username, Password: password,
+		DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, MaxRetries: 1,
+	})}, nil
+}
+
+// Wrap uses an existing client (tests). Close closes it.
+func Wrap(rdb redis.UniversalClient) *Client { return &Client{rdb: rdb} }
+
+// Close releases the connections.
+func (c *Client) Close() error { return c.rdb.Close() }
+
+// Provision implements [actors.StreamRedis.Provision]: XGROUP CREATE key
+// group 0 MKSTREAM for every pair, pipelined; BUSYGROUP is a success.
+func (c *Client) Provision(ctx context.Context, keys, groups []string) error {
+	if len(keys) == 0 || len(groups) == 0 {
+		return nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.StatusCmd, 0, len(keys)*len(groups))
+	for _, key := range keys {
+		for _, group := range groups {
+			cmds = append(cmds, pipe.XGroupCreateMkStream(ctx, key, group, "0"))
+		}
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	var errs []error
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("redisops: xgroup create on %d keys for %v: %d failed, first: %w", len(keys), groups, len(errs), errs[0])
+	}
+	return nil
+}
+
+// Inspect implements [actors.StreamRedis.Inspect] with XINFO STREAM and
+// XINFO GROUPS.
+func (c *Client) Inspect(ctx context.Context, key string) (actors.ShardFacts, error) {
+	out := actors.ShardFacts{Key: key, Groups: []actors.GroupFacts{}}
+	info, err := c.rdb.XInfoStream(ctx, key).Result()
+	if isNoSuchKey(err) {
+		return out, nil
+	}
+	if err != nil {
+		return out, fmt.Errorf("redisops: xinfo stream %s: %w", key, err)
+	}
+	out.Exists, out.Length, out.LastGeneratedID = true, info.Length, info.LastGeneratedID
+	groups, err := c.rdb.XInfoGroups(ctx, key).Result()
+	if isNoSuchKey(err) { // deleted between the two calls
+		return actors.ShardFacts{Key: key, Groups: []actors.GroupFacts{}}, nil
+	}
+	if err != nil {
+		return out, fmt.Errorf("redisops: xinfo groups %s: %w", key, err)
+	}
+	for _, g := range groups {
+		f := actors.GroupFacts{Name: g.Name, Pending: g.Pending, LastDeliveredID: g.LastDeliveredID, EntriesRead: g.EntriesRead}
+		if g.Lag >= 0 { // go-redis answers -1 for Redis's null
+			lag := g.Lag
+			f.Lag = &lag
+		}
+		out.Groups = append(out.Groups, f)
+	}
+	return out, nil
+}
+
+func isNoSuchKey(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no such key")
+}
+
+// Delete implements [actors.StreamRedis.Delete]: one DEL per key (keys of
+// a cluster live in different slots), pipelined.
+func (c *Client) Delete(ctx context.Context, keys ...string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, key := range keys {
+		cmds[i] = pipe.Del(ctx, key)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			return fmt.Errorf("redisops: del %s: %w", keys[i], err)
+		}
+	}
+	return nil
+}
+
+// Ping implements [actors.StreamRedis.Ping]; on a cluster every master
+// must answer.
+func (c *Client) Ping(ctx context.Context) error {
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		if err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() }); err != nil {
+			return fmt.Errorf("redisops: ping cluster: %w", err)
+		}
+		return nil
+	}
+	if err := c.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redisops: ping: %w", err)
+	}
+	return nil
+}
