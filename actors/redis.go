@@ -20,6 +20,11 @@ type StreamRedis interface {
 	// STREAM) and every consumer group on it (XINFO GROUPS). A missing key
 	// is not an error: it answers Exists false.
 	Inspect(ctx context.Context, key string) (ShardFacts, error)
+	// Range reads at most count entries of key after the entry id after
+	// (exclusive; "" means from the start), oldest first, or before it
+	// (newest first) when backward is set. A missing key reads as empty.
+	// It is for monitoring: nothing is read through a consumer group.
+	Range(ctx context.Context, key, after string, count int64, backward bool) ([]Entry, error)
 	// Delete deletes keys; missing keys are fine.
 	Delete(ctx context.Context, keys ...string) error
 	// Ping checks that Redis answers.
@@ -33,6 +38,12 @@ type ShardFacts struct {
 	Length          int64
 	LastGeneratedID string
 	Groups          []GroupFacts
+}
+
+// Entry is one stream entry read for monitoring.
+type Entry struct {
+	ID     string
+	Fields map[string]any
 }
 
 // GroupFacts is one Redis consumer group on a shard stream.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/rscoord/rscoord/protocol"
 )
@@ -20,11 +21,31 @@ type shardRead struct {
 // never holds up an actor. Without Redis it answers 503
 // REDIS_NOT_CONFIGURED.
 func (c *Coordinator) readShards(ctx context.Context, prefix, group string) ([]shardRead, int, error) {
+	out, count, err := c.readableShards(ctx, prefix, group)
+	if err != nil {
+		return nil, 0, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.env.cfg.RedisTimeout)
+	defer cancel()
+	for i := range out {
+		key := protocol.StreamKey(prefix, out[i].index)
+		f, err := c.env.cfg.Redis.Inspect(rctx, key)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read shard %s: %w", key, err)
+		}
+		out[i].facts = f
+	}
+	return out, count, nil
+}
+
+// readableShards lists the stream's readable shards (live, then draining)
+// without reading Redis, and the live shard count. It fails when the group
+// is unknown or Redis is not configured.
+func (c *Coordinator) readableShards(ctx context.Context, prefix, group string) ([]shardRead, int, error) {
 	if _, err := c.lookup(ctx, prefix, group, false); err != nil {
 		return nil, 0, err
 	}
-	r := c.env.cfg.Redis
-	if r == nil {
+	if c.env.cfg.Redis == nil {
 		return nil, 0, protocol.Errorf(protocol.CodeRedisNotConfigured, "the coordinator runs without --redis: it cannot read shard streams")
 	}
 	v, err := c.askReply(ctx, c.env.dir.stream(prefix), &shardsMsg{})
@@ -38,16 +59,6 @@ func (c *Coordinator) readShards(ctx context.Context, prefix, group string) ([]s
 	}
 	for _, i := range layout.draining {
 		out = append(out, shardRead{index: i, draining: true})
-	}
-	rctx, cancel := context.WithTimeout(ctx, c.env.cfg.RedisTimeout)
-	defer cancel()
-	for i := range out {
-		key := protocol.StreamKey(prefix, out[i].index)
-		f, err := r.Inspect(rctx, key)
-		if err != nil {
-			return nil, 0, fmt.Errorf("read shard %s: %w", key, err)
-		}
-		out[i].facts = f
 	}
 	return out, layout.shardCount, nil
 }
@@ -104,4 +115,77 @@ func (c *Coordinator) Offsets(ctx context.Context, prefix, group string) (protoc
 		out.Offsets = append(out.Offsets, o)
 	}
 	return out, nil
+}
+
+// Messages reads one page of a readable shard's entries after (FORWARD) or
+// before (BACKWARD) the entry id cursor, for dashboards. It reads with
+// XRANGE, never through a consumer group, so nothing is delivered or
+// acknowledged.
+func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard int, cursor string, limit int, direction string) (protocol.MessagesResponse, error) {
+	var zero protocol.MessagesResponse
+	if direction == "" {
+		direction = protocol.DirectionForward
+	}
+	if direction != protocol.DirectionForward && direction != protocol.DirectionBackward {
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("direction %q is neither FORWARD nor BACKWARD", direction))
+	}
+	if limit < 1 || limit > protocol.MaxMessagesPage {
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("limit %d is outside 1..%d", limit, protocol.MaxMessagesPage))
+	}
+	if cursor != "" && !validEntryID(cursor) {
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("cursor %q is not a stream entry id (ms-seq)", cursor))
+	}
+	reads, _, err := c.readableShards(ctx, prefix, group)
+	if err != nil {
+		return zero, err
+	}
+	known := false
+	for _, rd := range reads {
+		known = known || rd.index == shard
+	}
+	if !known {
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("shard %d is not a readable shard of stream %q", shard, prefix))
+	}
+	key := protocol.StreamKey(prefix, shard)
+	rctx, cancel := context.WithTimeout(ctx, c.env.cfg.RedisTimeout)
+	defer cancel()
+	// One entry more than asked tells whether another page follows.
+	entries, err := c.env.cfg.Redis.Range(rctx, key, cursor, int64(limit)+1, direction == protocol.DirectionBackward)
+	if err != nil {
+		return zero, fmt.Errorf("read messages of %s: %w", key, err)
+	}
+	out := protocol.MessagesResponse{StreamPrefix: prefix, ConsumerGroup: group, ShardIndex: shard, StreamKey: key,
+		Direction: direction, Messages: make([]protocol.StreamMessage, 0, min(len(entries), limit))}
+	for i, e := range entries {
+		if i == limit {
+			next := out.Messages[limit-1].ID
+			out.NextCursor = &next
+			break
+		}
+		fields := e.Fields
+		if fields == nil {
+			fields = map[string]any{}
+		}
+		out.Messages = append(out.Messages, protocol.StreamMessage{ID: e.ID, Fields: fields})
+	}
+	return out, nil
+}
+
+// validEntryID checks the "ms-seq" shape of a stream entry id, so that a
+// cursor can never become another XRANGE argument.
+func validEntryID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	return ok && isDigits(ms) && isDigits(seq)
+}
+
+func isDigits(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -246,3 +246,79 @@ func (s *server) grafanaShardOptions(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, out)
 }
+
+// GrafanaShardRow is one readable shard of one group, read live from Redis.
+type GrafanaShardRow struct {
+	StreamPrefix    string `json:"streamPrefix"`
+	ConsumerGroup   string `json:"consumerGroup"`
+	Shard           int    `json:"shard"`
+	StreamKey       string `json:"streamKey"`
+	RedisSlot       int    `json:"redisSlot"`
+	Draining        bool   `json:"draining"`
+	Length          int64  `json:"length"`
+	Pending         int64  `json:"pending"`
+	Lag             *int64 `json:"lag"`
+	LastGeneratedID string `json:"lastGeneratedId"`
+	Owners          string `json:"owners"`
+}
+
+// GrafanaMessageRow is one stream entry, its fields flattened to JSON text.
+type GrafanaMessageRow struct {
+	StreamPrefix string         `json:"streamPrefix"`
+	Shard        int            `json:"shard"`
+	StreamKey    string         `json:"streamKey"`
+	ID           string         `json:"id"`
+	Fields       map[string]any `json:"fields"`
+}
+
+func (s *server) grafanaShards(c *gin.Context) {
+	groups, ok := s.groupsFor(c)
+	if !ok {
+		return
+	}
+	rows := []GrafanaShardRow{}
+	for _, g := range groups {
+		sh, err := s.coord.Shards(c.Request.Context(), g.StreamPrefix, g.ConsumerGroup)
+		if err != nil {
+			s.writeError(c, err) // Redis not configured or down: say so rather than show nothing
+			return
+		}
+		for _, st := range sh.Shards {
+			rows = append(rows, GrafanaShardRow{
+				StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup, Shard: st.ShardIndex,
+				StreamKey: st.StreamKey, RedisSlot: st.RedisSlot, Draining: st.Draining, Length: st.Length,
+				Pending: st.Pending, Lag: st.Lag, LastGeneratedID: st.LastGeneratedID, Owners: strings.Join(st.Owners, ","),
+			})
+		}
+	}
+	c.JSON(http.StatusOK, rows)
+}
+
+// grafanaMessages shows the newest entries of one shard
+// (?streamPrefix=&consumerGroup=&shard=&limit=).
+func (s *server) grafanaMessages(c *gin.Context) {
+	prefix := c.Query("streamPrefix")
+	group := c.DefaultQuery("consumerGroup", prefix)
+	shard, err := strconv.Atoi(c.Query("shard"))
+	if prefix == "" || err != nil {
+		abortWith(c, protocol.CodeInvalidRequest, "streamPrefix and a numeric shard are required")
+		return
+	}
+	limit := 100
+	if v := c.Query("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil {
+			abortWith(c, protocol.CodeInvalidRequest, "limit must be an integer")
+			return
+		}
+	}
+	page, err := s.coord.Messages(c.Request.Context(), prefix, group, shard, "", limit, protocol.DirectionBackward)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	rows := make([]GrafanaMessageRow, len(page.Messages))
+	for i, m := range page.Messages {
+		rows[i] = GrafanaMessageRow{StreamPrefix: prefix, Shard: shard, StreamKey: page.StreamKey, ID: m.ID, Fields: m.Fields}
+	}
+	c.JSON(http.StatusOK, rows)
+}

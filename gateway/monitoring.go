@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -46,5 +48,24 @@ func (s *server) shards(c *gin.Context) {
 // offsets shows the group's position on every readable shard, from Redis.
 func (s *server) offsets(c *gin.Context) {
 	resp, err := s.coord.Offsets(c.Request.Context(), c.Param("prefix"), c.Param("group"))
+	s.answer(c, http.StatusOK, resp, err)
+}
+
+// messages pages through one shard's entries (?cursor=&limit=&direction=).
+func (s *server) messages(c *gin.Context) {
+	shard, err := strconv.Atoi(c.Param("shard"))
+	if err != nil || shard < 0 {
+		abortWith(c, protocol.CodeInvalidRequest, "shardIndex must be a non-negative integer")
+		return
+	}
+	limit := 100
+	if v := c.Query("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil {
+			abortWith(c, protocol.CodeInvalidRequest, "limit must be an integer")
+			return
+		}
+	}
+	resp, err := s.coord.Messages(c.Request.Context(), c.Param("prefix"), c.Param("group"), shard,
+		c.Query("cursor"), limit, strings.ToUpper(c.Query("direction")))
 	s.answer(c, http.StatusOK, resp, err)
 }

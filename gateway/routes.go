@@ -64,10 +64,13 @@ func (s *server) routes() []route {
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/migrations", read, "", s.migrations},
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/shards", read, "", s.shards},
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/offsets", read, "", s.offsets},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/shards/:shard/messages", read, "", s.messages},
 
 		{http.MethodGet, b + "/monitoring/grafana/groups", read, "", s.grafanaGroups},
 		{http.MethodGet, b + "/monitoring/grafana/members", read, "", s.grafanaMembers},
 		{http.MethodGet, b + "/monitoring/grafana/assignments", read, "", s.grafanaAssignments},
+		{http.MethodGet, b + "/monitoring/grafana/shards", read, "", s.grafanaShards},
+		{http.MethodGet, b + "/monitoring/grafana/messages", read, "", s.grafanaMessages},
 		{http.MethodGet, b + "/monitoring/grafana/options/streams", read, "", s.grafanaStreamOptions},
 		{http.MethodGet, b + "/monitoring/grafana/options/consumer-groups", read, "", s.grafanaGroupOptions},
 		{http.MethodGet, b + "/monitoring/grafana/options/shards", read, "", s.grafanaShardOptions},

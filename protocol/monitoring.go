@@ -170,3 +170,31 @@ type ShardOffset struct {
 	// Lag is null when Redis cannot tell.
 	Lag *int64 `json:"lag"`
 }
+
+// Directions of GET …/shards/{shardIndex}/messages.
+const (
+	DirectionForward  = "FORWARD"
+	DirectionBackward = "BACKWARD"
+)
+
+// MessagesResponse answers GET …/shards/{shardIndex}/messages: one page of
+// a shard stream's entries, for dashboards. NextCursor is null on the last
+// page; pass it back as cursor for the next one.
+type MessagesResponse struct {
+	StreamPrefix  string          `json:"streamPrefix"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	ShardIndex    int             `json:"shardIndex"`
+	StreamKey     string          `json:"streamKey"`
+	Direction     string          `json:"direction"`
+	Messages      []StreamMessage `json:"messages"`
+	NextCursor    *string         `json:"nextCursor"`
+}
+
+// StreamMessage is one stream entry; field values are strings.
+type StreamMessage struct {
+	ID     string         `json:"id"`
+	Fields map[string]any `json:"fields"`
+}
+
+// MaxMessagesPage is the largest page of the messages endpoint.
+const MaxMessagesPage = 1000

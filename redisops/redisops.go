@@ -106,6 +106,33 @@ func (c *Client) Inspect(ctx context.Context, key string) (actors.ShardFacts, er
 	return out, nil
 }
 
+// Range implements [actors.StreamRedis.Range] with XRANGE and XREVRANGE.
+func (c *Client) Range(ctx context.Context, key, after string, count int64, backward bool) ([]actors.Entry, error) {
+	var msgs []redis.XMessage
+	var err error
+	if backward {
+		end := "+"
+		if after != "" {
+			end = "(" + after
+		}
+		msgs, err = c.rdb.XRevRangeN(ctx, key, end, "-", count).Result()
+	} else {
+		start := "-"
+		if after != "" {
+			start = "(" + after
+		}
+		msgs, err = c.rdb.XRangeN(ctx, key, start, "+", count).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redisops: range %s: %w", key, err)
+	}
+	out := make([]actors.Entry, len(msgs))
+	for i, m := range msgs {
+		out[i] = actors.Entry{ID: m.ID, Fields: m.Values}
+	}
+	return out, nil
+}
+
 func isNoSuchKey(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such key")
 }

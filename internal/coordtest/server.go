@@ -271,8 +271,9 @@ func (s *Server) Heartbeat(prefix, group string, req protocol.HeartbeatRequest) 
 var nullable = map[string]bool{
 	"activeMigration": true, "lastHeartbeatAt": true, "memberLeaseExpiresAt": true,
 	"rebalanceDeadlineAt": true, "activeReshardingId": true, "ackedAt": true,
-	"next": true, // the audit page's cursor
-	"lag":  true, // shards and offsets: Redis cannot always tell
+	"next":       true, // the audit page's cursor
+	"lag":        true, // shards and offsets: Redis cannot always tell
+	"nextCursor": true, // messages: the last page
 }
 
 // CheckNoNullArrays fails the test if raw holds a null anywhere but in a
