@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
@@ -58,9 +62,45 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"GET", base + "/monitoring/streams/orders/groups/orders/assignments", "", r, 200},
 		{"GET", base + "/monitoring/streams/orders/groups/orders/consumption", "", r, 200},
 		{"GET", base + "/monitoring/streams/orders/groups/orders/migrations", "", r, 200},
+		{"GET", base + "/monitoring/streams/orders/groups/orders/shards", "", r, 503},
+		{"GET", base + "/monitoring/streams/orders/groups/orders/offsets", "", r, 503},
+		{"GET", base + "/monitoring/streams/orders/groups/orders/shards/0/messages", "", r, 503},
+		{"GET", base + "/monitoring/grafana/groups", "", r, 200},
+		{"GET", base + "/monitoring/grafana/members", "", r, 200},
+		{"GET", base + "/monitoring/grafana/assignments", "", r, 200},
+		{"GET", base + "/monitoring/grafana/shards", "", r, 503},
+		{"GET", base + "/monitoring/grafana/messages?streamPrefix=orders&shard=0", "", r, 503},
+		{"GET", base + "/monitoring/grafana/options/streams", "", r, 200},
+		{"GET", base + "/monitoring/grafana/options/consumer-groups", "", r, 200},
+		{"GET", base + "/monitoring/grafana/options/shards", "", r, 200},
 		{"GET", "/metrics", "", r, 200},
 		{"GET", "/actuator/prometheus", "", r, 200},
 		{"GET", "/openapi.yaml", "", 0, 200},
+		{"GET", "/console", "", 0, 200},
+		{"GET", "/console/app.js", "", 0, 200},
+	}
+}
+
+// TestAuthMatrixCoversEveryRoute fails when a route is added without a
+// row in the matrix above (login has tests of its own).
+func TestAuthMatrixCoversEveryRoute(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	engine := gateway.New(s.Coord, gateway.Options{Auth: s.Auth, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).(*gin.Engine)
+	param := regexp.MustCompile(`:[A-Za-z]+`)
+	wildcard := regexp.MustCompile(`\*[A-Za-z]+`)
+	for _, rt := range engine.Routes() {
+		if rt.Path == base+"/auth/login" {
+			continue
+		}
+		pattern := regexp.MustCompile("^" + wildcard.ReplaceAllString(param.ReplaceAllString(rt.Path, `[^/]+`), `.+`) + "$")
+		covered := false
+		for _, ep := range matrixEndpoints(false) {
+			path, _, _ := strings.Cut(ep.path, "?")
+			covered = covered || (ep.method == rt.Method && pattern.MatchString(path))
+		}
+		if !covered {
+			t.Errorf("route %s %s has no row in the auth matrix", rt.Method, rt.Path)
+		}
 	}
 }
 
