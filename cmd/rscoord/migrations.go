@@ -78,6 +78,36 @@ func (c *StreamRollbackCmd) Run(ctx context.Context, a *Admin) error {
 	return printMigrations(a, []protocol.Migration{m})
 }
 
+// StreamCompleteCmd is "rscoord stream complete".
+type StreamCompleteCmd struct {
+	Prefix      string `arg:"" help:"Stream prefix."`
+	ID          string `arg:"" name:"resharding-id" help:"Migration whose removed shards to retire without a drain proof."`
+	Reason      string `required:"" placeholder:"TEXT" help:"Why, for the audit log (e.g. pending entries nobody will claim)."`
+	RequestedBy string `default:"${requester}" help:"Who asks, for the audit log; defaults to $$USER, else cli."`
+}
+
+// Run force-retires the migration's removed shards: POST
+// /streams/{p}/migrations/{id}/complete. Records still in them are given
+// up: that is the operator's decision, recorded in the audit log.
+func (c *StreamCompleteCmd) Run(ctx context.Context, a *Admin) error {
+	if err := protocol.ValidateStreamPrefix(c.Prefix); err != nil {
+		return fmt.Errorf("stream complete: %w", err)
+	}
+	if strings.TrimSpace(c.Reason) == "" {
+		return fmt.Errorf("stream complete: --reason must not be blank")
+	}
+	req := protocol.OperatorRequest{RequestedBy: c.RequestedBy, Reason: c.Reason}
+	var m protocol.Migration
+	raw, err := a.Client.Do(ctx, http.MethodPost, []string{"streams", c.Prefix, "migrations", c.ID, "complete"}, req, &m)
+	if err != nil {
+		return fmt.Errorf("stream complete %s %s: %w", c.Prefix, c.ID, err)
+	}
+	if a.JSON {
+		return printJSON(a.Out, raw)
+	}
+	return printMigrations(a, []protocol.Migration{m})
+}
+
 // groupOf checks prefix and group, defaulting group to the prefix.
 func groupOf(prefix, group string) (string, error) {
 	if err := protocol.ValidateStreamPrefix(prefix); err != nil {

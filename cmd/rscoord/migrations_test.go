@@ -38,6 +38,21 @@ func TestStreamRollbackAndMigrations(t *testing.T) {
 			wantErr:  "422 ROLLBACK_NOT_ALLOWED",
 		},
 		{
+			name: "complete",
+			args: []string{"stream", "complete", "orders", "rs-2", "--reason", "pending nobody claims", "--requested-by", "me"},
+			want: &wantRequest{method: "POST", path: "/coord/v1/streams/orders/migrations/rs-2/complete",
+				body: `{"requestedBy":"me","reason":"pending nobody claims"}`},
+			status:  http.StatusAccepted,
+			answer:  strings.Replace(strings.Replace(mig, "ROLLED_BACK", "DEPRECATED", 1), "rs-1", "rs-2", 1),
+			wantOut: []string{"rs-2", "DEPRECATED"},
+		},
+		{
+			name:     "complete needs a reason",
+			args:     []string{"stream", "complete", "orders", "rs-2", "--reason", ""},
+			wantCode: exitError,
+			wantErr:  "--reason must not be blank",
+		},
+		{
 			name:    "migrations",
 			args:    []string{"stream", "migrations", "orders"},
 			want:    &wantRequest{method: "GET", path: "/coord/v1/monitoring/streams/orders/groups/orders/migrations"},

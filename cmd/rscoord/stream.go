@@ -18,6 +18,7 @@ type StreamCmd struct {
 	Create     StreamCreateCmd     `cmd:"" help:"Create a stream and its default consumer group (named like the prefix)."`
 	Scale      StreamScaleCmd      `cmd:"" help:"Change the shard count of a stream (every group of it)."`
 	Rollback   StreamRollbackCmd   `cmd:"" help:"Roll back an ACTIVE migration."`
+	Complete   StreamCompleteCmd   `cmd:"" help:"Retire a migration's removed shards whose drain cannot be proven (operator decision, audited)."`
 	Migrations StreamMigrationsCmd `cmd:"" help:"List a stream's migrations; --wait follows the active one."`
 	Status     StreamStatusCmd     `cmd:"" help:"Show every consumer group of a stream."`
 }
