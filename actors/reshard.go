@@ -68,6 +68,9 @@ func (s *streamActor) scale(req protocol.ScaleRequest) reply {
 		Reason:        req.Reason,
 		RetiredShards: []int{},
 	}
+	if req.DeprecatedAfter != nil {
+		mig.DeprecatedAfter = req.DeprecatedAfter.UTC()
+	}
 	if s.env.cfg.Redis == nil {
 		mig.Note = noRedisNote
 	}
@@ -210,6 +213,10 @@ func (s *streamActor) stepActive(mig *persistence.MigrationRecord) {
 	now := s.env.now()
 	if wait := mig.ActivatedAt.Add(s.env.cfg.ProducerRoutingLease).Sub(now); wait > 0 {
 		s.waiting = fmt.Sprintf("producer routing lease: %v left", wait.Round(time.Millisecond))
+		return
+	}
+	if wait := mig.DeprecatedAfter.Sub(now); wait > 0 {
+		s.waiting = fmt.Sprintf("deprecatedAfter %s: %v left", mig.DeprecatedAfter.Format(time.RFC3339), wait.Round(time.Millisecond))
 		return
 	}
 	if ok, why := s.converged(); !ok {

@@ -196,11 +196,14 @@ type streamV1 struct {
 
 type migrationRecordV1 struct {
 	migrationV1
-	RequestedBy   string    `json:"requestedBy,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
-	ActivatedAt   time.Time `json:"activatedAt,omitzero"`
-	RetiredShards []int     `json:"retiredShards"`
-	Note          string    `json:"note,omitempty"`
+	RequestedBy string    `json:"requestedBy,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	ActivatedAt time.Time `json:"activatedAt,omitzero"`
+	// DeprecatedAfter is optional; records written before it existed
+	// simply lack it.
+	DeprecatedAfter time.Time `json:"deprecatedAfter,omitzero"`
+	RetiredShards   []int     `json:"retiredShards"`
+	Note            string    `json:"note,omitempty"`
 }
 
 type layoutV1 struct {
@@ -375,11 +378,12 @@ func encodeStream(rec StreamRecord) ([]byte, error) {
 				CreatedAt:      utc(m.CreatedAt),
 				UpdatedAt:      utc(m.UpdatedAt),
 			},
-			RequestedBy:   m.RequestedBy,
-			Reason:        m.Reason,
-			ActivatedAt:   utc(m.ActivatedAt),
-			RetiredShards: cleanShards(m.RetiredShards),
-			Note:          m.Note,
+			RequestedBy:     m.RequestedBy,
+			Reason:          m.Reason,
+			ActivatedAt:     utc(m.ActivatedAt),
+			DeprecatedAfter: utc(m.DeprecatedAfter),
+			RetiredShards:   cleanShards(m.RetiredShards),
+			Note:            m.Note,
 		})
 	}
 	return json.Marshal(out)
@@ -414,11 +418,12 @@ func decodeStream(payload []byte, prefix string) (StreamRecord, error) {
 				CreatedAt:      utc(m.CreatedAt),
 				UpdatedAt:      utc(m.UpdatedAt),
 			},
-			RequestedBy:   m.RequestedBy,
-			Reason:        m.Reason,
-			ActivatedAt:   utc(m.ActivatedAt),
-			RetiredShards: cleanShards(m.RetiredShards),
-			Note:          m.Note,
+			RequestedBy:     m.RequestedBy,
+			Reason:          m.Reason,
+			ActivatedAt:     utc(m.ActivatedAt),
+			DeprecatedAfter: utc(m.DeprecatedAfter),
+			RetiredShards:   cleanShards(m.RetiredShards),
+			Note:            m.Note,
 		})
 	}
 	return out, nil

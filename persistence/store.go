@@ -109,6 +109,10 @@ type MigrationRecord struct {
 	Reason      string
 	// ActivatedAt is zero until the migration became ACTIVE.
 	ActivatedAt time.Time
+	// DeprecatedAfter, when set, is the earliest time the migration may
+	// leave ACTIVE for DRAINING (the scale request's deprecatedAfter): an
+	// operator keeps the rollback window open at least that long.
+	DeprecatedAfter time.Time
 	// RetiredShards are removed shards already proven drained and taken out
 	// of assignment; sorted, no duplicates.
 	RetiredShards []int
