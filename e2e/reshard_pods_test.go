@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -50,8 +51,8 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 		"--refresh-interval", refresh.String(),
 	})
 	time.Sleep(1500 * time.Millisecond)
-	scaledAt := time.Now()
 	mig := scaleTo(t, s, "orders", 8)
+	activated := time.Now() // the answer comes once the migration is ACTIVE
 	if err := pub.Wait(2 * time.Minute); err != nil {
 		t.Fatalf("publisher: %v", err)
 	}
@@ -60,20 +61,33 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 	type publishedRecord struct {
 		EventID   string `json:"eventId"`
 		StreamKey string `json:"streamKey"`
+		RecordID  string `json:"recordId"`
 	}
 	want := map[string]bool{}
 	onNew := 0
+	var firstOnNew int64 // ms of the first record id on an added shard
 	for _, r := range readJSONLines[publishedRecord](t, published) {
 		want[r.EventID] = true
 		if r.StreamKey >= "orders:4" && r.StreamKey <= "orders:7" {
 			onNew++
+			ms, _, _ := strings.Cut(r.RecordID, "-")
+			if v, err := strconv.ParseInt(ms, 10, 64); err == nil && (firstOnNew == 0 || v < firstOnNew) {
+				firstOnNew = v
+			}
 		}
 	}
 	if len(want) != records {
 		t.Fatalf("publisher logged %d distinct records, want %d", len(want), records)
 	}
 	if onNew == 0 {
-		t.Fatalf("no record reached the added shards (scaled at %v)", scaledAt)
+		t.Fatalf("no record reached the added shards (activated at %v)", activated)
+	}
+	// Record ids carry Redis's clock in ms (same machine): the producer saw
+	// the new count within one refresh interval, give or take a publish.
+	if delay := time.Duration(firstOnNew-activated.UnixMilli()) * time.Millisecond; delay > refresh+time.Second {
+		t.Errorf("first record on an added shard %v after activation; the refresh interval is %v", delay, refresh)
+	} else {
+		t.Logf("first record on an added shard %v after activation (refresh interval %v)", delay, refresh)
 	}
 	type handled struct {
 		EventID string `json:"eventId"`
