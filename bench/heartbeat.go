@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rscoord/rscoord/protocol"
@@ -25,9 +26,19 @@ type HeartbeatConfig struct {
 	Duration time.Duration
 	// Conns is the number of concurrent clients.
 	Conns int
+	// Interval, when positive, paces the load: every member heartbeats
+	// once per Interval, the members' phases spread evenly over it, as a
+	// fleet of real members does. Zero runs closed loop: every client
+	// sends its next heartbeat as soon as the last was answered.
+	Interval time.Duration
+	// Rounds alternates the coordinator and baseline phases this many
+	// times (coordinator first in odd rounds, baseline first in even
+	// ones), so that a noisy neighbour hurts both alike. Default 1.
+	Rounds int
 }
 
-// HeartbeatReport is the outcome of a steady-heartbeat run.
+// HeartbeatReport is the outcome of a steady-heartbeat run. Figures are
+// summed over rounds; Rounds holds each round's.
 type HeartbeatReport struct {
 	Config      HeartbeatConfig `json:"config"`
 	Requests    int             `json:"requests"`
@@ -39,6 +50,23 @@ type HeartbeatReport struct {
 	// NotOK counts steady heartbeats answered anything but OK: in a
 	// steady group that is a bug, not load.
 	NotOK int `json:"notOk"`
+	// Offered is the paced rate asked for (members / interval); zero in
+	// closed loop.
+	Offered float64 `json:"offeredPerSecond,omitempty"`
+	// Lag is, in paced mode, how late heartbeats were sent after their
+	// schedule: a client that falls behind shows here, not in Latency.
+	Lag    Latencies     `json:"lag,omitzero"`
+	Rounds []RoundResult `json:"rounds"`
+}
+
+// RoundResult is one round of both phases.
+type RoundResult struct {
+	Coordinator PhaseResult `json:"coordinator"`
+	Baseline    PhaseResult `json:"baseline"`
+	// Ratio is the coordinator's rate over the baseline's (closed loop),
+	// or the baseline's p99 over the coordinator's (paced: both serve the
+	// same offered rate, so latency is what differs).
+	Ratio float64 `json:"ratio"`
 }
 
 // PhaseResult is one measured phase.
@@ -47,46 +75,111 @@ type PhaseResult struct {
 	Errors    int       `json:"errors"`
 	PerSecond float64   `json:"perSecond"`
 	Latency   Latencies `json:"latency"`
+	Lag       Latencies `json:"lag,omitzero"`
+
+	samples, lags []time.Duration
+	elapsed       time.Duration
 }
 
 // RunHeartbeat joins every member, lets the groups settle, then drives
-// steady heartbeats with correct epochs for cfg.Duration; it then measures
-// the baseline (a bare gin handler decoding and answering heartbeat-shaped
-// JSON) with the same clients for the same time.
+// steady heartbeats with correct epochs for cfg.Duration, and the baseline
+// (a bare gin handler decoding and answering heartbeat-shaped JSON) with
+// the same clients, pacing and duration, alternating over cfg.Rounds.
 func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, error) {
+	cfg.Rounds = max(cfg.Rounds, 1)
 	client := newClient(cfg.Conns)
 	defer client.CloseIdleConnections()
 	members, err := settle(ctx, client, cfg)
 	if err != nil {
 		return HeartbeatReport{}, err
 	}
-	var notOK int
-	var mu sync.Mutex
-	phase := drive(ctx, cfg, func(worker, i int) (bool, error) {
-		m := members[(i*cfg.Conns+worker)%len(members)]
-		resp, err := m.beat(ctx, client, cfg.Server)
-		if err != nil {
-			return false, err
-		}
-		if resp.Status != protocol.StatusOK {
-			mu.Lock()
-			notOK++
-			mu.Unlock()
-		}
-		return true, nil
-	})
-	base, err := baseline(ctx, client, cfg)
+	baseURL, stopBase, err := startBaseline()
 	if err != nil {
 		return HeartbeatReport{}, err
 	}
-	rep := HeartbeatReport{
-		Config: cfg, Requests: phase.Requests, Errors: phase.Errors, PerSecond: phase.PerSecond,
-		Latency: phase.Latency, Baseline: base, NotOK: notOK,
+	defer stopBase()
+	var notOK atomic.Int64
+	coordinator := func() PhaseResult {
+		return run(ctx, cfg, len(members), func(m int) (bool, error) {
+			resp, err := members[m].beat(ctx, client, cfg.Server)
+			if err != nil {
+				return false, err
+			}
+			if resp.Status != protocol.StatusOK {
+				notOK.Add(1)
+			}
+			return true, nil
+		})
 	}
-	if base.PerSecond > 0 {
-		rep.RatioToBase = phase.PerSecond / base.PerSecond
+	base := func() PhaseResult { return baseline(ctx, client, cfg, baseURL, len(members)) }
+	rep := HeartbeatReport{Config: cfg}
+	var coordAll, baseAll PhaseResult
+	for r := range cfg.Rounds {
+		var round RoundResult
+		if r%2 == 0 {
+			round.Coordinator = coordinator()
+			round.Baseline = base()
+		} else {
+			round.Baseline = base()
+			round.Coordinator = coordinator()
+		}
+		round.Ratio = ratio(cfg, round.Coordinator, round.Baseline)
+		coordAll.merge(round.Coordinator)
+		baseAll.merge(round.Baseline)
+		rep.Rounds = append(rep.Rounds, round)
+	}
+	coordAll.finish()
+	baseAll.finish()
+	rep.Requests, rep.Errors, rep.PerSecond = coordAll.Requests, coordAll.Errors, coordAll.PerSecond
+	rep.Latency, rep.Lag, rep.Baseline, rep.NotOK = coordAll.Latency, coordAll.Lag, baseAll, int(notOK.Load())
+	rep.RatioToBase = ratio(cfg, coordAll, baseAll)
+	if cfg.Interval > 0 {
+		rep.Offered = float64(len(members)) / cfg.Interval.Seconds()
 	}
 	return rep, nil
+}
+
+func ratio(cfg HeartbeatConfig, coord, base PhaseResult) float64 {
+	if cfg.Interval > 0 {
+		if coord.Latency.P99 <= 0 {
+			return 0
+		}
+		return float64(base.Latency.P99) / float64(coord.Latency.P99)
+	}
+	if base.PerSecond <= 0 {
+		return 0
+	}
+	return coord.PerSecond / base.PerSecond
+}
+
+// merge adds another phase's samples; finish computes the summary.
+func (p *PhaseResult) merge(o PhaseResult) {
+	p.samples = append(p.samples, o.samples...)
+	p.lags = append(p.lags, o.lags...)
+	p.Errors += o.Errors
+	p.elapsed += o.elapsed
+}
+
+func (p *PhaseResult) finish() {
+	p.Requests = len(p.samples)
+	if p.elapsed > 0 {
+		p.PerSecond = float64(p.Requests) / p.elapsed.Seconds()
+	}
+	p.Latency = summarize(p.samples)
+	if p.lags != nil {
+		p.Lag = summarize(p.lags)
+	}
+}
+
+// run drives a phase closed loop or paced, as cfg says; do heartbeats for
+// member m of n.
+func run(ctx context.Context, cfg HeartbeatConfig, n int, do func(m int) (bool, error)) PhaseResult {
+	if cfg.Interval > 0 {
+		return pace(ctx, cfg, n, do)
+	}
+	return drive(ctx, cfg, func(worker, i int) (bool, error) {
+		return do((i*cfg.Conns + worker) % n)
+	})
 }
 
 func newClient(conns int) *http.Client {
@@ -125,16 +218,67 @@ func drive(ctx context.Context, cfg HeartbeatConfig, do func(worker, i int) (boo
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	var all []time.Duration
-	res := PhaseResult{}
+	res := PhaseResult{elapsed: time.Since(start)}
 	for w := range cfg.Conns {
-		all = append(all, samples[w]...)
+		res.samples = append(res.samples, samples[w]...)
 		res.Errors += errs[w]
 	}
-	res.Requests = len(all)
-	res.PerSecond = float64(len(all)) / elapsed.Seconds()
-	res.Latency = summarize(all)
+	res.finish()
+	return res
+}
+
+// pace sends every one of n members' heartbeats once per cfg.Interval for
+// cfg.Duration, member m at offset m×Interval/n, from cfg.Conns workers
+// (worker w sends for members w, w+Conns, …). Latency counts from the send;
+// lag is how late the send was after its schedule.
+func pace(ctx context.Context, cfg HeartbeatConfig, n int, do func(m int) (bool, error)) PhaseResult {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	conns := min(cfg.Conns, n)
+	samples := make([][]time.Duration, conns)
+	lags := make([][]time.Duration, conns)
+	errs := make([]int, conns)
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(cfg.Duration)
+	for w := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				for m := w; m < n; m += conns {
+					due := start.Add(time.Duration(k)*cfg.Interval + time.Duration(m)*cfg.Interval/time.Duration(n))
+					if !due.Before(end) {
+						return
+					}
+					if d := time.Until(due); d > 0 {
+						sleepCtx(ctx, d)
+					}
+					if ctx.Err() != nil {
+						return
+					}
+					t0 := time.Now()
+					ok, err := do(m)
+					if err != nil || !ok {
+						if ctx.Err() == nil {
+							errs[w]++
+						}
+						continue
+					}
+					samples[w] = append(samples[w], time.Since(t0))
+					lags[w] = append(lags[w], t0.Sub(due))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res := PhaseResult{elapsed: time.Since(start), lags: []time.Duration{}}
+	for w := range conns {
+		res.samples = append(res.samples, samples[w]...)
+		res.lags = append(res.lags, lags[w]...)
+		res.Errors += errs[w]
+	}
+	res.finish()
 	return res
 }
 
@@ -204,6 +348,13 @@ func postJSON(ctx context.Context, client *http.Client, url string, in, out any)
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	return doJSON(client, req, out)
+}
+
+// doJSON sends req, requires a 2xx and decodes the answer into out (unless
+// out is nil).
+func doJSON(client *http.Client, req *http.Request, out any) error {
+	url := req.URL.String()
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
@@ -214,7 +365,7 @@ func postJSON(ctx context.Context, client *http.Client, url string, in, out any)
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, raw)
+		return fmt.Errorf("%s %s: %d %s", req.Method, url, resp.StatusCode, raw)
 	}
 	if out == nil {
 		return nil
@@ -222,15 +373,22 @@ func postJSON(ctx context.Context, client *http.Client, url string, in, out any)
 	return json.Unmarshal(raw, out)
 }
 
-// settle creates the streams, joins every member and heartbeats until each
-// group answers OK with nothing pending to every member.
+// settle creates the streams, then joins every member (joinAll).
 func settle(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*simMember, error) {
+	if err := forEach(ctx, cfg.Conns, cfg.Groups, func(g int) error {
+		return CreateStream(ctx, client, cfg.Server, benchPrefix(g), cfg.Shards)
+	}); err != nil {
+		return nil, err
+	}
+	return joinAll(ctx, client, cfg)
+}
+
+// joinAll joins cfg's members to their existing streams and heartbeats
+// until each group answers OK with nothing pending to every member.
+func joinAll(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*simMember, error) {
 	var members []*simMember
 	for g := range cfg.Groups {
-		prefix := fmt.Sprintf("bench%d", g)
-		if err := CreateStream(ctx, client, cfg.Server, prefix, cfg.Shards); err != nil {
-			return nil, err
-		}
+		prefix := benchPrefix(g)
 		for i := range cfg.Members {
 			members = append(members, &simMember{prefix: prefix, group: prefix, id: fmt.Sprintf("m%d", i),
 				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}})
@@ -273,28 +431,40 @@ func settle(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*s
 	return nil, errors.New("settle: groups did not reach a steady state in 50 sweeps")
 }
 
-// baseline measures BaselineHandler on a fresh loopback listener with the
-// same clients, concurrency and duration as the coordinator phase.
-func baseline(ctx context.Context, client *http.Client, cfg HeartbeatConfig) (PhaseResult, error) {
+// startBaseline serves BaselineHandler on a fresh loopback listener and
+// returns its heartbeat URL.
+func startBaseline() (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return PhaseResult{}, fmt.Errorf("baseline listen: %w", err)
+		return "", nil, fmt.Errorf("baseline listen: %w", err)
 	}
 	srv := &http.Server{Handler: BaselineHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
-	url := "http://" + ln.Addr().String() + protocol.BasePath + "/streams/bench/groups/bench/members/m0/heartbeat"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	stop := func() {
+		srv.Close()
+		<-done
+	}
+	return "http://" + ln.Addr().String() + protocol.BasePath + "/streams/bench/groups/bench/members/m0/heartbeat", stop, nil
+}
+
+// baseline measures BaselineHandler with the same clients, concurrency,
+// pacing and duration as the coordinator phase.
+func baseline(ctx context.Context, client *http.Client, cfg HeartbeatConfig, url string, n int) PhaseResult {
 	req := protocol.HeartbeatRequest{
 		ProtocolVersion: 1, RequestID: "r", MemberID: "m0", MemberEpoch: 5, MetadataVersion: 5,
 		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 4, AvailableConcurrency: 4},
 		OwnedShards:             protocol.Shards([]int{1, 2, 3}), RevokingShards: []protocol.RevokingShard{},
 		ShardProgress: []protocol.ShardProgress{},
 	}
-	return drive(ctx, cfg, func(int, int) (bool, error) {
+	return run(ctx, cfg, n, func(int) (bool, error) {
 		var resp protocol.HeartbeatResponse
 		if err := postJSON(ctx, client, url, req, &resp); err != nil {
 			return false, err
 		}
 		return resp.Status == protocol.StatusOK, nil
-	}), nil
+	})
 }

@@ -30,8 +30,45 @@ func TestRunHeartbeatAgainstARealCoordinator(t *testing.T) {
 	if rep.NotOK != 0 || rep.Errors != 0 {
 		t.Fatalf("a steady group answered %d non-OK heartbeats and %d errors", rep.NotOK, rep.Errors)
 	}
+	if len(rep.Rounds) != 1 || rep.Rounds[0].Coordinator.Requests != rep.Requests {
+		t.Fatalf("rounds: %+v", rep.Rounds)
+	}
 	if rep.Latency.P50 <= 0 || rep.Latency.P50 > rep.Latency.P99 || rep.Latency.P99 > rep.Latency.Max {
 		t.Fatalf("latencies out of order: %+v", rep.Latency)
+	}
+}
+
+func TestRunHeartbeatPaced(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	cfg := HeartbeatConfig{
+		Server: s.URL, Groups: 2, Members: 10, Shards: 8, Duration: 500 * time.Millisecond, Conns: 4,
+		Interval: 100 * time.Millisecond, Rounds: 2,
+	}
+	rep, err := RunHeartbeat(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rounds) != 2 || rep.Offered != 200 {
+		t.Fatalf("rounds %d, offered %.0f/s; want 2 and 200/s", len(rep.Rounds), rep.Offered)
+	}
+	// Paced: exactly members × duration/interval heartbeats per phase,
+	// minus the few whose answer came after the phase ended.
+	want := 2 * 20 * 5
+	for name, got := range map[string]int{"coordinator": rep.Requests, "baseline": rep.Baseline.Requests} {
+		if got > want || got < want*8/10 {
+			t.Errorf("%s sent %d heartbeats in 2 paced rounds, want about %d", name, got, want)
+		}
+	}
+	if rep.NotOK != 0 || rep.Errors != 0 {
+		t.Fatalf("a steady group answered %d non-OK heartbeats and %d errors", rep.NotOK, rep.Errors)
+	}
+	for _, l := range []Latencies{rep.Latency, rep.Lag, rep.Baseline.Latency} {
+		if l.P50 < 0 || l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max || l.Max <= 0 {
+			t.Fatalf("quantiles out of order: %+v", l)
+		}
+	}
+	if rep.RatioToBase <= 0 || rep.Rounds[0].Ratio <= 0 || rep.Rounds[1].Ratio <= 0 {
+		t.Fatalf("ratios missing: %+v", rep)
 	}
 }
 

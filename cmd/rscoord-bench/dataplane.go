@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/bench"
 	"github.com/rscoord/rscoord/internal/redistest"
 )
@@ -32,12 +33,12 @@ type DataplaneCmd struct {
 func (d *DataplaneCmd) Run(ctx context.Context, out io.Writer) error {
 	server := d.Server
 	if server == "" {
-		url, stop, err := startCoordinator(ctx)
+		c, err := startCoordinator(ctx, assign.Config{})
 		if err != nil {
 			return err
 		}
-		defer stop()
-		server = url
+		defer c.stop(ctx)
+		server = c.url
 	}
 	client, stopRedis, err := d.redis(ctx)
 	if err != nil {
@@ -71,8 +72,8 @@ func (d *DataplaneCmd) Run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "dataplane: %d records × %d rounds, %d shards, batch %d\n", d.Records, d.Rounds, shards, d.Batch)
 	for _, c := range []bench.Comparison{prod, cons} {
-		fmt.Fprintf(out, "  %s\n    subject  %9.0f records/s\n    baseline %9.0f records/s\n    ratio    %.2f×\n",
-			c.Name, c.Subject.PerSecond, c.Baseline.PerSecond, c.Ratio)
+		fmt.Fprintf(out, "  %s\n    subject  %9.0f records/s\n    baseline %9.0f records/s\n    ratio    %.2f×   target ≥ %.1f×: %s\n",
+			c.Name, c.Subject.PerSecond, c.Baseline.PerSecond, c.Ratio, targetDataplaneRatio, verdict(c.Ratio >= targetDataplaneRatio))
 	}
 	return nil
 }

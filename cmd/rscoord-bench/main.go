@@ -2,7 +2,13 @@
 // same run.
 //
 //	rscoord-bench heartbeat --groups 1 --members 1000 --shards 1000 --duration 10s --conns 32
+//	rscoord-bench heartbeat --groups 20 --members 1000 --interval 3s --duration 9s   # paced, 20,000 members
+//	rscoord-bench converge --members 10 --shards 900 --join 1 --leave 1 --rounds 3
 //	rscoord-bench dataplane --records 50000 --shards 8 --rounds 4
+//	rscoord-bench scale --members 10000 --groups 1000
+//
+// Each prints its figures beside a baseline from the same run (or
+// repeated), and PASS or MISS beside each target of issue 6.
 //
 // Without --server it starts a coordinator in this process on a temporary
 // Pebble directory and a loopback port; without --redis, dataplane starts
@@ -20,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -27,6 +34,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/bench"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/persistence"
@@ -34,8 +42,12 @@ import (
 
 // CLI is the command line of rscoord-bench.
 type CLI struct {
+	CPUProfile string `name:"cpuprofile" help:"Write a CPU profile of the whole run (client and in-process coordinator) to this file."`
+
 	Heartbeat HeartbeatCmd `cmd:"" help:"Steady heartbeats against a coordinator, with a bare gin handler as baseline."`
+	Converge  ConvergeCmd  `cmd:"" help:"Time for a group to converge after members join or leave."`
 	Dataplane DataplaneCmd `cmd:"" help:"Producer and member runtime against raw go-redis loops on the same Redis."`
+	Scale     ScaleCmd     `cmd:"" help:"Heap per idle member and restart time of an in-process coordinator holding many groups."`
 }
 
 // HeartbeatCmd runs bench.RunHeartbeat.
@@ -46,80 +58,171 @@ type HeartbeatCmd struct {
 	Shards   int           `default:"1000" help:"Shards per stream."`
 	Duration time.Duration `default:"10s" help:"Length of each measured phase."`
 	Conns    int           `default:"32" help:"Concurrent clients."`
+	Interval time.Duration `default:"0" help:"Paced mode: every member heartbeats once per interval, phases spread over it (0: closed loop, as fast as answers come)."`
+	Rounds   int           `default:"2" help:"Rounds; the order of coordinator and baseline alternates."`
 	JSON     bool          `name:"json" help:"Print the report as JSON."`
+}
+
+// Targets of issue 6.
+const (
+	targetHeartbeatRatio = 0.6
+	targetPacedP99       = 10 * time.Millisecond
+	targetConverge       = time.Second
+	targetDataplaneRatio = 0.8
+	targetPerMember      = 4096
+	targetRestart        = 2 * time.Second
+)
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
 }
 
 // Run runs the benchmark and prints its report.
 func (h *HeartbeatCmd) Run(ctx context.Context, out io.Writer) error {
 	server := h.Server
 	if server == "" {
-		url, stop, err := startCoordinator(ctx)
+		c, err := startCoordinator(ctx, assign.Config{})
 		if err != nil {
 			return err
 		}
-		defer stop()
-		server = url
+		defer c.stop(ctx)
+		server = c.url
 	}
 	rep, err := bench.RunHeartbeat(ctx, bench.HeartbeatConfig{
 		Server: server, Groups: h.Groups, Members: h.Members, Shards: h.Shards, Duration: h.Duration, Conns: h.Conns,
+		Interval: h.Interval, Rounds: h.Rounds,
 	})
 	if err != nil {
 		return fmt.Errorf("heartbeat bench: %w", err)
 	}
 	if h.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(out, rep)
 	}
-	fmt.Fprintf(out, "heartbeat: %d groups × %d members, %d shards, %d conns, %v per phase\n",
-		h.Groups, h.Members, h.Shards, h.Conns, h.Duration)
-	fmt.Fprintf(out, "  coordinator  %8.0f req/s  p50 %v  p99 %v  p999 %v  errors %d  not-OK %d\n",
-		rep.PerSecond, rep.Latency.P50, rep.Latency.P99, rep.Latency.P999, rep.Errors, rep.NotOK)
-	fmt.Fprintf(out, "  gin baseline %8.0f req/s  p50 %v  p99 %v  p999 %v\n",
-		rep.Baseline.PerSecond, rep.Baseline.Latency.P50, rep.Baseline.Latency.P99, rep.Baseline.Latency.P999)
-	fmt.Fprintf(out, "  ratio        %.2f× baseline\n", rep.RatioToBase)
+	mode := "closed loop"
+	if h.Interval > 0 {
+		mode = fmt.Sprintf("paced: every member every %v = %.0f heartbeats/s offered", h.Interval, rep.Offered)
+	}
+	fmt.Fprintf(out, "heartbeat: %d groups × %d members = %d, %d shards, %d conns, %d rounds × %v per phase, %s\n",
+		h.Groups, h.Members, h.Groups*h.Members, h.Shards, h.Conns, h.Rounds, h.Duration, mode)
+	for i, r := range rep.Rounds {
+		fmt.Fprintf(out, "  round %d  coordinator %8.0f req/s p99 %-10v  baseline %8.0f req/s p99 %-10v  ratio %.2f\n", i+1,
+			r.Coordinator.PerSecond, r.Coordinator.Latency.P99, r.Baseline.PerSecond, r.Baseline.Latency.P99, r.Ratio)
+	}
+	fmt.Fprintf(out, "  coordinator  %8.0f req/s  p50 %v  p99 %v  p999 %v  max %v  errors %d  not-OK %d\n",
+		rep.PerSecond, rep.Latency.P50, rep.Latency.P99, rep.Latency.P999, rep.Latency.Max, rep.Errors, rep.NotOK)
+	fmt.Fprintf(out, "  gin baseline %8.0f req/s  p50 %v  p99 %v  p999 %v  max %v  errors %d\n",
+		rep.Baseline.PerSecond, rep.Baseline.Latency.P50, rep.Baseline.Latency.P99, rep.Baseline.Latency.P999,
+		rep.Baseline.Latency.Max, rep.Baseline.Errors)
+	if h.Interval > 0 {
+		fmt.Fprintf(out, "  send lag     coordinator p99 %v max %v, baseline p99 %v max %v (client behind its schedule)\n",
+			rep.Lag.P99, rep.Lag.Max, rep.Baseline.Lag.P99, rep.Baseline.Lag.Max)
+		kept := rep.PerSecond / rep.Offered
+		fmt.Fprintf(out, "  served %.2f of the offered rate; baseline p99 / coordinator p99 = %.2f\n", kept, rep.RatioToBase)
+		fmt.Fprintf(out, "  target p99 ≤ %v at the offered rate: %s (p99 %v, %.2f of offered served)\n", targetPacedP99,
+			verdict(rep.Latency.P99 <= targetPacedP99 && kept >= 0.95 && rep.Errors == 0), rep.Latency.P99, kept)
+	} else {
+		fmt.Fprintf(out, "  ratio        %.2f× baseline (rounds: %s)\n", rep.RatioToBase, roundRatios(rep.Rounds))
+		fmt.Fprintf(out, "  target ≥ %.1f× baseline: %s\n", targetHeartbeatRatio,
+			verdict(rep.RatioToBase >= targetHeartbeatRatio && rep.Errors == 0 && rep.NotOK == 0))
+	}
+	if rep.NotOK > 0 || rep.Errors > 0 {
+		return fmt.Errorf("heartbeat bench: %d errors and %d non-OK answers in a steady group", rep.Errors, rep.NotOK)
+	}
 	return nil
 }
 
-// startCoordinator runs a coordinator on a temporary directory and returns
-// its URL and a stop function that undoes everything.
-func startCoordinator(ctx context.Context) (string, func(), error) {
+func roundRatios(rs []bench.RoundResult) string {
+	out := ""
+	for i, r := range rs {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%.2f", r.Ratio)
+	}
+	return out
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// coordinator is a coordinator running in this process on a temporary
+// Pebble directory and a loopback port.
+type coordinator struct {
+	dir   string
+	group assign.Config
+	log   *slog.Logger
+	url   string
+	store *persistence.PebbleStore
+	coord *actors.Coordinator
+	srv   *http.Server
+}
+
+// startCoordinator runs a coordinator on a new temporary directory; stop
+// undoes everything.
+func startCoordinator(ctx context.Context, group assign.Config) (*coordinator, error) {
 	dir, err := os.MkdirTemp("", "rscoord-bench-")
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store, err := persistence.OpenPebble(dir, persistence.Options{Logger: log})
-	if err != nil {
+	c := &coordinator{dir: dir, group: group,
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if err := c.start(ctx); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, err
+		return nil, err
 	}
-	coord, err := actors.Start(ctx, actors.Config{Store: store, Logger: log})
+	return c, nil
+}
+
+// start opens the store in c.dir and serves it on a new port.
+func (c *coordinator) start(ctx context.Context) error {
+	store, err := persistence.OpenPebble(c.dir, persistence.Options{Logger: c.log})
+	if err != nil {
+		return err
+	}
+	coord, err := actors.Start(ctx, actors.Config{Store: store, Logger: c.log, Group: c.group})
 	if err != nil {
 		store.Close()
-		os.RemoveAll(dir)
-		return "", nil, err
+		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		coord.Close(ctx)
 		store.Close()
-		os.RemoveAll(dir)
-		return "", nil, err
+		return err
 	}
 	gin.SetMode(gin.ReleaseMode)
-	srv := &http.Server{Handler: gateway.New(coord, gateway.Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		coord.BeginShutdown()
-		err := errors.Join(srv.Shutdown(sctx), coord.Close(sctx), store.Close(), os.RemoveAll(dir))
-		if err != nil {
-			log.Error("stopping the bench coordinator", slog.Any("error", err))
-		}
+	c.store, c.coord = store, coord
+	c.srv = &http.Server{Handler: gateway.New(coord, gateway.Options{Logger: c.log}), ReadHeaderTimeout: 10 * time.Second}
+	go c.srv.Serve(ln)
+	c.url = "http://" + ln.Addr().String()
+	return nil
+}
+
+// shutdown stops serving and closes the store, in production order, and
+// keeps the directory.
+func (c *coordinator) shutdown(ctx context.Context) error {
+	if c.coord == nil {
+		return nil
 	}
-	return "http://" + ln.Addr().String(), stop, nil
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	c.coord.BeginShutdown()
+	err := errors.Join(c.srv.Shutdown(sctx), c.coord.Close(sctx), c.store.Close())
+	c.coord, c.store, c.srv = nil, nil, nil
+	return err
+}
+
+// stop shuts down and removes the directory.
+func (c *coordinator) stop(ctx context.Context) {
+	if err := errors.Join(c.shutdown(ctx), os.RemoveAll(c.dir)); err != nil {
+		c.log.Error("stopping the bench coordinator", slog.Any("error", err))
+	}
 }
 
 func main() {
@@ -129,7 +232,20 @@ func main() {
 	var cli CLI
 	k := kong.Parse(&cli, kong.Name("rscoord-bench"),
 		kong.BindTo(ctx, (*context.Context)(nil)), kong.BindTo(io.Writer(os.Stdout), (*io.Writer)(nil)))
+	if cli.CPUProfile != "" {
+		f, err := os.Create(cli.CPUProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rscoord-bench: cpu profile:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := k.Run(); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "rscoord-bench:", err)
 		os.Exit(1)
 	}
