@@ -55,7 +55,7 @@ func Example() {
 
 	// Output:
 	// persist
-	// OK epoch 1 assigned [0 1 2 3] next heartbeat in 3s
+	// OK epoch 1 assigned [0 1 2 3] next heartbeat in 200ms
 	// tick at + 15s
 	// persist
 	// OK epoch 1 assigned [0 1 2 3] next heartbeat in 3s

@@ -235,8 +235,13 @@ func (o *op) respond(m *Member, req *protocol.HeartbeatRequest, status protocol.
 	if len(assigned) != len(target) {
 		pending = minus(target, assigned)
 	}
+	// Step 10 (ours): heartbeat fast while a hand-off is under way — shards
+	// still pending, shards held outside the target, or shards granted but
+	// not yet reported as read. The last keeps a receiving member from
+	// waiting a whole interval before it says it took its shards, which is
+	// what lets the group reach STABLE (and the giver see it) in round trips.
 	interval := o.cfg.HeartbeatInterval
-	if len(pending) > 0 || holdsOutside(m, target) {
+	if len(pending) > 0 || holdsOutside(m, target) || !subset(assigned, m.Current) {
 		interval = o.cfg.ReconcileInterval
 	}
 	return protocol.HeartbeatResponse{
