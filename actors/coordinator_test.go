@@ -158,3 +158,58 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// slowStore makes every group write take a while, as a busy disk would.
+type slowStore struct {
+	persistence.Store
+	saves atomic.Int64
+}
+
+func (s *slowStore) SaveGroup(ctx context.Context, g *assign.Group, expected uint64) (uint64, error) {
+	s.saves.Add(1)
+	time.Sleep(20 * time.Millisecond)
+	return s.Store.SaveGroup(ctx, g, expected)
+}
+
+// TestHeartbeatsShareSyncedWrites: heartbeats that queue up behind a write
+// are answered after one shared write (group commit), each only once its
+// changes are durable.
+func TestHeartbeatsShareSyncedWrites(t *testing.T) {
+	ctx := context.Background()
+	store := &slowStore{Store: pebbleStore(t)}
+	c := start(t, store)
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	before := store.saves.Load()
+	const joins = 60
+	var wg sync.WaitGroup
+	answers := make([]protocol.HeartbeatResponse, joins)
+	for i := range joins {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("m%02d", i)
+			answers[i] = c.Heartbeat(ctx, "orders", "orders", id, join(id))
+		}()
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.Status != protocol.StatusOK {
+			t.Fatalf("join %d answered %s", i, a.Status)
+		}
+	}
+	writes := store.saves.Load() - before
+	if writes >= joins/2 {
+		t.Fatalf("%d joins took %d synced writes; queued heartbeats should share them", joins, writes)
+	}
+	// Every answered join is durable: a reload sees all members.
+	rec, err := store.LoadGroup(ctx, "orders", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Group.Members) != joins {
+		t.Fatalf("store holds %d members after %d answered joins", len(rec.Group.Members), joins)
+	}
+	t.Logf("%d joins, %d synced writes", joins, writes)
+}

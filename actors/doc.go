@@ -6,20 +6,23 @@
 //
 //  1. the pure step of package assign (heartbeat, tick, admin change) on its
 //     state with the current time;
-//  2. when the result says Persist, a synced write of the group snapshot to
-//     the store, guarded by the snapshot's store revision;
-//  3. only then the reply. If the write fails the actor reloads its last
-//     durable snapshot (the in-memory change is dropped) and answers RETRY
-//     or 503 STORE_UNAVAILABLE: a member is never told anything that is not
-//     durable;
+//  2. when the result says Persist, the group becomes dirty and a flush is
+//     queued behind the messages already in the mailbox (group commit);
+//  3. the answer: at once while nothing is dirty, else held until the flush
+//     has written the snapshot (synced, guarded by its store revision). One
+//     write thus covers every heartbeat queued meanwhile. If the write fails
+//     the actor reloads its last durable snapshot (the unwritten changes are
+//     dropped) and answers every held heartbeat RETRY: a member is never
+//     told anything that is not durable. Admin calls flush first, so they
+//     act on durable state;
 //  4. a timer for the result's next deadline (lease expiry, rebalance
 //     deadline, pruning), delivered back to the actor as a message.
 //
 // A group whose snapshot is corrupt or of an unknown schema fails closed:
 // heartbeats answer RETRY, admin and monitoring calls 503, and nothing is
 // rebuilt from member reports. A panic inside a group actor restarts only
-// that actor, from its last durable snapshot; its pending heartbeat is
-// answered RETRY.
+// that actor, from its last durable snapshot; the heartbeat it was handling
+// and every held one are answered RETRY.
 //
 // The stream actor owns the stream record (shard layout and migrations) and
 // serializes group creation, deletion and scaling for its prefix. The

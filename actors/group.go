@@ -34,12 +34,27 @@ type groupActor struct {
 	failed  error
 	deleted bool
 
+	// dirty is set while the state holds changes not yet written; held
+	// are the heartbeat answers waiting for that write (group commit: one
+	// synced write for every heartbeat already queued, see flush).
+	dirty       bool
+	held        []heldAnswer
+	flushQueued bool
+
 	self    *actor.PID
 	timer   *time.Timer
 	timerAt time.Time
 	// rebalanceStart is when the target last changed while the group was
 	// converged; zero while converged. For the rebalance duration metric.
 	rebalanceStart time.Time
+}
+
+// heldAnswer is a heartbeat answer waiting for the group's changes to be
+// durable.
+type heldAnswer struct {
+	to   *actor.PID
+	req  *protocol.HeartbeatRequest
+	resp protocol.HeartbeatResponse
 }
 
 func newGroupActor(e *env, prefix, name string, initial *persistence.GroupRecord) actor.Producer {
@@ -58,6 +73,13 @@ func (a *groupActor) log() *slog.Logger {
 
 // Receive handles one message; protoactor never calls it concurrently.
 func (a *groupActor) Receive(ctx actor.Context) {
+	defer a.retryOnPanic(ctx)
+	switch ctx.Message().(type) {
+	case *heartbeatMsg, *tickMsg, *flushMsg, *actor.Started, *actor.Restarting:
+	default:
+		// Admin calls and stopping see, and act on, durable state only.
+		a.flush(ctx)
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
@@ -65,10 +87,11 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
 	case *heartbeatMsg:
-		defer a.retryOnPanic(ctx, m.req)
-		ctx.Respond(a.heartbeat(m.req))
+		a.heartbeat(ctx, m.req)
+	case *flushMsg:
+		a.flush(ctx)
 	case *tickMsg:
-		a.tick()
+		a.tick(ctx)
 	case *getGroupMsg:
 		ctx.Respond(a.view(func(g *assign.Group) any { return g.Summary() }))
 	case *membersMsg:
@@ -133,54 +156,101 @@ func (a *groupActor) failClosed(err error) {
 	a.log().Error("group failed closed", slog.Any("error", err))
 }
 
-// retryOnPanic answers a heartbeat whose handling panicked with RETRY, at
-// once rather than at the asker's timeout, then re-raises the panic so that
-// the supervisor restarts this actor from its last durable snapshot.
-func (a *groupActor) retryOnPanic(ctx actor.Context, req *protocol.HeartbeatRequest) {
-	if r := recover(); r != nil {
-		a.log().Error("heartbeat panicked; restarting the group from its snapshot",
-			slog.String("member", req.MemberID), slog.Any("panic", r))
-		ctx.Respond(assign.RetryResponse(req, a.env.cfg.Group))
-		panic(r)
+// retryOnPanic answers RETRY, at once rather than at the askers' timeout,
+// to a heartbeat whose handling panicked and to every held answer (their
+// changes die with this incarnation), then re-raises the panic so that the
+// supervisor restarts this actor from its last durable snapshot.
+func (a *groupActor) retryOnPanic(ctx actor.Context) {
+	r := recover()
+	if r == nil {
+		return
 	}
+	cfg := a.env.cfg.Group
+	a.log().Error("group actor panicked; restarting the group from its snapshot",
+		slog.String("message", fmt.Sprintf("%T", ctx.Message())), slog.Any("panic", r))
+	if m, ok := ctx.Message().(*heartbeatMsg); ok {
+		ctx.Respond(assign.RetryResponse(m.req, cfg))
+	}
+	for _, h := range a.held {
+		ctx.Send(h.to, assign.RetryResponse(h.req, cfg))
+	}
+	a.held, a.dirty = nil, false
+	panic(r)
 }
 
-// heartbeat runs one heartbeat through the pure state machine, persisting
-// before it answers.
-func (a *groupActor) heartbeat(req *protocol.HeartbeatRequest) protocol.HeartbeatResponse {
+// heartbeat runs one heartbeat through the pure state machine. Its answer
+// goes out at once when nothing is waiting to be written; otherwise it is
+// held until flush has made the group durable, because it may build on
+// those changes.
+func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest) {
 	cfg := a.env.cfg.Group
-	if a.deleted {
-		return assign.UnknownMemberResponse(req, cfg)
-	}
-	if a.failed != nil {
-		return assign.RetryResponse(req, cfg)
+	switch {
+	case a.deleted:
+		ctx.Respond(assign.UnknownMemberResponse(req, cfg))
+		return
+	case a.failed != nil:
+		ctx.Respond(assign.RetryResponse(req, cfg))
+		return
 	}
 	res := assign.Heartbeat(a.g, req, a.env.now(), cfg)
 	if hook := a.env.testHooks.afterDecide; hook != nil {
 		hook(req)
 	}
-	if res.Persist {
-		if err := a.persist(); err != nil {
-			return assign.RetryResponse(req, cfg)
-		}
-	}
 	a.finish(StepHeartbeat, res)
-	return res.Response
+	a.dirty = a.dirty || res.Persist
+	if !a.dirty {
+		ctx.Respond(res.Response)
+		return
+	}
+	a.held = append(a.held, heldAnswer{to: ctx.Sender(), req: req, resp: res.Response})
+	a.queueFlush(ctx)
 }
 
-// tick runs the group's timers.
-func (a *groupActor) tick() {
+// queueFlush puts one flush behind the messages already in the mailbox, so
+// that every heartbeat queued now shares one synced write.
+func (a *groupActor) queueFlush(ctx actor.Context) {
+	if !a.flushQueued {
+		a.flushQueued = true
+		ctx.Send(ctx.Self(), &flushMsg{})
+	}
+}
+
+// flush writes the group if it changed and releases the held answers: as
+// decided when the write succeeded, RETRY when it failed (persist then
+// dropped the unwritten changes).
+func (a *groupActor) flush(ctx actor.Context) {
+	a.flushQueued = false
+	if !a.dirty {
+		return
+	}
+	a.dirty = false
+	err := a.persist()
+	cfg := a.env.cfg.Group
+	for _, h := range a.held {
+		resp := h.resp
+		if err != nil {
+			resp = assign.RetryResponse(h.req, cfg)
+		}
+		if h.to != nil {
+			ctx.Send(h.to, resp)
+		}
+	}
+	a.held = nil
+}
+
+// tick runs the group's timers. What they change (expiries, fences) is
+// written before any heartbeat answer can reveal it.
+func (a *groupActor) tick(ctx actor.Context) {
 	a.timer, a.timerAt = nil, time.Time{}
 	if a.failed != nil || a.deleted {
 		return
 	}
 	res := assign.Tick(a.g, a.env.now(), a.env.cfg.Group)
-	if res.Persist {
-		if err := a.persist(); err != nil {
-			return
-		}
-	}
 	a.finish(StepTick, res)
+	if res.Persist {
+		a.dirty = true
+		a.queueFlush(ctx)
+	}
 }
 
 // finish reports and logs what happened and schedules the next deadline.

@@ -6,11 +6,14 @@ import (
 )
 
 // Messages a group actor handles. Each is answered with a reply (or, for a
-// heartbeat, a protocol.HeartbeatResponse), except tick.
+// heartbeat, a protocol.HeartbeatResponse), except tick and flush.
 type (
 	heartbeatMsg struct{ req *protocol.HeartbeatRequest }
 	// tickMsg is the group's own timer firing.
-	tickMsg        struct{}
+	tickMsg struct{}
+	// flushMsg makes the group actor write its pending changes and send
+	// the heartbeat answers held for them.
+	flushMsg       struct{}
 	getGroupMsg    struct{}
 	membersMsg     struct{}
 	assignmentsMsg struct{}
