@@ -3,8 +3,11 @@
 // sleeping --handler-delay, and writes what it did to two JSON-lines logs
 // that end-to-end tests read:
 //
-//   - --events-log: one line per handled record, after its ACK was tried:
-//     {"memberId","streamKey","recordId","eventId","handledAt","handledAtUnixNano","acked"}.
+//   - --events-log: one line per handled record, written before its ACK,
+//     as an application commits its work before acknowledging: a pod killed
+//     in between has its record redelivered and logged again (at least
+//     once), never acknowledged and unlogged:
+//     {"memberId","streamKey","recordId","eventId","handledAt","handledAtUnixNano"}.
 //     eventId is the record's "eventId" field ("" if it has none).
 //   - --ownership-log: one line each time a member starts or stops reading
 //     a shard: {"memberId","shard","event":"start"|"stop","atUnixNano"}.
@@ -152,15 +155,15 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 			}
 		}
 		now := time.Now()
-		ackErr := settle(m, ctx)
 		eventID, _ := m.Fields["eventId"].(string)
 		if err := events.Write(eventLine{
 			MemberID: m.MemberID, StreamKey: m.StreamKey, RecordID: m.ID, EventID: eventID,
-			HandledAt: now.UTC().Format(time.RFC3339Nano), HandledAtUnixNano: now.UnixNano(), Acked: ackErr == nil,
+			HandledAt: now.UTC().Format(time.RFC3339Nano), HandledAtUnixNano: now.UnixNano(),
 		}); err != nil {
-			log.Error("write events log", slog.Any("error", err))
+			// Not recorded, so not handled: leave it pending for redelivery.
+			return fmt.Errorf("write events log: %w", err)
 		}
-		return ackErr
+		return settle(m, ctx)
 	}
 	ownership := func(event string) func(ctx context.Context, shards []int) {
 		return func(ctx context.Context, shards []int) {
@@ -225,7 +228,6 @@ type eventLine struct {
 	EventID           string `json:"eventId"`
 	HandledAt         string `json:"handledAt"`
 	HandledAtUnixNano int64  `json:"handledAtUnixNano"`
-	Acked             bool   `json:"acked"`
 }
 
 // ownershipLine is one line of the ownership log.
