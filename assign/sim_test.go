@@ -80,10 +80,18 @@ type world struct {
 	failed                               bool
 	stats                                map[string]int
 	durable                              uint64 // fingerprint after the last call
+	// steps overrides simSteps when positive (the fuzz target runs short
+	// worlds, so that each input is quick).
+	steps int
 }
 
 func newWorld(t *testing.T, seed uint64) *world {
-	rng := rand.New(rand.NewPCG(seed, 42))
+	return newWorldFrom(t, seed, rand.New(rand.NewPCG(seed, 42)))
+}
+
+// newWorldFrom builds a world whose every choice comes from rng; seed only
+// labels failures.
+func newWorldFrom(t *testing.T, seed uint64, rng *rand.Rand) *world {
 	w := &world{
 		t: t, seed: seed, rng: rng, cfg: testConfig(),
 		now: t0, procs: map[string]*proc{}, epochs: map[string]int64{},
@@ -127,7 +135,11 @@ func (w *world) fail(format string, args ...any) {
 }
 
 func (w *world) run() bool {
-	for i := 0; i < simSteps && !w.failed; i++ {
+	steps := simSteps
+	if w.steps > 0 {
+		steps = w.steps
+	}
+	for i := 0; i < steps && !w.failed; i++ {
 		if w.rng.IntN(100) < 15 {
 			w.chaos()
 		}
