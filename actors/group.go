@@ -44,9 +44,43 @@ type groupActor struct {
 	self    *actor.PID
 	timer   *time.Timer
 	timerAt time.Time
+	// mark is the group's epochs and version after the last step, and
+	// regressions the steps that moved one of them back (an invariant
+	// violation: they only ever grow), newest last, at most maxRegressions.
+	mark        epochMark
+	regressions []string
 	// rebalanceStart is when the target last changed while the group was
 	// converged; zero while converged. For the rebalance duration metric.
 	rebalanceStart time.Time
+}
+
+// epochMark is what must never go back between two steps of a group.
+type epochMark struct{ group, assignment, version int64 }
+
+// maxRegressions bounds the epoch regressions a group actor remembers.
+const maxRegressions = 20
+
+// checkEpochs records a step that moved the group epoch, assignment epoch
+// or metadata version back. A restored group starts a new mark: restoring
+// an older snapshot is the store going back, which metadata correction
+// handles, not a regression of the state machine.
+func (a *groupActor) checkEpochs(kind string) {
+	now := epochMark{a.g.GroupEpoch, a.g.AssignmentEpoch, a.g.MetadataVersion}
+	before := a.mark
+	a.mark = now
+	if kind == StepRestore {
+		return
+	}
+	if now.group < before.group || now.assignment < before.assignment || now.version < before.version {
+		msg := fmt.Sprintf("epoch regression in a %s step: group %d→%d, assignment %d→%d, metadata version %d→%d",
+			kind, before.group, now.group, before.assignment, now.assignment, before.version, now.version)
+		a.log().Error("invariant violated", slog.String("violation", msg))
+		a.regressions = append(a.regressions, msg)
+		if len(a.regressions) > maxRegressions {
+			a.regressions = a.regressions[1:]
+		}
+		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, len(a.regressions)))
+	}
 }
 
 // heldAnswer is a heartbeat answer waiting for the group's changes to be
@@ -97,7 +131,11 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	case *membersMsg:
 		ctx.Respond(a.view(func(g *assign.Group) any { return g.MemberViews(a.env.cfg.Group) }))
 	case *assignmentsMsg:
-		ctx.Respond(a.view(func(g *assign.Group) any { return g.Assignments() }))
+		ctx.Respond(a.view(func(g *assign.Group) any {
+			view := g.Assignments()
+			view.InvariantViolations = append(view.InvariantViolations, a.regressions...)
+			return view
+		}))
 	case *consumptionMsg:
 		ctx.Respond(a.view(func(g *assign.Group) any { return g.Consumption() }))
 	case *routingMsg:
@@ -137,7 +175,7 @@ func (a *groupActor) start() {
 	a.g, a.revision, a.failed = rec.Group, rec.Revision, nil
 	a.env.failed.forget(a.prefix, a.name)
 	res := assign.Restore(a.g, a.env.now(), a.env.cfg.Group)
-	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g))
+	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, len(a.regressions)))
 	a.finish(StepRestore, res)
 }
 
@@ -256,11 +294,12 @@ func (a *groupActor) tick(ctx actor.Context) {
 // finish reports and logs what happened and schedules the next deadline.
 // A step of kind layout is always persisted.
 func (a *groupActor) finish(kind string, res assign.Result) {
+	a.checkEpochs(kind)
 	ev := res.Events
 	persisted := res.Persist || kind == StepLayout
 	a.env.obs.GroupStep(a.prefix, a.name, GroupStep{Kind: kind, Events: ev, Persisted: persisted})
 	if persisted {
-		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g))
+		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, len(a.regressions)))
 	}
 	a.trackRebalance(ev.Rebalanced)
 	if len(ev.Expired) > 0 || len(ev.Fenced) > 0 || len(ev.Joined) > 0 || len(ev.Left) > 0 || len(ev.Pruned) > 0 {

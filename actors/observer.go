@@ -65,11 +65,13 @@ type GroupState struct {
 	InvariantViolations int
 }
 
-func groupState(g *assign.Group) GroupState {
+// regressions are epoch regressions the actor saw (see groupActor.finish),
+// counted with the state's own invariant violations.
+func groupState(g *assign.Group, regressions int) GroupState {
 	s := GroupState{
 		State: g.State, GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch,
 		MembersByState:      map[protocol.MemberState]int{},
-		InvariantViolations: len(assign.CheckInvariants(g)),
+		InvariantViolations: len(assign.CheckInvariants(g)) + regressions,
 	}
 	for _, m := range g.Members {
 		s.MembersByState[m.State]++
