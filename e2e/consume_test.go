@@ -45,6 +45,24 @@ func startCoordinator(t *testing.T, bin, dir string, extra ...string) (*proctest
 	return p, "http://" + rec.Address
 }
 
+// startPods runs n consumer pods pod-0 … pod-{n-1} of orders/orders, each
+// logging its events and ownership under dir, with handlerDelay per record.
+func startPods(t *testing.T, bin, url, redisAddrs, dir string, n int, handlerDelay string) []*pod {
+	t.Helper()
+	pods := make([]*pod, n)
+	for i := range pods {
+		name := fmt.Sprintf("pod-%d", i)
+		p := &pod{name: name, events: filepath.Join(dir, name+"-events.jsonl"), ownership: filepath.Join(dir, name+"-ownership.jsonl")}
+		p.proc = proctest.Start(t, name, bin, []string{
+			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
+			"--concurrency", "2", "--workers", "2", "--handler-delay", handlerDelay, "--member-lease", memberLease,
+			"--claim-min-idle", claimMinIdle, "--events-log", p.events, "--ownership-log", p.ownership,
+		}, "POD_IP="+name)
+		pods[i] = p
+	}
+	return pods
+}
+
 type pod struct {
 	name      string
 	proc      *proctest.Process
@@ -76,17 +94,7 @@ func TestConsumersSurviveKillAndStop(t *testing.T) {
 	}
 	redisAddrs := strings.Join(cluster.Addrs, ",")
 
-	pods := make([]*pod, 3)
-	for i := range pods {
-		name := fmt.Sprintf("pod-%d", i)
-		p := &pod{name: name, events: filepath.Join(dir, name+"-events.jsonl"), ownership: filepath.Join(dir, name+"-ownership.jsonl")}
-		p.proc = proctest.Start(t, name, b.consumer, []string{
-			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
-			"--concurrency", "2", "--workers", "2", "--handler-delay", "2ms", "--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
-			"--events-log", p.events, "--ownership-log", p.ownership,
-		}, "POD_IP="+name)
-		pods[i] = p
-	}
+	pods := startPods(t, b.consumer, url, redisAddrs, dir, 3, "2ms")
 	published := filepath.Join(dir, "published.jsonl")
 	pub := proctest.Start(t, "publisher", b.publisher, []string{
 		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",

@@ -46,17 +46,7 @@ func TestScaleInUnderTraffic(t *testing.T) {
 	}
 	defer stale.Close()
 
-	pods := make([]*pod, 3)
-	for i := range pods {
-		name := fmt.Sprintf("pod-%d", i)
-		p := &pod{name: name, events: filepath.Join(dir, name+"-events.jsonl"), ownership: filepath.Join(dir, name+"-ownership.jsonl")}
-		p.proc = proctest.Start(t, name, b.consumer, []string{
-			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
-			"--concurrency", "2", "--workers", "2", "--handler-delay", "1ms", "--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
-			"--events-log", p.events, "--ownership-log", p.ownership,
-		}, "POD_IP="+name)
-		pods[i] = p
-	}
+	pods := startPods(t, b.consumer, url, redisAddrs, dir, 3, "1ms")
 	published := filepath.Join(dir, "published.jsonl")
 	pub := proctest.Start(t, "publisher", b.publisher, []string{
 		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",

@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"fmt"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,17 +33,7 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 	s := coordtest.Remote(t, url)
 	s.CreateStream("orders", 4) // the coordinator provisions the shard streams
 
-	pods := make([]*pod, 3)
-	for i := range pods {
-		name := fmt.Sprintf("pod-%d", i)
-		p := &pod{name: name, events: filepath.Join(dir, name+"-events.jsonl"), ownership: filepath.Join(dir, name+"-ownership.jsonl")}
-		p.proc = proctest.Start(t, name, b.consumer, []string{
-			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
-			"--concurrency", "2", "--workers", "2", "--handler-delay", "1ms", "--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
-			"--events-log", p.events, "--ownership-log", p.ownership,
-		}, "POD_IP="+name)
-		pods[i] = p
-	}
+	pods := startPods(t, b.consumer, url, redisAddrs, dir, 3, "1ms")
 	published := filepath.Join(dir, "published.jsonl")
 	pub := proctest.Start(t, "publisher", b.publisher, []string{
 		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",

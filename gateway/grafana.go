@@ -197,23 +197,17 @@ func joinShards(shards []protocol.Shard) string {
 
 // grafanaStreamOptions lists the stream prefixes.
 func (s *server) grafanaStreamOptions(c *gin.Context) {
-	groups, ok := s.groupsFor(c)
-	if !ok {
-		return
-	}
-	seen := map[string]bool{}
-	out := []GrafanaOption{}
-	for _, g := range groups {
-		if !seen[g.StreamPrefix] {
-			seen[g.StreamPrefix] = true
-			out = append(out, GrafanaOption{Text: g.StreamPrefix, Value: g.StreamPrefix})
-		}
-	}
-	c.JSON(http.StatusOK, out)
+	s.grafanaOptions(c, func(g protocol.GroupResponse) string { return g.StreamPrefix })
 }
 
 // grafanaGroupOptions lists the groups (of streamPrefix, when given).
 func (s *server) grafanaGroupOptions(c *gin.Context) {
+	s.grafanaOptions(c, func(g protocol.GroupResponse) string { return g.ConsumerGroup })
+}
+
+// grafanaOptions answers the distinct values of field over the selected
+// groups, in their order.
+func (s *server) grafanaOptions(c *gin.Context, field func(protocol.GroupResponse) string) {
 	groups, ok := s.groupsFor(c)
 	if !ok {
 		return
@@ -221,9 +215,9 @@ func (s *server) grafanaGroupOptions(c *gin.Context) {
 	seen := map[string]bool{}
 	out := []GrafanaOption{}
 	for _, g := range groups {
-		if !seen[g.ConsumerGroup] {
-			seen[g.ConsumerGroup] = true
-			out = append(out, GrafanaOption{Text: g.ConsumerGroup, Value: g.ConsumerGroup})
+		if v := field(g); !seen[v] {
+			seen[v] = true
+			out = append(out, GrafanaOption{Text: v, Value: v})
 		}
 	}
 	c.JSON(http.StatusOK, out)
