@@ -1,0 +1,12 @@
+//go:build chaos
+
+package e2e
+
+// With -tags chaos TestChaos runs -chaos.runs seeded runs (the seed of run i
+// is -chaos.seed + i; -chaos.seed 0 draws a fresh one) of -chaos.faults
+// faults each.
+const (
+	chaosLong          = true
+	chaosDefaultFaults = 7
+	chaosDefaultSeed   = 0
+)

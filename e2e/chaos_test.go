@@ -1,0 +1,758 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/proctest"
+	"github.com/rscoord/rscoord/internal/redistest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Flags of TestChaos. Replay a failed run with the seed it printed:
+//
+//	go test -tags chaos -run TestChaos ./e2e -chaos.seed=N -chaos.runs=1
+var (
+	chaosSeed   = flag.Uint64("chaos.seed", 0, "seed of the first chaos run (0: the mode's default; with -tags chaos a fresh one)")
+	chaosRuns   = flag.Int("chaos.runs", 1, "number of seeded chaos runs (seeds seed, seed+1, …)")
+	chaosFaults = flag.Int("chaos.faults", 0, "faults per chaos run (0: the mode's default)")
+)
+
+// Fault kinds of the schedule.
+const (
+	faultCoordKill       = "coord-kill"
+	faultConsumerKill    = "consumer-kill"
+	faultConsumerStop    = "consumer-sigstop"
+	faultConsumerRestart = "consumer-restart"
+	faultHBDrop          = "hb-drop"
+	faultHBDelay         = "hb-delay"
+	faultRedisRestart    = "redis-restart"
+)
+
+var faultKinds = []string{faultCoordKill, faultConsumerKill, faultConsumerStop, faultConsumerRestart,
+	faultHBDrop, faultHBDelay, faultRedisRestart}
+
+const (
+	chaosShards   = 8
+	chaosPods     = 3
+	chaosPerPod   = 2 // --concurrency: members per pod
+	chaosRate     = 800
+	chaosLease    = 3 * time.Second
+	chaosHB       = 500 * time.Millisecond
+	chaosBlock    = time.Second // consumer-pod's default --block
+	thawStopSlack = 2 * time.Second
+	// recoveryBudget: a group must be STABLE again within the member lease
+	// plus two heartbeat intervals after a fault ends (a killed pod's fault
+	// "ends" at the kill: its lease has to run out first).
+	recoveryBudget = chaosLease + 2*chaosHB
+)
+
+// TestChaos runs seeded fault schedules over a real coordinator, a 3-master
+// Redis Cluster, 3 consumer pods (2 members each) and a publisher, then
+// checks at-least-once delivery, no overlapping reads, no fence caused by a
+// lost heartbeat answer, and recovery time. Without -tags chaos it runs
+// one short schedule.
+func TestChaos(t *testing.T) {
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = chaosDefaultSeed
+	}
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano()) % 1_000_000
+	}
+	faults := *chaosFaults
+	if faults <= 0 {
+		faults = chaosDefaultFaults
+	}
+	runs := max(*chaosRuns, 1)
+	b := build(t)
+	var summaries []string
+	for i := range runs {
+		s := seed + uint64(i)
+		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+			t.Logf("chaos seed %d, %d faults (replay: go test -tags chaos -run TestChaos ./e2e -chaos.seed=%d -chaos.faults=%d)", s, faults, s, faults)
+			r := &chaosRun{t: t, seed: s, rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), b: b, dir: t.TempDir(),
+				faults: map[string]int{}}
+			sum := r.run(faults)
+			summaries = append(summaries, sum)
+			t.Log(sum)
+		})
+	}
+	if runs > 1 {
+		t.Logf("all runs:\n%s", strings.Join(summaries, "\n"))
+	}
+}
+
+// incarnation is one run of a consumer pod process.
+type incarnation struct {
+	pod       int
+	n         int // incarnation number of the pod, from 0
+	proc      *proctest.Process
+	events    string
+	ownership string
+	// end: when it stopped reading for sure (its kill, or its exit).
+	end     int64
+	freezes []freeze
+}
+
+func (inc *incarnation) label() string { return fmt.Sprintf("pod-%d.%d", inc.pod, inc.n) }
+
+// freeze is one SIGSTOP..SIGCONT of an incarnation (ns).
+type freeze struct{ stop, cont int64 }
+
+// crashWindow: records written to node between a SAVE and the SIGKILL that
+// followed are lost with the crash (the restarted node loads the SAVE).
+type crashWindow struct {
+	node         int
+	fromMs, toMs int64
+}
+
+type chaosRun struct {
+	t    *testing.T
+	seed uint64
+	rng  *rand.Rand
+	b    bins
+	dir  string
+
+	cluster    *redistest.Cluster
+	redisAddrs string
+	coord      *proctest.Process
+	coordURL   string
+	coordPort  int
+	proxy      *hbProxy
+	httpc      *http.Client
+	transport  *http.Transport
+
+	incs []*incarnation
+	live [chaosPods]*incarnation
+
+	faults        map[string]int
+	fencesBefore  float64 // fences counted by coordinator processes killed already
+	allowedFences int
+	crashes       []crashWindow
+	overNominal   int // consumer kills that recovered after lease + 2 heartbeats
+	slowest       time.Duration
+	slowestKind   string
+}
+
+func (r *chaosRun) run(nFaults int) string {
+	t := r.t
+	ctx := context.Background()
+	r.transport = &http.Transport{}
+	r.httpc = &http.Client{Transport: r.transport, Timeout: 2 * time.Second}
+	t.Cleanup(r.transport.CloseIdleConnections)
+	r.cluster = redistest.NewCluster(t)
+	r.redisAddrs = strings.Join(r.cluster.Addrs, ",")
+	r.coordPort = chaosFreePort(t)
+	r.coordURL = fmt.Sprintf("http://127.0.0.1:%d", r.coordPort)
+	r.startCoordinator()
+	coordtest.Remote(t, r.coordURL).CreateStream("orders", chaosShards)
+	if err := redistest.CreateShards(ctx, r.cluster.Client(), "orders", chaosShards, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	r.proxy = newHBProxy(r.coordURL)
+	t.Cleanup(r.proxy.Close)
+	for i := range chaosPods {
+		r.startPod(i)
+	}
+	published := filepath.Join(r.dir, "published.jsonl")
+	pub := proctest.Start(t, "publisher", r.b.publisher, []string{
+		"--coordinator", r.coordURL, "--redis", r.redisAddrs, "--stream", "orders", "--group", "orders",
+		"--count", "100000000", "--rate", strconv.Itoa(chaosRate), "--batch", "20", "--published-log", published,
+		"--retry-timeout", "30s",
+	})
+	if d, ok := r.waitRecovered(time.Now(), 30*time.Second, nil); !ok {
+		t.Fatalf("the group never became STABLE at the start (%v)", d)
+	}
+	time.Sleep(time.Second)
+
+	// The schedule: kinds from a seeded shuffle (each kind once before any
+	// repeats), targets and durations drawn from the same source.
+	var kinds []string
+	for len(kinds) < nFaults {
+		perm := slices.Clone(faultKinds)
+		r.rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		kinds = append(kinds, perm...)
+	}
+	kinds = kinds[:nFaults]
+	for i, kind := range kinds {
+		r.inject(i, kind)
+		time.Sleep(r.between(300*time.Millisecond, 1200*time.Millisecond))
+	}
+
+	// Faults are over: stop publishing, then wait for every record.
+	if err := pub.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Wait(60 * time.Second); err != nil {
+		t.Errorf("publisher: %v", err)
+	}
+	nPublished, nHandled, handlings, lost := r.checkHandled(published)
+
+	for _, inc := range r.live {
+		if err := inc.proc.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := inc.proc.Wait(40 * time.Second); err != nil {
+			t.Errorf("%s after SIGTERM: %v", inc.label(), err)
+		}
+		inc.end = time.Now().UnixNano()
+	}
+	nOverlaps, postThaw, takeovers := r.checkOwnership()
+	if r.faults[faultConsumerStop] > 0 && takeovers == 0 {
+		t.Errorf("%d SIGSTOPs past the lease, but no shard of a frozen pod moved to another member while it was frozen", r.faults[faultConsumerStop])
+	}
+	needless := r.checkFences()
+
+	if err := r.coord.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.coord.Wait(30 * time.Second); err != nil {
+		t.Errorf("coordinator after SIGTERM: %v", err)
+	}
+	var byKind []string
+	for _, k := range faultKinds {
+		if r.faults[k] > 0 {
+			byKind = append(byKind, fmt.Sprintf("%s=%d", k, r.faults[k]))
+		}
+	}
+	return fmt.Sprintf("chaos seed=%d faults[%s] published=%d handled=%d handlings=%d lost-in-redis-crash=%d overlaps=%d frozen-shards-taken-over=%d post-thaw-handlings=%d unnecessary-fences=%d slowest-recovery=%v(%s) kill-recoveries-over-lease+2hb=%d",
+		r.seed, strings.Join(byKind, " "), nPublished, nHandled, handlings, lost, nOverlaps, takeovers, postThaw, needless,
+		r.slowest.Round(time.Millisecond), r.slowestKind, r.overNominal)
+}
+
+// between draws a duration in [lo, hi).
+func (r *chaosRun) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
+}
+
+func chaosFreePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startCoordinator runs the coordinator on the run's fixed port and data
+// dir, so a restart keeps its state and its URL.
+func (r *chaosRun) startCoordinator() {
+	t := r.t
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p := proctest.Start(t, "coordinator", r.b.coordinator, []string{"serve",
+			"--listen", fmt.Sprintf("127.0.0.1:%d", r.coordPort), "--data-dir", filepath.Join(r.dir, "coord"),
+			"--no-auth", "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
+			"--rebalance-timeout", "20s"})
+		_, err := p.WaitForLine(30*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) })
+		if err == nil {
+			r.coord = p
+			return
+		}
+		// The port (or the store's lock) may not be free yet right after a kill.
+		if !p.Exited() || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// startPod starts a new incarnation of pod i (same POD_IP, so the same
+// member ids, but its own log files). Pod 0 talks to the coordinator
+// through the heartbeat proxy.
+func (r *chaosRun) startPod(i int) *incarnation {
+	n := 0
+	for _, inc := range r.incs {
+		if inc.pod == i {
+			n++
+		}
+	}
+	inc := &incarnation{pod: i, n: n}
+	inc.events = filepath.Join(r.dir, inc.label()+"-events.jsonl")
+	inc.ownership = filepath.Join(r.dir, inc.label()+"-ownership.jsonl")
+	url := r.coordURL
+	if i == 0 {
+		url = r.proxy.URL()
+	}
+	inc.proc = proctest.Start(r.t, inc.label(), r.b.consumer, []string{
+		"--coordinator", url, "--redis", r.redisAddrs, "--stream", "orders", "--group", "orders",
+		"--concurrency", strconv.Itoa(chaosPerPod), "--workers", "2", "--handler-delay", "2ms",
+		"--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
+		"--events-log", inc.events, "--ownership-log", inc.ownership,
+	}, fmt.Sprintf("POD_IP=pod-%d", i))
+	r.incs = append(r.incs, inc)
+	r.live[i] = inc
+	return inc
+}
+
+// inject runs fault number i of kind, then waits for the group to recover
+// and records how long that took.
+func (r *chaosRun) inject(i int, kind string) {
+	t := r.t
+	r.faults[kind]++
+	var from time.Time // recovery is measured from here
+	var startedBy *incarnation
+	var since int64
+	switch kind {
+	case faultCoordKill:
+		r.fencesBefore += r.scrapeFences()
+		down := r.between(0, time.Second)
+		t.Logf("fault %d: SIGKILL the coordinator, restart after %v", i, down)
+		if err := r.coord.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		r.coord.Wait(10 * time.Second)
+		time.Sleep(down)
+		r.startCoordinator()
+		from = time.Now()
+	case faultConsumerKill:
+		p := r.rng.IntN(chaosPods)
+		inc := r.live[p]
+		down := r.between(0, time.Second)
+		t.Logf("fault %d: SIGKILL %s, replacement after %v", i, inc.label(), down)
+		if err := inc.proc.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		inc.end = time.Now().UnixNano()
+		from = time.Now()
+		inc.proc.Wait(10 * time.Second)
+		r.proxy.forget()
+		time.Sleep(down)
+		startedBy = r.startPod(p)
+		since = startedBy.startNs()
+	case faultConsumerStop:
+		p := r.rng.IntN(chaosPods)
+		inc := r.live[p]
+		// Long enough for the coordinator to expire both members (lease
+		// after their last heartbeat) and hand their shards to others.
+		d := chaosLease + r.between(1500*time.Millisecond, 3*time.Second)
+		t.Logf("fault %d: SIGSTOP %s for %v", i, inc.label(), d)
+		fz := freeze{stop: time.Now().UnixNano()}
+		if err := inc.proc.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+		r.proxy.forget()
+		fz.cont = time.Now().UnixNano()
+		if err := inc.proc.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		inc.freezes = append(inc.freezes, fz)
+		// Both members expire while frozen and are fenced when they come back.
+		r.allowedFences += chaosPerPod
+		from = time.Now()
+		startedBy, since = inc, fz.cont
+	case faultConsumerRestart:
+		p := r.rng.IntN(chaosPods)
+		inc := r.live[p]
+		t.Logf("fault %d: SIGTERM %s and start it again", i, inc.label())
+		if err := inc.proc.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := inc.proc.Wait(40 * time.Second); err != nil {
+			t.Errorf("%s after SIGTERM: %v", inc.label(), err)
+		}
+		inc.end = time.Now().UnixNano()
+		r.proxy.forget()
+		startedBy = r.startPod(p)
+		since = startedBy.startNs()
+		from = time.Now()
+	case faultHBDrop:
+		// Sometimes longer than the member lease: the member then fails
+		// closed on its own, but the coordinator still receives its
+		// heartbeats, so it must neither expire nor fence it.
+		d := r.between(500*time.Millisecond, 5*time.Second)
+		t.Logf("fault %d: drop every heartbeat answer to pod-0 for %v", i, d)
+		r.proxy.set(true, 0)
+		time.Sleep(d)
+		r.proxy.set(false, 0)
+		from = time.Now()
+	case faultHBDelay:
+		d := r.between(2*time.Second, 4*time.Second)
+		delay := r.between(200*time.Millisecond, 1500*time.Millisecond)
+		t.Logf("fault %d: delay every heartbeat answer to pod-0 by %v for %v", i, delay, d)
+		r.proxy.set(false, delay)
+		time.Sleep(d)
+		r.proxy.set(false, 0)
+		from = time.Now()
+	case faultRedisRestart:
+		node := r.rng.IntN(len(r.cluster.Nodes))
+		s := r.cluster.Nodes[node]
+		down := r.between(0, 800*time.Millisecond)
+		t.Logf("fault %d: SAVE, SIGKILL and restart Redis master %d (%s) after %v", i, node, s.Addr, down)
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		// A master with persistence: the restart loads this snapshot. Only
+		// records written between it and the kill are lost with the crash.
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
+		w := crashWindow{node: node, fromMs: time.Now().UnixMilli() - 1}
+		err := c.Save(ctx).Err()
+		c.Close()
+		if err != nil {
+			t.Fatalf("SAVE on %s: %v", s.Addr, err)
+		}
+		if err := s.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		w.toMs = time.Now().UnixMilli() + 1
+		r.crashes = append(r.crashes, w)
+		time.Sleep(down)
+		if err := s.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.cluster.WaitHealthy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		from = time.Now()
+	}
+	var extra func() bool
+	if startedBy != nil {
+		extra = func() bool { return startedBy.bothStartedAfter(r.t, since) }
+	}
+	took, ok := r.waitRecovered(from, 30*time.Second, extra)
+	if !ok {
+		t.Errorf("fault %d (%s): the group was not STABLE with every member reading 30 s after the fault ended", i, kind)
+		return
+	}
+	t.Logf("fault %d (%s): recovered in %v", i, kind, took.Round(time.Millisecond))
+	if took > r.slowest {
+		r.slowest, r.slowestKind = took, kind
+	}
+	budget := recoveryBudget
+	if kind == faultConsumerKill {
+		// Measured from the kill. The replacement reuses the member ids, so
+		// its join is answered RETRY (§6.1, duplicate id) until the dead
+		// incarnation's lease lapses, and retried one heartbeat interval
+		// later: one interval more than the nominal budget. Exceeding the
+		// nominal budget is counted in the summary, not failed.
+		budget += chaosHB
+		if took > recoveryBudget {
+			r.overNominal++
+		}
+	}
+	if took > budget {
+		t.Errorf("fault %d (%s): recovery took %v, over the budget of %v", i, kind, took, budget)
+	}
+}
+
+// startNs is when the incarnation's process was started (about).
+func (inc *incarnation) startNs() int64 { return time.Now().UnixNano() - int64(time.Millisecond) }
+
+// bothStartedAfter reports whether every member of inc logged a start
+// after since: the pod took part in the group again.
+func (inc *incarnation) bothStartedAfter(t *testing.T, since int64) bool {
+	started := map[string]bool{}
+	for _, e := range readJSONLines[ownershipEvent](t, inc.ownership) {
+		if e.Event == "start" && e.AtNanos > since {
+			started[e.MemberID] = true
+		}
+	}
+	return len(started) == chaosPerPod
+}
+
+// waitRecovered polls the group until it is STABLE with exactly the 6
+// expected members in its target, each reading what it was given, and
+// extra (if any) holds; it returns the time since from.
+func (r *chaosRun) waitRecovered(from time.Time, limit time.Duration, extra func() bool) (time.Duration, bool) {
+	want := map[string]bool{}
+	for p := range chaosPods {
+		for m := range chaosPerPod {
+			want[fmt.Sprintf("pod-%d-m%d", p, m)] = true
+		}
+	}
+	deadline := from.Add(limit)
+	for time.Now().Before(deadline) {
+		var g protocol.GroupResponse
+		if r.getJSON(protocol.BasePath+"/streams/orders/groups/orders", &g) == nil && g.State == protocol.GroupStable {
+			ok := true
+			n := 0
+			for m, c := range g.TargetAssignmentSummary {
+				if c > 0 {
+					n++
+					ok = ok && want[m] && g.CurrentAssignmentSummary[m] == c
+				}
+			}
+			if ok && n == len(want) && r.everyShardRead() && (extra == nil || extra()) {
+				return time.Since(from), true
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return time.Since(from), false
+}
+
+// everyShardRead reports whether the ownership logs of the live pods show
+// each shard read by exactly one member now (a member that failed closed,
+// say after lost heartbeat answers, must have resumed).
+func (r *chaosRun) everyShardRead() bool {
+	readers := map[int]int{}
+	for _, inc := range r.live {
+		open := map[string]bool{}
+		for _, e := range readJSONLines[ownershipEvent](r.t, inc.ownership) {
+			k := e.MemberID + "@" + strconv.Itoa(e.Shard)
+			switch {
+			case e.Event == "start" && !open[k]:
+				open[k] = true
+				readers[e.Shard]++
+			case e.Event == "stop" && open[k]:
+				delete(open, k)
+				readers[e.Shard]--
+			}
+		}
+	}
+	for s := range chaosShards {
+		if readers[s] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *chaosRun) getJSON(path string, out any) error {
+	resp, err := r.httpc.Get(r.coordURL + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// scrapeFences reads rscoord_member_fences_total of the running
+// coordinator (0 if it cannot be read).
+func (r *chaosRun) scrapeFences() float64 {
+	resp, err := r.httpc.Get(r.coordURL + "/metrics")
+	if err != nil {
+		r.t.Logf("scrape /metrics: %v", err)
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "rscoord_member_fences_total "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// checkHandled waits until every published record was handled at least
+// once, except records lost with a Redis crash (written after its SAVE),
+// and returns the counts.
+func (r *chaosRun) checkHandled(published string) (nPublished, nHandled, handlings, lost int) {
+	t := r.t
+	type publishedRecord struct {
+		EventID   string `json:"eventId"`
+		StreamKey string `json:"streamKey"`
+		RecordID  string `json:"recordId"`
+	}
+	pubs := readJSONLines[publishedRecord](t, published)
+	want := map[string]publishedRecord{}
+	for _, p := range pubs {
+		want[p.EventID] = p
+	}
+	nPublished = len(want)
+	if nPublished == 0 {
+		t.Fatal("nothing was published")
+	}
+	inCrash := func(p publishedRecord) bool {
+		ms, err := strconv.ParseInt(strings.SplitN(p.RecordID, "-", 2)[0], 10, 64)
+		if err != nil {
+			return false
+		}
+		node := r.cluster.NodeForSlot(protocol.RedisSlot(p.StreamKey))
+		for _, w := range r.crashes {
+			if w.node == node && ms >= w.fromMs && ms <= w.toMs {
+				return true
+			}
+		}
+		return false
+	}
+	type handled struct {
+		EventID string `json:"eventId"`
+	}
+	var missing []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		seen := map[string]bool{}
+		handlings = 0
+		for _, inc := range r.incs {
+			hs := readJSONLines[handled](t, inc.events)
+			handlings += len(hs)
+			for _, h := range hs {
+				seen[h.EventID] = true
+			}
+		}
+		missing, lost, nHandled = missing[:0], 0, 0
+		for id, p := range want {
+			switch {
+			case seen[id]:
+				nHandled++
+			case inCrash(p):
+				lost++
+			default:
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		t.Errorf("%d of %d published records were never handled, e.g. %v", len(missing), nPublished, missing[:min(5, len(missing))])
+	}
+	return nPublished, nHandled, handlings, lost
+}
+
+// checkOwnership checks that no two member incarnations read one shard at
+// overlapping times.
+//
+// What the logs can prove: a pod writes "start" before its first read of
+// a shard and "stop" once its reads stopped and its handlers returned. A
+// killed incarnation's open intervals end at its kill. A SIGSTOPped pod
+// cannot write while frozen: it writes its "stop" (lease expired) after
+// SIGCONT, with the time of writing. Frozen, it reads nothing, so its
+// interval is cut at the SIGSTOP, provided the stop line came promptly
+// after SIGCONT and nothing it read after the freeze reached a handler
+// (events of records newer than the freeze plus one XREADGROUP block). The
+// logs cannot show a read issued just before the freeze and served by Redis
+// while frozen: that one is bounded by the member's own lease (reads never
+// block past it), which ends before the coordinator's.
+func (r *chaosRun) checkOwnership() (nOverlaps, postThaw, takeovers int) {
+	t := r.t
+	byShard := map[int][]interval{}
+	type frozen struct {
+		inc   *incarnation
+		shard int
+		fz    freeze
+	}
+	var froze []frozen
+	for _, inc := range r.incs {
+		evs := readJSONLines[ownershipEvent](t, inc.ownership)
+		for i := range evs {
+			evs[i].MemberID += "@" + inc.label()
+		}
+		ivs := intervals(evs, inc.end)
+		for _, fz := range inc.freezes {
+			for shard, list := range ivs {
+				for k := range list {
+					iv := &list[k]
+					if iv.start >= fz.stop || iv.stop <= fz.cont {
+						continue
+					}
+					if iv.stop > fz.cont+int64(thawStopSlack) {
+						t.Errorf("%s: shard %d not stopped within %v of SIGCONT after a freeze past its lease (stop at +%v)",
+							iv.member, shard, thawStopSlack, time.Duration(iv.stop-fz.cont))
+						continue
+					}
+					iv.stop = fz.stop
+					froze = append(froze, frozen{inc, shard, fz})
+				}
+			}
+			postThaw += r.checkThaw(inc, evs, fz)
+		}
+		for shard, list := range ivs {
+			byShard[shard] = append(byShard[shard], list...)
+		}
+	}
+	if len(byShard) != chaosShards {
+		t.Errorf("ownership logs cover %d shards, want %d", len(byShard), chaosShards)
+	}
+	// A freeze tests the lease only if another member took the frozen
+	// member's shard while it was frozen.
+	for _, f := range froze {
+		for _, iv := range byShard[f.shard] {
+			if !strings.HasSuffix(iv.member, "@"+f.inc.label()) && iv.start > f.fz.stop && iv.start < f.fz.cont {
+				takeovers++
+				break
+			}
+		}
+	}
+	o := overlaps(byShard)
+	if len(o) > 0 {
+		t.Errorf("%d overlapping reads:\n%s", len(o), strings.Join(o, "\n"))
+	}
+	return len(o), postThaw, takeovers
+}
+
+// checkThaw looks at what inc handled after SIGCONT and before it started
+// a shard again: only records read before the freeze may show up there
+// (handlers that were frozen mid-record; their ACK is refused). It returns
+// how many there were and flags records read after the freeze.
+func (r *chaosRun) checkThaw(inc *incarnation, evs []ownershipEvent, fz freeze) int {
+	type handled struct {
+		MemberID  string `json:"memberId"`
+		StreamKey string `json:"streamKey"`
+		RecordID  string `json:"recordId"`
+		At        int64  `json:"handledAtUnixNano"`
+	}
+	restart := map[string]int64{} // member@shard → first start after the thaw
+	for _, e := range evs {
+		k := strings.SplitN(e.MemberID, "@", 2)[0] + "@" + strconv.Itoa(e.Shard)
+		if e.Event == "start" && e.AtNanos > fz.cont {
+			if _, ok := restart[k]; !ok {
+				restart[k] = e.AtNanos
+			}
+		}
+	}
+	n := 0
+	newest := fz.stop/int64(time.Millisecond) + chaosBlock.Milliseconds() + 100
+	for _, h := range readJSONLines[handled](r.t, inc.events) {
+		if h.At <= fz.cont {
+			continue
+		}
+		shard := h.StreamKey[strings.LastIndexByte(h.StreamKey, ':')+1:]
+		if at, ok := restart[h.MemberID+"@"+shard]; ok && h.At >= at {
+			continue
+		}
+		n++
+		ms, _ := strconv.ParseInt(strings.SplitN(h.RecordID, "-", 2)[0], 10, 64)
+		if ms > newest {
+			r.t.Errorf("%s (%s) handled %s %s after SIGCONT before rejoining: that record was written after the freeze, so it was read after the lease expired",
+				h.MemberID, inc.label(), h.StreamKey, h.RecordID)
+		}
+	}
+	return n
+}
+
+// checkFences compares fences with those caused on purpose: the proxy
+// counts fence answers after a lost answer (always needless); the metric
+// (summed over coordinator processes) must not exceed the fences the
+// schedule caused (members frozen past their lease).
+func (r *chaosRun) checkFences() int {
+	t := r.t
+	dropped, delayed, needless := r.proxy.stats()
+	total := r.fencesBefore + r.scrapeFences()
+	unexplained := max(0, int(total)-r.allowedFences)
+	t.Logf("heartbeat answers dropped %d, delayed %d; fences: metric %v, caused on purpose ≤ %d", dropped, delayed, total, r.allowedFences)
+	if len(needless) > 0 {
+		t.Errorf("%d fences after a lost heartbeat answer:\n%s", len(needless), strings.Join(needless, "\n"))
+	}
+	if unexplained > 0 {
+		t.Errorf("rscoord_member_fences_total %v exceeds the %d fences the schedule caused", total, r.allowedFences)
+	}
+	return max(len(needless), unexplained)
+}
