@@ -189,7 +189,15 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 	case answerUnknown:
 		return UnknownMemberResponse(req, o.cfg)
 	case answerRetry:
-		return RetryResponse(req, o.cfg)
+		resp := RetryResponse(req, o.cfg)
+		if m != nil {
+			// The newcomer may take the id once the live incarnation's lease
+			// lapses: ask it back just after that, not a whole interval
+			// later, so a replaced pod rejoins in one round trip.
+			wait := min(max(m.LeaseExpiresAt.Sub(o.now)+o.cfg.ReconcileInterval, o.cfg.ReconcileInterval), o.cfg.HeartbeatInterval)
+			resp.HeartbeatIntervalMs = millis(wait)
+		}
+		return resp
 	default:
 		return reject(req, protocol.StatusInvalidRequest, o.cfg)
 	}

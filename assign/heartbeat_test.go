@@ -126,6 +126,12 @@ func TestDuplicateMemberRetries(t *testing.T) {
 	if !g.Members["a"].LeaseExpiresAt.Equal(lease) {
 		t.Errorf("a duplicate renewed the live incarnation's lease")
 	}
+	// Close to the live incarnation's lease end the newcomer is asked back
+	// just after it, not a whole interval later.
+	near := Heartbeat(g, joinReq("a"), lease.Add(-time.Second), cfg).Response
+	if want := (time.Second + cfg.ReconcileInterval).Milliseconds(); near.Status != protocol.StatusRetry || near.HeartbeatIntervalMs != want {
+		t.Errorf("retry 1s before the lease ends: %s every %d ms, want RETRY every %d ms", near.Status, near.HeartbeatIntervalMs, want)
+	}
 	// The live incarnation keeps working meanwhile.
 	if r := cs[0].beat(now.Add(time.Second)).Response; r.Status != protocol.StatusOK {
 		t.Fatalf("live incarnation answered %s", r.Status)
