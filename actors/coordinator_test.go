@@ -213,3 +213,27 @@ func TestHeartbeatsShareSyncedWrites(t *testing.T) {
 	}
 	t.Logf("%d joins, %d synced writes", joins, writes)
 }
+
+// TestWriteFailureAnswers503ToAdmin: an admin change the store refuses is a
+// 503 STORE_UNAVAILABLE, and nothing of it is visible afterwards.
+func TestWriteFailureAnswers503ToAdmin(t *testing.T) {
+	ctx := context.Background()
+	store := &flakyStore{Store: pebbleStore(t)}
+	c := start(t, store)
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	store.failing.Store(true)
+	_, err := c.CreateGroup(ctx, "orders", "billing", protocol.CreateRequest{RequestedBy: "t"})
+	var perr *protocol.Error
+	if !errors.As(err, &perr) || perr.Code != protocol.CodeStoreUnavailable || perr.Code.HTTPStatus() != 503 {
+		t.Fatalf("create group while the store fails: %v", err)
+	}
+	if _, err := c.Group(ctx, "orders", "billing"); !errors.As(err, &perr) || perr.Code != protocol.CodeGroupNotFound {
+		t.Fatalf("the refused group is visible: %v", err)
+	}
+	store.failing.Store(false)
+	if _, err := c.CreateGroup(ctx, "orders", "billing", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatalf("create group after the store healed: %v", err)
+	}
+}
