@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -14,11 +16,23 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/rscoord/rscoord/internal/proctest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { removeBinary() }))
+	b, err := proctest.NewBuilder()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	builder = b
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
 }
+
+// builder builds the binary for the tests that run it; set once by
+// TestMain before any test runs.
+var builder *proctest.Builder
 
 // wantRequest is the one request a command must send.
 type wantRequest struct {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,68 +9,24 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/proctest"
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// buildBinary builds this command once per test binary run.
-var buildBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "rscoord-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "rscoord")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", &buildError{out: string(out), err: err}
-	}
-	return bin, nil
-})
-
-// removeBinary deletes what buildBinary built, if it ran.
-func removeBinary() {
-	if bin, err := buildBinary(); err == nil {
-		os.RemoveAll(filepath.Dir(bin))
-	}
-}
-
-type buildError struct {
-	out string
-	err error
-}
-
-func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
-
 // process is a running coordinator binary.
 type process struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	url    string
-	stderr *lockedBuffer
-	done   chan error
+	t    *testing.T
+	proc *proctest.Process
+	url  string
 }
 
-type lockedBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (b *lockedBuffer) add(line string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lines = append(b.lines, line)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Join(b.lines, "\n")
-}
+// output is everything the process printed so far.
+func (p *process) output() string { return p.proc.Output() }
 
 // testAdminPassword is the admin password of processes started by
 // startProcess.
@@ -85,73 +40,38 @@ func startProcess(t *testing.T, dataDir string, extra ...string) *process {
 	return startProcessEnv(t, dataDir, []string{envAdminPassword + "=" + testAdminPassword}, extra...)
 }
 
-// startProcessEnv is startProcess with env added to the environment
-// (without RSCOORD_ADMIN_PASSWORD unless env sets it).
+// startProcessEnv is startProcess with env added to the environment; the
+// secrets the test's own environment may hold are blanked first (the
+// server treats an empty variable as unset).
 func startProcessEnv(t *testing.T, dataDir string, env []string, extra ...string) *process {
 	t.Helper()
-	bin, err := buildBinary()
+	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, envAdminPassword+"=") || strings.HasPrefix(kv, envTokenSecret+"=")
-	}), env...)
-	pipe, err := cmd.StderrPipe()
+	env = append([]string{envAdminPassword + "=", envTokenSecret + "="}, env...)
+	p := &process{t: t, proc: proctest.Start(t, "rscoord", bin, args, env...)}
+	var rec struct {
+		Address string `json:"address"`
+	}
+	_, err = p.proc.WaitForLine(30*time.Second, func(line string) bool {
+		return strings.Contains(line, `"rscoord listening"`) && json.Unmarshal([]byte(line), &rec) == nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{t: t, cmd: cmd, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			line := sc.Text()
-			p.stderr.add(line)
-			var rec struct {
-				Msg     string `json:"msg"`
-				Address string `json:"address"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "rscoord listening" {
-				addr <- rec.Address
-			}
-		}
-		p.done <- cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("coordinator did not start listening; stderr:\n%s", p.stderr)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	p.url = "http://" + rec.Address
 	return p
 }
 
 // stop sends sig and waits for the process to exit, returning its error.
 func (p *process) stop(sig syscall.Signal) error {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.proc.Signal(sig); err != nil {
 		p.t.Fatal(err)
 	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-time.After(20 * time.Second):
-		p.cmd.Process.Kill()
-		p.t.Fatalf("coordinator did not exit after %v; stderr:\n%s", sig, p.stderr)
-		return nil
-	}
+	return p.proc.Wait(20 * time.Second)
 }
 
 func TestBinaryRestartKeepsState(t *testing.T) {
@@ -175,10 +95,10 @@ func TestBinaryRestartKeepsState(t *testing.T) {
 			err := p.stop(sig)
 			if sig == syscall.SIGTERM {
 				if err != nil {
-					t.Fatalf("SIGTERM exit: %v; stderr:\n%s", err, p.stderr)
+					t.Fatalf("SIGTERM exit: %v; stderr:\n%s", err, p.output())
 				}
-				if !strings.Contains(p.stderr.String(), "rscoord stopped cleanly") {
-					t.Fatalf("no clean stop logged; stderr:\n%s", p.stderr)
+				if !strings.Contains(p.output(), "rscoord stopped cleanly") {
+					t.Fatalf("no clean stop logged; stderr:\n%s", p.output())
 				}
 			}
 
@@ -207,7 +127,7 @@ func TestBinaryRestartKeepsState(t *testing.T) {
 }
 
 func TestServeFlagsFromEnvironment(t *testing.T) {
-	bin, err := buildBinary()
+	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,16 +146,16 @@ func TestBinaryBootstrapAdmin(t *testing.T) {
 	data := t.TempDir()
 	p := startProcessEnv(t, data, nil)
 	password := ""
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
+	for _, line := range strings.Split(p.output(), "\n") {
 		if _, after, ok := strings.Cut(line, `generated the password of user "admin": `); ok {
 			password = after
 		}
 	}
 	if password == "" {
-		t.Fatalf("no generated password printed; stderr:\n%s", p.stderr)
+		t.Fatalf("no generated password printed; stderr:\n%s", p.output())
 	}
-	if strings.Count(p.stderr.String(), password) != 1 {
-		t.Fatalf("the password is printed more than once (or logged); stderr:\n%s", p.stderr)
+	if strings.Count(p.output(), password) != 1 {
+		t.Fatalf("the password is printed more than once (or logged); stderr:\n%s", p.output())
 	}
 	s := coordtest.Remote(t, p.url)
 	var login protocol.LoginResponse
@@ -268,8 +188,8 @@ func TestBinaryBootstrapAdmin(t *testing.T) {
 
 	// Second start: nothing printed; the password and the token still work.
 	p = startProcessEnv(t, data, nil)
-	if strings.Contains(p.stderr.String(), "generated") {
-		t.Fatalf("a password was generated again; stderr:\n%s", p.stderr)
+	if strings.Contains(p.output(), "generated") {
+		t.Fatalf("a password was generated again; stderr:\n%s", p.output())
 	}
 	s = coordtest.Remote(t, p.url)
 	s.Authorization = coordtest.Basic("admin", password)
@@ -295,8 +215,8 @@ func TestBinaryBootstrapAdmin(t *testing.T) {
 // TestBinaryNoAuth checks --no-auth: anonymous ADMIN, with a warning.
 func TestBinaryNoAuth(t *testing.T) {
 	p := startProcess(t, t.TempDir(), "--no-auth")
-	if !strings.Contains(p.stderr.String(), "authentication is OFF") {
-		t.Fatalf("no warning; stderr:\n%s", p.stderr)
+	if !strings.Contains(p.output(), "authentication is OFF") {
+		t.Fatalf("no warning; stderr:\n%s", p.output())
 	}
 	s := coordtest.Remote(t, p.url)
 	s.CreateStream("orders", 2)
