@@ -86,7 +86,9 @@ func (a *Authenticator) VerifyToken(value string) (Principal, error) {
 		return Principal{}, ErrBadToken
 	}
 	signed, sig := value[:i], value[i+1:]
-	got, err := base64.RawURLEncoding.DecodeString(sig)
+	// Strict: a signature's last character has spare bits, and a lenient
+	// decoder would accept several spellings of one token.
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil || !hmac.Equal(got, a.sign(signed)) {
 		return Principal{}, ErrBadToken
 	}
