@@ -147,7 +147,7 @@ func (c *core) AppendAudit(ctx context.Context, entry protocol.AuditEntry) (seq 
 	// A fresh revision is unique: no other writer can hold this key, so no
 	// stripe lock and no revision check are needed.
 	seq = c.revision.Add(1)
-	if err := c.kv.set(auditKey(seq), frame(kindAudit, seq, payload)); err != nil {
+	if err := c.commit(ctx, putOp(auditKey(seq), frame(kindAudit, seq, payload))); err != nil {
 		return 0, opErr("audit entry", c.fail(err))
 	}
 	return seq, nil
@@ -169,7 +169,7 @@ func (c *core) ListAudit(ctx context.Context, q AuditQuery) (out []AuditRecord, 
 		hi = auditKey(q.Before)
 	}
 	out = []AuditRecord{}
-	err = c.kv.scanReverse(lo, hi, func(k, v []byte) error {
+	err = c.kv.scanReverse(ctx, lo, hi, func(k, v []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -331,7 +331,7 @@ func testRevisionsNeverReused(t *testing.T, e engine) {
 // putRaw stores value under the key of a group, bypassing the store.
 func putRaw(t *testing.T, s Store, key, value []byte) {
 	t.Helper()
-	if err := rawKV(s).set(key, value); err != nil {
+	if err := rawKV(s).commit(ctx, []op{putOp(key, value)}); err != nil {
 		t.Fatal(err)
 	}
 	switch s := s.(type) {
@@ -344,7 +344,7 @@ func putRaw(t *testing.T, s Store, key, value []byte) {
 
 func getRaw(t *testing.T, s Store, key []byte) []byte {
 	t.Helper()
-	v, err := rawKV(s).get(key)
+	v, err := rawKV(s).get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,31 +12,6 @@ import (
 	"github.com/rscoord/rscoord/assign"
 )
 
-// kv is the little a store needs from its storage engine. Both engines
-// (Pebble and memory) sit behind it, so the revision logic, encoding and
-// cleaning that [core] implements are the same code for both.
-type kv interface {
-	// get returns a copy of the value of key, or errNoKey.
-	get(key []byte) ([]byte, error)
-	// set writes key durably (synced) before it returns.
-	set(key, value []byte) error
-	// del deletes key durably (synced) before it returns.
-	del(key []byte) error
-	// scan calls fn for every key in [lower, upper) in key order, as of one
-	// point in time. key and value are valid only during the call.
-	scan(lower, upper []byte, fn func(key, value []byte) error) error
-	// scanReverse is scan in descending key order. Like scan, it stops at
-	// the first error fn returns and returns it.
-	scanReverse(lower, upper []byte, fn func(key, value []byte) error) error
-	// close releases the engine. It is called once.
-	close() error
-}
-
-var errNoKey = errors.New("no such key")
-
-// errStopScan ends a scan early; the caller of scan treats it as success.
-var errStopScan = errors.New("stop scan")
-
 // lockStripes is the number of record locks. A write holds the lock of its
 // key's stripe from the revision check to the end of the synced write, so
 // writers of different records (almost always in different stripes) reach
@@ -72,6 +47,8 @@ type core struct {
 	revision atomic.Uint64
 
 	stripes [lockStripes]stripe
+
+	stats writeStats
 }
 
 func newCore(engine kv) *core { return &core{kv: engine} }
@@ -129,11 +106,11 @@ func (c *core) lock(key []byte) *stripe {
 // The caller holds the stripe st of key. A value that does not decode, as a
 // load would decode it, is an error (ErrCorrupt or ErrUnknownSchema): it must
 // not be overwritten or deleted.
-func (c *core) storedRevision(st *stripe, key []byte, what string) (uint64, error) {
+func (c *core) storedRevision(ctx context.Context, st *stripe, key []byte, what string) (uint64, error) {
 	if rev, ok := st.revisions[string(key)]; ok {
 		return rev, nil
 	}
-	v, err := c.kv.get(key)
+	v, err := c.kv.get(ctx, key)
 	if errors.Is(err, errNoKey) {
 		return 0, nil
 	}
@@ -168,10 +145,10 @@ func (c *core) forget(key []byte) {
 }
 
 // put writes payload under key if the stored revision is expected.
-func (c *core) put(key []byte, kind string, payload []byte, expected uint64, what string) (uint64, error) {
+func (c *core) put(ctx context.Context, key []byte, kind string, payload []byte, expected uint64, what string) (uint64, error) {
 	st := c.lock(key)
 	defer st.mu.Unlock()
-	stored, err := c.storedRevision(st, key, what)
+	stored, err := c.storedRevision(ctx, st, key, what)
 	if err != nil {
 		return 0, err
 	}
@@ -179,11 +156,20 @@ func (c *core) put(key []byte, kind string, payload []byte, expected uint64, wha
 		return 0, opErr(what, newErr(ErrStaleRevision, "at revision %d, the write expected %d", stored, expected))
 	}
 	next := c.revision.Add(1)
-	if err := c.kv.set(key, frame(kind, next, payload)); err != nil {
+	if err := c.commit(ctx, putOp(key, frame(kind, next, payload))); err != nil {
 		return 0, opErr(what, c.fail(err))
 	}
 	st.remember(key, next)
 	return next, nil
+}
+
+// commit runs one engine commit of ops and counts what it wrote.
+func (c *core) commit(ctx context.Context, ops ...op) error {
+	if err := c.kv.commit(ctx, ops); err != nil {
+		return err
+	}
+	c.stats.count(ops)
+	return nil
 }
 
 // observeRevision raises the revision counter to at least r.
@@ -199,9 +185,9 @@ func (c *core) observeRevision(r uint64) {
 // recoverRevisions scans every record once at open and raises the revision
 // counter to the highest stored revision. Records that do not decode are
 // skipped here; they fail when loaded.
-func (c *core) recoverRevisions() error {
+func (c *core) recoverRevisions(ctx context.Context) error {
 	scan := func(lower, upper []byte, kind string) error {
-		return c.kv.scan(lower, upper, func(_, v []byte) error {
+		return c.kv.scan(ctx, lower, upper, func(_, v []byte) error {
 			if env, err := unframe(v, kind); err == nil {
 				c.observeRevision(env.StoreRevision)
 			}
@@ -219,7 +205,7 @@ func (c *core) recoverRevisions() error {
 	// Audit entries are keyed by their sequence, which is a revision too:
 	// the newest key alone says how far the counter went.
 	lo, hi = auditBounds()
-	err := c.kv.scanReverse(lo, hi, func(k, _ []byte) error {
+	err := c.kv.scanReverse(ctx, lo, hi, func(k, _ []byte) error {
 		if seq, ok := parseAuditKey(k); ok {
 			c.observeRevision(seq)
 		}
@@ -233,14 +219,14 @@ func (c *core) recoverRevisions() error {
 
 // checkLayout refuses a store written with another key layout and marks a
 // new one with ours.
-func (c *core) checkLayout() error {
-	v, err := c.kv.get(layoutKey)
+func (c *core) checkLayout(ctx context.Context) error {
+	v, err := c.kv.get(ctx, layoutKey)
 	if errors.Is(err, errNoKey) {
 		payload, err := json.Marshal(layoutV1{KeyLayout: keyLayout})
 		if err != nil {
 			return err
 		}
-		return c.kv.set(layoutKey, frame(kindLayout, 1, payload))
+		return c.commit(ctx, putOp(layoutKey, frame(kindLayout, 1, payload)))
 	}
 	if err != nil {
 		return err
@@ -292,7 +278,7 @@ func (c *core) LoadStreams(ctx context.Context) (out []StreamRecord, err error) 
 	defer c.recoverFatal(&err)
 	lo, hi := streamBounds()
 	out = []StreamRecord{}
-	err = c.kv.scan(lo, hi, func(k, v []byte) error {
+	err = c.kv.scan(ctx, lo, hi, func(k, v []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -319,7 +305,7 @@ func (c *core) LoadGroups(ctx context.Context, streamPrefix string) (out []Group
 	defer c.recoverFatal(&err)
 	lo, hi := groupBounds(streamPrefix)
 	out = []GroupRecord{}
-	err = c.kv.scan(lo, hi, func(k, v []byte) error {
+	err = c.kv.scan(ctx, lo, hi, func(k, v []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -350,7 +336,7 @@ func (c *core) LoadGroup(ctx context.Context, streamPrefix, name string) (rec Gr
 	defer exit()
 	defer c.recoverFatal(&err)
 	what := "group " + streamPrefix + "/" + name
-	v, err := c.kv.get(groupKey(streamPrefix, name))
+	v, err := c.kv.get(ctx, groupKey(streamPrefix, name))
 	if errors.Is(err, errNoKey) {
 		return GroupRecord{}, opErr(what, newErr(ErrNotFound, ""))
 	}
@@ -373,7 +359,7 @@ func (c *core) SaveStream(ctx context.Context, rec StreamRecord, expected uint64
 	}
 	defer exit()
 	defer c.recoverFatal(&err)
-	return c.put(streamKey(rec.StreamPrefix), kindStream, payload, expected, "stream "+rec.StreamPrefix)
+	return c.put(ctx, streamKey(rec.StreamPrefix), kindStream, payload, expected, "stream "+rec.StreamPrefix)
 }
 
 // SaveGroup implements [Store.SaveGroup].
@@ -388,7 +374,7 @@ func (c *core) SaveGroup(ctx context.Context, g *assign.Group, expected uint64) 
 	}
 	defer exit()
 	defer c.recoverFatal(&err)
-	return c.put(groupKey(g.StreamPrefix, g.Name), kindGroup, payload, expected, "group "+g.StreamPrefix+"/"+g.Name)
+	return c.put(ctx, groupKey(g.StreamPrefix, g.Name), kindGroup, payload, expected, "group "+g.StreamPrefix+"/"+g.Name)
 }
 
 // DeleteGroup implements [Store.DeleteGroup].
@@ -406,7 +392,7 @@ func (c *core) DeleteGroup(ctx context.Context, streamPrefix, name string, expec
 	key := groupKey(streamPrefix, name)
 	st := c.lock(key)
 	defer st.mu.Unlock()
-	stored, err := c.storedRevision(st, key, what)
+	stored, err := c.storedRevision(ctx, st, key, what)
 	switch {
 	case err != nil:
 		return err
@@ -415,7 +401,7 @@ func (c *core) DeleteGroup(ctx context.Context, streamPrefix, name string, expec
 	case stored != expected:
 		return opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
 	}
-	if err := c.kv.del(key); err != nil {
+	if err := c.commit(ctx, delOp(key)); err != nil {
 		return opErr(what, c.fail(err))
 	}
 	st.remember(key, 0)

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"bytes"
 	"sort"
 	"sync"
@@ -22,7 +23,7 @@ var _ Store = (*MemoryStore)(nil)
 func NewMemory() *MemoryStore {
 	mem := &memKV{data: make(map[string][]byte)}
 	c := newCore(mem)
-	if err := c.checkLayout(); err != nil {
+	if err := c.checkLayout(context.Background()); err != nil {
 		panic(err) // cannot happen: the map is empty and writes to it do not fail
 	}
 	return &MemoryStore{core: c, mem: mem}
@@ -34,7 +35,7 @@ type memKV struct {
 	data map[string][]byte
 }
 
-func (m *memKV) get(key []byte) ([]byte, error) {
+func (m *memKV) get(_ context.Context, key []byte) ([]byte, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	v, ok := m.data[string(key)]
@@ -44,25 +45,26 @@ func (m *memKV) get(key []byte) ([]byte, error) {
 	return bytes.Clone(v), nil
 }
 
-func (m *memKV) set(key, value []byte) error {
+func (m *memKV) commit(_ context.Context, ops []op) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.data[string(key)] = bytes.Clone(value)
+	for _, o := range ops {
+		if o.del {
+			delete(m.data, string(o.key))
+		} else {
+			m.data[string(o.key)] = bytes.Clone(o.value)
+		}
+	}
 	return nil
 }
 
-func (m *memKV) del(key []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.data, string(key))
-	return nil
-}
+func (m *memKV) limits() kvLimits { return kvLimits{MaxBytes: maxCommitBytes} }
 
-func (m *memKV) scan(lower, upper []byte, fn func(key, value []byte) error) error {
+func (m *memKV) scan(_ context.Context, lower, upper []byte, fn func(key, value []byte) error) error {
 	return m.scanOrdered(lower, upper, false, fn)
 }
 
-func (m *memKV) scanReverse(lower, upper []byte, fn func(key, value []byte) error) error {
+func (m *memKV) scanReverse(_ context.Context, lower, upper []byte, fn func(key, value []byte) error) error {
 	return m.scanOrdered(lower, upper, true, fn)
 }
 

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,10 +76,10 @@ func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
 		return nil, opErr("open "+dir, err)
 	}
 	c := newCore(&pebbleKV{db: db})
-	if err := c.checkLayout(); err != nil {
+	if err := c.checkLayout(context.Background()); err != nil {
 		return nil, errors.Join(opErr("open "+dir, err), db.Close())
 	}
-	if err := c.recoverRevisions(); err != nil {
+	if err := c.recoverRevisions(context.Background()); err != nil {
 		return nil, errors.Join(opErr("open "+dir, err), db.Close())
 	}
 	return &PebbleStore{core: c, db: db, dir: dir}, nil
@@ -89,7 +90,7 @@ type pebbleKV struct {
 	db *pebble.DB
 }
 
-func (p *pebbleKV) get(key []byte) ([]byte, error) {
+func (p *pebbleKV) get(_ context.Context, key []byte) ([]byte, error) {
 	v, closer, err := p.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, errNoKey
@@ -101,12 +102,28 @@ func (p *pebbleKV) get(key []byte) ([]byte, error) {
 	return append([]byte(nil), v...), nil
 }
 
-func (p *pebbleKV) set(key, value []byte) error { return p.db.Set(key, value, pebble.Sync) }
+// commit applies ops as one Pebble batch, synced.
+func (p *pebbleKV) commit(_ context.Context, ops []op) error {
+	b := p.db.NewBatch()
+	defer b.Close()
+	for _, o := range ops {
+		var err error
+		if o.del {
+			err = b.Delete(o.key, nil)
+		} else {
+			err = b.Set(o.key, o.value, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.Sync)
+}
 
-func (p *pebbleKV) del(key []byte) error { return p.db.Delete(key, pebble.Sync) }
+func (p *pebbleKV) limits() kvLimits { return kvLimits{MaxBytes: maxCommitBytes} }
 
 // scan iterates one Pebble iterator, which reads as of its creation.
-func (p *pebbleKV) scan(lower, upper []byte, fn func(key, value []byte) error) (err error) {
+func (p *pebbleKV) scan(_ context.Context, lower, upper []byte, fn func(key, value []byte) error) (err error) {
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return corruption(err)
@@ -125,7 +142,7 @@ func (p *pebbleKV) scan(lower, upper []byte, fn func(key, value []byte) error) (
 }
 
 // scanReverse is scan from the last key down.
-func (p *pebbleKV) scanReverse(lower, upper []byte, fn func(key, value []byte) error) (err error) {
+func (p *pebbleKV) scanReverse(_ context.Context, lower, upper []byte, fn func(key, value []byte) error) (err error) {
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return corruption(err)
