@@ -1,8 +1,8 @@
 package persistence
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"sort"
 	"sync"
 )
