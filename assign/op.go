@@ -287,7 +287,17 @@ func (o *op) result(resp protocol.HeartbeatResponse) Result {
 	if o.g.timersKnown {
 		next = o.g.nextTimer
 	}
-	return Result{Response: resp, Persist: o.persist, Next: next, Events: o.ev}
+	res := Result{Response: resp, Persist: o.persist, Next: next, Events: o.ev}
+	if o.persist {
+		// Conservative until every setter records what it touched: a
+		// durable step names every part of the group.
+		res.Changes = Changes{Group: true, Members: sortedIDs(o.g.Members), Removed: slices.Clone(o.ev.Pruned)}
+		slices.Sort(res.Changes.Removed)
+		for s := range o.g.OwnerEpochs {
+			res.Changes.OwnerEpochs = append(res.Changes.OwnerEpochs, s)
+		}
+	}
+	return res
 }
 
 // sortedIDs returns the member ids in order, so that maintenance passes and

@@ -26,6 +26,43 @@ type Result struct {
 	// Events says what happened, for metrics and logs; this package logs
 	// nothing itself.
 	Events Events
+	// Changes lists which durable parts of the group changed, so that the
+	// actor writes only those. Persist is true exactly when Changes is not
+	// empty.
+	Changes Changes
+}
+
+// Changes names the durable parts of a group one call changed. The durable
+// record of a group splits into:
+//
+//   - the group-level part: every field of [Group] but Members, Target and
+//     OwnerEpochs (epochs, versions, state, layout, correction round,
+//     migration, creation time);
+//   - one part per member: the durable fields of its [Member] (all but
+//     MetadataVersion, capacity, Progress, LastHeartbeat, LeaseExpiresAt and
+//     ReadableUntil) together with its target, Group.Target[id], which is
+//     stored with the member so that a join writes the targets of the
+//     members that lost shards to it and no other;
+//   - one part per shard: its owner epoch, Group.OwnerEpochs[shard].
+//
+// A part listed here may have been changed and changed back within the
+// call; writing it again is harmless. A part not listed is unchanged.
+type Changes struct {
+	// Group is true when the group-level part changed.
+	Group bool
+	// Members lists, sorted, the members whose part changed (or that were
+	// added); each is in Group.Members.
+	Members []string
+	// Removed lists, sorted, the members removed from the group (pruned);
+	// none of them is in Group.Members any more.
+	Removed []string
+	// OwnerEpochs lists, sorted, the shards whose owner epoch changed.
+	OwnerEpochs []int
+}
+
+// Empty reports whether nothing durable changed.
+func (c Changes) Empty() bool {
+	return !c.Group && len(c.Members) == 0 && len(c.Removed) == 0 && len(c.OwnerEpochs) == 0
 }
 
 // Events lists what one call did. Member id lists are sorted within one

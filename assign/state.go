@@ -21,6 +21,11 @@ type Config struct {
 	RebalanceTimeout time.Duration
 	// StaleMemberRetention is how long terminal members are kept.
 	StaleMemberRetention time.Duration
+	// MaxCorrectionStep bounds how far past the group's metadataVersion a
+	// member may report a version (docs/protocol.md, bounded corrections):
+	// a report further ahead is answered INVALID_REQUEST for that member
+	// alone and changes nothing.
+	MaxCorrectionStep int64
 }
 
 // EnsureDefaults returns c with every zero field set to its protocol default.
@@ -39,6 +44,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.StaleMemberRetention <= 0 {
 		c.StaleMemberRetention = protocol.DefaultStaleMemberRetention
+	}
+	if c.MaxCorrectionStep <= 0 {
+		c.MaxCorrectionStep = protocol.DefaultMaxCorrectionStep
 	}
 	return c
 }
@@ -87,6 +95,14 @@ type Group struct {
 	ActiveMigration *protocol.Migration
 	// CreatedAt is when the group was registered.
 	CreatedAt time.Time
+	// OwnerEpochs is the ownership token of each shard, indexed by shard
+	// index (docs/protocol.md, ownership tokens): raised each time the shard
+	// is granted to a member that did not already hold it, never lowered,
+	// kept across scale changes (the slice only grows) and, through a
+	// [Tombstone], across delete and re-create. A missing entry or 0 means
+	// never granted. Since a shard is granted to at most one member at a
+	// time, the value is the token of its current grantee. Durable.
+	OwnerEpochs []int64
 
 	// nextTimer caches a lower bound of the earliest timer of the group
 	// (lease expiry, rebalance deadline, prune), valid while timersKnown.
@@ -172,4 +188,21 @@ type Member struct {
 	// StateChangedAt is when State last changed; terminal members are
 	// pruned StaleMemberRetention after it.
 	StateChangedAt time.Time
+	// InstanceID is the incarnation id (instanceId) sent by the join that
+	// created the current incarnation; empty when that join sent none
+	// (reference clients). Durable.
+	InstanceID string
+	// JoinRequestID is the requestId of the join that created the current
+	// incarnation: for a member without InstanceID, an epoch-0 heartbeat
+	// with this requestId is a replay of a lost join answer, any other one a
+	// second process (answered RETRY). Durable.
+	JoinRequestID string
+	// ReadableUntil is when the member's last answer that let it read (OK,
+	// SYNC_METADATA, REVOKE_PENDING) stops letting it read: that answer's
+	// time plus the member lease. Until then the shards it holds stay
+	// blocked, whatever its state (docs/protocol.md, the hand-off
+	// invariant). Not durable: [Restore] sets it to now+MemberLease for
+	// every member still holding shards, since the coordinator cannot know
+	// when its answers reached the member.
+	ReadableUntil time.Time
 }

@@ -20,6 +20,11 @@ const (
 	// while a member has pending shards or holds shards outside its target, so
 	// hand-offs take round trips instead of heartbeat intervals.
 	DefaultReconcileHeartbeatInterval = 200 * time.Millisecond
+	// DefaultMaxCorrectionStep (ours) bounds how far one metadata
+	// correction may move a group's metadataVersion past its own: a member
+	// reporting a version further ahead is answered INVALID_REQUEST alone,
+	// so that no single request can exhaust the group's version space.
+	DefaultMaxCorrectionStep int64 = 1_000_000
 	// DefaultProducerRoutingLease is how long a producer may publish on cached
 	// routing without a successful refresh.
 	DefaultProducerRoutingLease = 30 * time.Second

@@ -2,9 +2,18 @@ package protocol
 
 import "time"
 
-// Shard is a shard on the wire: {"shardIndex": 3}.
+// Shard is a shard on the wire: {"shardIndex": 3}. In the assignedShards
+// of an OK heartbeat answer it also carries OwnerEpoch (ours, optional on
+// the wire); everywhere else OwnerEpoch is zero and left out, and a request
+// may carry it (echoed by a client) without effect.
 type Shard struct {
 	ShardIndex int `json:"shardIndex"`
+	// OwnerEpoch is the shard's ownership token (docs/protocol.md, ownership
+	// tokens): a positive counter per (group, shard), raised each time the
+	// shard is granted to a member that did not already hold it, never
+	// decreasing. A downstream store that keeps the highest token seen per
+	// shard can refuse a stale owner's writes. Zero means absent.
+	OwnerEpoch int64 `json:"ownerEpoch,omitempty"`
 }
 
 // Shards turns shard indexes into wire shards; nil becomes [].
@@ -38,6 +47,17 @@ type HeartbeatRequest struct {
 	OwnedShards             []Shard          `json:"ownedShards"`
 	RevokingShards          []RevokingShard  `json:"revokingShards"`
 	ShardProgress           []ShardProgress  `json:"shardProgress"`
+	// InstanceID (ours, optional) names the member's incarnation: 1–128
+	// characters of [A-Za-z0-9._:-], random per process start, the same on
+	// every heartbeat of that process. The coordinator stores the one of the
+	// join that created the member and tells a replayed join from a second
+	// process using the same member id by it. Empty means not sent
+	// (reference clients): the join's requestId decides instead.
+	InstanceID string `json:"instanceId,omitempty"`
+	// WaitMs (ours, optional) lets the coordinator hold the answer up to
+	// this many milliseconds (0 … the answered heartbeatIntervalMs) while
+	// it would tell the member nothing new. 0 answers at once.
+	WaitMs int64 `json:"waitMs,omitempty"`
 }
 
 // ConsumerCapacity is a member's local worker capacity.
@@ -81,6 +101,21 @@ type HeartbeatResponse struct {
 	AssignmentEpoch    int64      `json:"assignmentEpoch"`
 	MetadataVersion    int64      `json:"metadataVersion"`
 	Assignment         Assignment `json:"assignment"`
+	// MemberLeaseMs (ours) is the coordinator's member lease: a member fails
+	// closed after this long without an answer that lets it read, whatever
+	// its own setting. Present on every answer of a server speaking our
+	// extensions; zero (absent) from others.
+	MemberLeaseMs int64 `json:"memberLeaseMs,omitempty"`
+	// ErrorCode (ours, optional) says why a heartbeat was refused, in the
+	// codes of error bodies: on UNKNOWN_MEMBER_ID, STREAM_NOT_FOUND when the
+	// stream does not exist and GROUP_NOT_FOUND when the group does not (and
+	// is not registered on the fly), absent when only the member is unknown;
+	// on INVALID_REQUEST, INVALID_REQUEST with Message saying what. Clients
+	// that know it can stop retrying a join that can never succeed;
+	// reference clients ignore it.
+	ErrorCode ErrorCode `json:"errorCode,omitempty"`
+	// Message (ours, optional) explains ErrorCode for people.
+	Message string `json:"message,omitempty"`
 }
 
 // Assignment is what a member may read (assigned) and what it will get once

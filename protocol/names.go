@@ -50,3 +50,15 @@ func validateName(field, v, extra string) error {
 	}
 	return nil
 }
+
+// MaxInstanceIDLength is the longest member incarnation id (instanceId).
+const MaxInstanceIDLength = 128
+
+// ValidateInstanceID checks a member incarnation id: 1–128 of
+// [A-Za-z0-9._:-]. Empty means "not sent" and is not checked here.
+func ValidateInstanceID(id string) error {
+	if len(id) > MaxInstanceIDLength {
+		return fmt.Errorf("instanceId is %d characters long; at most %d are allowed", len(id), MaxInstanceIDLength)
+	}
+	return validateName("instanceId", id, "")
+}
