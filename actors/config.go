@@ -37,7 +37,7 @@ type Config struct {
 	// Observer receives events for metrics. Default: none.
 	Observer Observer
 
-	// Redis provisions shard streams and proves drains (PROTOCOL.md §7).
+	// Redis provisions shard streams and proves drains (docs/protocol.md §7).
 	// Nil: scales activate at once, with no provisioning and no drain
 	// proof; removed shards stay until an operator completes the
 	// migration. Health says NOT_CONFIGURED.

@@ -371,7 +371,7 @@ func (c *Coordinator) ProducerRouting(ctx context.Context, prefix, group string)
 }
 
 // ensureRouted makes, with Redis configured, every shard stream of routing
-// and the group's Redis consumer group exist (PROTOCOL.md §5). It runs in
+// and the group's Redis consumer group exist (docs/protocol.md §5). It runs in
 // the caller's goroutine, never inside an actor, and once per group and
 // metadata version: producers refresh every few seconds.
 func (c *Coordinator) ensureRouted(ctx context.Context, routing protocol.ProducerRoutingResponse) error {
@@ -597,7 +597,7 @@ func (c *Coordinator) Health(ctx context.Context) protocol.Health {
 // redisPingTimeout bounds the Redis check of a health request.
 const redisPingTimeout = time.Second
 
-// Heartbeat runs one member heartbeat (PROTOCOL.md §6.1). It always answers
+// Heartbeat runs one member heartbeat (docs/protocol.md §6.1). It always answers
 // a response: failures of the coordinator itself are RETRY, so that a
 // member keeps its shards and tries again.
 func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID string, req *protocol.HeartbeatRequest) protocol.HeartbeatResponse {

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// StreamRedis is what the coordinator asks of Redis (PROTOCOL.md §7): it
+// StreamRedis is what the coordinator asks of Redis (docs/protocol.md §7): it
 // creates shard streams and consumer groups, reads the facts drain proofs
 // are made of, and deletes retired shards. It never reads or acknowledges
 // records. Implementations are safe for concurrent use; package redisops

@@ -14,7 +14,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Resharding (PROTOCOL.md §7), as the stream actor runs it. Every state
+// Resharding (docs/protocol.md §7), as the stream actor runs it. Every state
 // change is written to the stream record before it is acted on, so that a
 // restarted stream actor resumes from its record:
 //
@@ -121,7 +121,7 @@ func (s *streamActor) prepare(id string) reply {
 }
 
 // provision creates keys with every group on them, when Redis is
-// configured. A failure is the 503 of PROTOCOL.md §7.
+// configured. A failure is the 503 of docs/protocol.md §7.
 func (s *streamActor) provision(keys, groups []string) error {
 	r := s.env.cfg.Redis
 	if r == nil || len(keys) == 0 || len(groups) == 0 {

@@ -303,7 +303,7 @@ func (s *streamActor) rollback(id string, req protocol.OperatorRequest) reply {
 			// A rolled-back scale-in makes its removed shards live again;
 			// the shards a rolled-back scale-out added simply leave the
 			// layout, with any records already written to them left for the
-			// operator (PROTOCOL.md §7).
+			// operator (docs/protocol.md §7).
 			next.DrainingShards = slices.DeleteFunc(next.DrainingShards, func(s int) bool { return s < m.FromShardCount })
 			next.ShardCount = m.FromShardCount
 		})

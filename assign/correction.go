@@ -4,7 +4,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Metadata correction (PROTOCOL.md §6.1 steps 4 and 9).
+// Metadata correction (docs/protocol.md §6.1 steps 4 and 9).
 //
 // A member reporting a metadataVersion above the group's has seen a state
 // this coordinator no longer has: the store went back (a restore, a lost

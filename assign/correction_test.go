@@ -9,7 +9,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// TestCorrectionRound walks the round of PROTOCOL.md §6.1 steps 4 and 9
+// TestCorrectionRound walks the round of docs/protocol.md §6.1 steps 4 and 9
 // with two members: SYNC_METADATA, then REVOKE_PENDING while the other
 // member has not synced, then OK once everyone has.
 func TestCorrectionRound(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package assign is the group state machine of rscoord (PROTOCOL.md §6): the
+// Package assign is the group state machine of rscoord (docs/protocol.md §6): the
 // heartbeat decision, epochs, ownership validation, blocked sets, the sticky
 // assignor, lease expiry, rebalance deadlines, metadata correction and
 // shard-layout changes of one consumer group.
@@ -59,7 +59,7 @@
 //     not scan the group: it costs O(the member's shards).
 //   - The assignor runs only when membership or layout changed.
 //
-// # Deliberate readings of PROTOCOL.md
+// # Deliberate readings of docs/protocol.md
 //
 //   - blocked(m) also counts shards granted to another owning member (see
 //     above), not only its current and revoking sets.

@@ -6,7 +6,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Tick runs the group's timers at now (PROTOCOL.md §6.1 step 3 and the
+// Tick runs the group's timers at now (docs/protocol.md §6.1 step 3 and the
 // timer half of step 8):
 //
 //   - a live member past its lease becomes EXPIRED (epoch +1, ownership

@@ -6,7 +6,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Heartbeat runs PROTOCOL.md §6.1 steps 3–10 on g for a request that passed
+// Heartbeat runs docs/protocol.md §6.1 steps 3–10 on g for a request that passed
 // [Validate], at time now. It mutates g and returns the response with what
 // the actor must do before sending it (see [Result]).
 //
@@ -119,7 +119,7 @@ func ownedOf(m *Member, req *protocol.HeartbeatRequest) []int {
 // lost response rather than a zombie: every shard it reports owned is in
 // its current target, or is one we already accepted it holds (the lost
 // response may have been the one revoking it; blocked sets keep its new
-// owner off it until it is reported released). PROTOCOL.md names only the
+// owner off it until it is reported released). docs/protocol.md names only the
 // target; see doc.go for why we also accept held shards.
 func (o *op) tolerable(m *Member, owned []int) bool {
 	return subsetOfAny(owned, o.g.Target[m.ID], m.Current, m.Revoking, m.Granted)

@@ -63,7 +63,7 @@ func pending(r protocol.HeartbeatResponse) []int {
 }
 
 // client is a well-behaved member for table tests: it applies every answer
-// as PROTOCOL.md's status table says (see simMember).
+// as the status table of docs/protocol.md §6 says (see simMember).
 type client struct {
 	sim *simMember
 	g   *Group
@@ -112,7 +112,7 @@ func settle(t *testing.T, now time.Time, clients ...*client) time.Time {
 	return now
 }
 
-// simMember models a member process exactly as PROTOCOL.md's status table
+// simMember models a member process exactly as the status table of docs/protocol.md §6
 // says a client behaves:
 //
 //	OK: own exactly assigned (start new, revoke missing);

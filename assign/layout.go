@@ -7,7 +7,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// SetLayout changes the readable shards of g (PROTOCOL.md §6.2 and §7):
+// SetLayout changes the readable shards of g (docs/protocol.md §6.2 and §7):
 // shards 0..shardCount-1 that producers route to, plus draining: removed
 // shards of a scale-in that stay readable and assigned until they are
 // proven drained. Draining entries below shardCount or negative are

@@ -4,7 +4,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Membership transitions of PROTOCOL.md §6.1 step 5. Each mutates the group
+// Membership transitions of docs/protocol.md §6.1 step 5. Each mutates the group
 // through op and says how to answer; the answer itself is built after the
 // call's follow-up work (assignment, deadlines, metadata bump), because it
 // carries their outcome.

@@ -9,7 +9,7 @@ import (
 
 // op is one call into the package (a heartbeat, a tick, a restore, a layout
 // change). It carries the call's clock and config and records what changed,
-// so that the follow-up work of PROTOCOL.md §6.1 step 8 (assignment,
+// so that the follow-up work of docs/protocol.md §6.1 step 8 (assignment,
 // rebalance deadlines, metadata bump, group state, correction round) runs
 // once per call, and so that the result can say whether to persist.
 //
@@ -149,7 +149,7 @@ func (o *op) fence(m *Member) {
 }
 
 // expire makes a live member whose lease passed EXPIRED. The member stops
-// reading on its own when its lease passes (fail closed, PROTOCOL.md §8), so
+// reading on its own when its lease passes (fail closed, docs/protocol.md §8), so
 // its shards can go elsewhere.
 func (o *op) expire(m *Member) {
 	o.setEpoch(m, m.Epoch+1)
@@ -248,7 +248,7 @@ func (o *op) enforceDeadlines() bool {
 	return fenced
 }
 
-// refreshState recomputes the group state (PROTOCOL.md §6.2): EMPTY without
+// refreshState recomputes the group state (docs/protocol.md §6.2): EMPTY without
 // live members, RECONCILING while a live member's current set differs from
 // its target or anything is blocked, else STABLE. STABLE therefore means
 // nothing is blocked, which lets a steady heartbeat skip the blocked-set

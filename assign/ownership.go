@@ -10,7 +10,7 @@ import (
 // Revoking are what it reported, Granted what the last response let it
 // start, which it may be reading before its next report says so.
 //
-// PROTOCOL.md §6.1 defines blocked(m) over current and revoking only; we add
+// docs/protocol.md §6.1 defines blocked(m) over current and revoking only; we add
 // granted because without it a shard granted to A, started, and moved to B
 // by a join before A's next report would be granted to B while A reads it.
 type holdings struct {
@@ -107,7 +107,7 @@ func (o *op) assignable(m *Member) []int {
 
 // authorized reports whether every shard the report says m owns, is still
 // revoking (non-terminal) or made progress on lies inside m's authority
-// (PROTOCOL.md §6.1 step 6): what was accepted before (current ∪ revoking ∪
+// (docs/protocol.md §6.1 step 6): what was accepted before (current ∪ revoking ∪
 // granted) plus what it may read now (target − blocked). Anything else is a
 // shard another member may own: the reporter is a zombie and is fenced.
 func (o *op) authorized(m *Member, owned, revoking []int, progress []protocol.ShardProgress) bool {

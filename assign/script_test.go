@@ -13,7 +13,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Scripted decision tests (STYLE.md §1, raft's interaction tests): each file
+// Scripted decision tests (facts in, decisions out, as in raft's interaction tests): each file
 // under testdata/script is a list of blocks
 //
 //	command args

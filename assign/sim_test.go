@@ -12,7 +12,7 @@ import (
 )
 
 // The simulation drives one group with member processes that behave exactly
-// as PROTOCOL.md's status table says (simMember), on a simulated clock, with
+// as the status table of docs/protocol.md §6 says (simMember), on a simulated clock, with
 // random joins, graceful leaves (ours: heartbeat until drained; JVM: one
 // leave then silence), crashes (the process dies), hangs (the process stops
 // heartbeating but keeps reading until its own lease ends), restarts under

@@ -62,7 +62,7 @@ type Group struct {
 	StreamPrefix string
 	// Name is the consumer group name (also the Redis consumer group).
 	Name string
-	// State is EMPTY, RECONCILING or STABLE (PROTOCOL.md §6.2), recomputed
+	// State is EMPTY, RECONCILING or STABLE (docs/protocol.md §6.2), recomputed
 	// after every durable change. STABLE implies nothing is blocked, which
 	// the steady heartbeat relies on.
 	State protocol.GroupState
@@ -88,7 +88,7 @@ type Group struct {
 	// members appear.
 	Target map[string][]int
 	// CorrectionOpen is true while a metadata correction round is open
-	// (PROTOCOL.md §6.1 step 4 and 9).
+	// (docs/protocol.md §6.1 step 4 and 9).
 	CorrectionOpen bool
 	// ActiveMigration is the stream migration this group is stepping
 	// through, or nil.
@@ -107,7 +107,7 @@ type Group struct {
 	// nextTimer caches a lower bound of the earliest timer of the group
 	// (lease expiry, rebalance deadline, prune), valid while timersKnown.
 	// It lets a steady heartbeat skip the O(members) maintenance scan of
-	// PROTOCOL.md §6.1 step 3 until a timer may be due. It is derived, not
+	// docs/protocol.md §6.1 step 3 until a timer may be due. It is derived, not
 	// persisted: a loaded group has timersKnown false and the first call
 	// ([Restore], normally) rescans.
 	nextTimer   time.Time

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// stickyAssign computes the target assignment of PROTOCOL.md §6.2.
+// stickyAssign computes the target assignment of docs/protocol.md §6.2.
 //
 // members are the live member ids sorted ascending, prev the previous
 // target, readable the sorted readable shards. The result maps every member

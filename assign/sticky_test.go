@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// slowAssign is PROTOCOL.md §6.2 read literally, one shard at a time, in
+// slowAssign is docs/protocol.md §6.2 read literally, one shard at a time, in
 // O(S·N) or worse: keep, hand out free shards to the least loaded, then
 // move one shard at a time from the most to the least loaded member.
 func slowAssign(members []string, prev map[string][]int, readable []int) map[string][]int {

@@ -6,7 +6,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Validate runs PROTOCOL.md §6.1 step 1 on a heartbeat that arrived on the
+// Validate runs docs/protocol.md §6.1 step 1 on a heartbeat that arrived on the
 // path of member pathMemberID. ok=false means: answer resp (HTTP 200, as
 // every heartbeat) and do nothing else; the member will stop and fail
 // loudly. Checked, in order: protocol version (UNSUPPORTED_PROTOCOL), then
@@ -44,7 +44,7 @@ func RetryResponse(req *protocol.HeartbeatRequest, cfg Config) protocol.Heartbea
 
 // UnknownMemberResponse answers UNKNOWN_MEMBER_ID for a heartbeat naming an
 // unknown stream, or an unknown group that is not registered on the fly
-// (PROTOCOL.md §6.1 step 2). The member stops reading and rejoins.
+// (docs/protocol.md §6.1 step 2). The member stops reading and rejoins.
 func UnknownMemberResponse(req *protocol.HeartbeatRequest, cfg Config) protocol.HeartbeatResponse {
 	return reject(req, protocol.StatusUnknownMemberID, cfg)
 }

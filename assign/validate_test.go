@@ -80,7 +80,7 @@ func checkRejection(t *testing.T, resp protocol.HeartbeatResponse, req *protocol
 	checkNoNulls(t, resp)
 }
 
-// nullable lists the fields PROTOCOL.md lets be null: optional objects and
+// nullable lists the fields docs/protocol.md lets be null: optional objects and
 // times, never arrays.
 var nullable = regexp.MustCompile(`"(activeMigration|lastHeartbeatAt|memberLeaseExpiresAt|rebalanceDeadlineAt)":null`)
 

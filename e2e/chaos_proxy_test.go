@@ -25,7 +25,7 @@ var errDropped = errors.New("chaos: response dropped")
 // coordinator. A switch drops or delays heartbeat responses after the
 // coordinator answered them. It counts answers telling a member it is
 // fenced or unknown while one of its previous answers was lost or late:
-// a lost response must never fence (PROTOCOL.md §6.1 step 5).
+// a lost response must never fence (docs/protocol.md §6.1 step 5).
 type hbProxy struct {
 	srv       *httptest.Server
 	transport *http.Transport

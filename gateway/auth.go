@@ -25,7 +25,7 @@ type authFailure struct {
 }
 
 // authenticate finds who the caller is from its Authorization header:
-// Basic or Bearer, scheme name in any case (PROTOCOL.md §4). With
+// Basic or Bearer, scheme name in any case (docs/protocol.md §4). With
 // authentication off every caller is the anonymous ADMIN. Messages never
 // repeat what the client sent.
 func (s *server) authenticate(c *gin.Context) (auth.Principal, *authFailure) {

@@ -104,7 +104,7 @@ func TestAuthMatrixCoversEveryRoute(t *testing.T) {
 	}
 }
 
-// allowedRoles is PROTOCOL.md §4 written out, independent of package auth:
+// allowedRoles is docs/protocol.md §4 written out, independent of package auth:
 // which role names may use a route of each permission.
 var allowedRoles = map[auth.Permission][]string{
 	auth.PermRead:    {"READ", "MONITOR", "WRITE", "ADMIN"},

@@ -1,4 +1,4 @@
-// Package gateway is the HTTP face of the coordinator (PROTOCOL.md §3–6):
+// Package gateway is the HTTP face of the coordinator (docs/protocol.md §3–6):
 // gin routes under /coord/v1, JSON decoding and validation at the boundary,
 // §3 error bodies for every failure — malformed JSON, wrong content type,
 // oversize bodies, unknown routes and methods, panics — and the security

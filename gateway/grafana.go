@@ -12,7 +12,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Flat rows for Grafana's JSON data sources (PROTOCOL.md §5, as in the
+// Flat rows for Grafana's JSON data sources (docs/protocol.md §5, as in the
 // reference design): one JSON array of flat objects per endpoint, filtered
 // by the optional query parameters streamPrefix and consumerGroup, so that
 // a dashboard variable can narrow every panel. Options endpoints answer

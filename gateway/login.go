@@ -13,7 +13,7 @@ import (
 )
 
 // login issues a bearer token for {username,password}, or for the Basic
-// header when the body is empty (PROTOCOL.md §4). Failed checks count
+// header when the body is empty (docs/protocol.md §4). Failed checks count
 // against the username and the client address; past either limit the
 // login answers 429 before any password is checked.
 func (s *server) login(c *gin.Context) {

@@ -23,7 +23,7 @@ type route struct {
 	handler gin.HandlerFunc
 }
 
-// routes is every endpoint the server serves (PROTOCOL.md §5). The OpenAPI
+// routes is every endpoint the server serves (docs/protocol.md §5). The OpenAPI
 // document (openapi.yaml) must list exactly these; a test checks it.
 func (s *server) routes() []route {
 	const b = protocol.BasePath

@@ -14,7 +14,7 @@ import (
 // one read loop per shard" by shard index, so a duplicate must not reach
 // it; a negative index names no stream key ("prefix:-1" is a different,
 // unmanaged key); and the diff below merges sorted lists. A coordinator
-// that follows PROTOCOL.md never sends either, but the member is the one
+// that follows docs/protocol.md never sends either, but the member is the one
 // that would read twice, so it cleans its input at the boundary (as
 // franz-go's sanitizePartitions does).
 func sanitizeShards(in []protocol.Shard) []int {
@@ -61,7 +61,7 @@ func diffShards(owned, assigned []int) shardDiff {
 }
 
 // plan is what one heartbeat answer asks the member to do, by status
-// (PROTOCOL.md §6's table). It is pure: the member actor carries it out.
+// (docs/protocol.md §6's table). It is pure: the member actor carries it out.
 type plan struct {
 	// Own is the owned set after the answer: Keep plus Start.
 	Own []int

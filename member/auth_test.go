@@ -13,7 +13,7 @@ import (
 )
 
 // TestMemberAuth runs members against a coordinator with member auth on:
-// heartbeats need MEMBER (PROTOCOL.md §4). A member with MEMBER
+// heartbeats need MEMBER (docs/protocol.md §4). A member with MEMBER
 // credentials reads; one without never gets a shard.
 func TestMemberAuth(t *testing.T) {
 	srv := redistest.Standalone(t)

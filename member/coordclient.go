@@ -12,7 +12,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// coordClient sends heartbeats to the coordinator over HTTP (PROTOCOL.md
+// coordClient sends heartbeats to the coordinator over HTTP (docs/protocol.md
 // §5 and §6). It is safe for concurrent use: every member of a Runtime
 // shares one.
 type coordClient struct {

@@ -1,5 +1,5 @@
 // Package member is the Go member runtime of rscoord: it joins a consumer
-// group through the coordinator's heartbeats (PROTOCOL.md §6), reads the
+// group through the coordinator's heartbeats (docs/protocol.md §6), reads the
 // Redis stream shards the coordinator grants, hands every record to a
 // [Handler] and gives shards up when told to, so that no shard is ever read
 // by two members at once.

@@ -9,7 +9,7 @@ import (
 )
 
 // memberID is the id of logical member i of a Runtime whose base id is
-// base: "{base}-m{i}" (PROTOCOL.md §8). It is also the member's Redis
+// base: "{base}-m{i}" (docs/protocol.md §8). It is also the member's Redis
 // consumer name.
 func memberID(base string, i int) string {
 	return base + "-m" + strconv.Itoa(i)

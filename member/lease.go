@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// leaseClock is one member's assignment lease (PROTOCOL.md §8): reads and
+// leaseClock is one member's assignment lease (docs/protocol.md §8): reads and
 // ACKs are allowed only before its deadline. The member actor renews it;
 // read loops and Ack check it directly, so that failing closed does not
 // wait for the actor to notice.

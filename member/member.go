@@ -242,7 +242,7 @@ func (a *memberActor) request() protocol.HeartbeatRequest {
 	progress := []protocol.ShardProgress{}
 	for _, s := range a.owned {
 		// Only owned shards: progress on any other shard is outside the
-		// member's authority and gets it fenced (PROTOCOL.md §6.1 step 6).
+		// member's authority and gets it fenced (docs/protocol.md §6.1 step 6).
 		if run := a.runs[s]; run != nil {
 			progress = append(progress, run.progress())
 		}
@@ -309,7 +309,7 @@ func (a *memberActor) send(req protocol.HeartbeatRequest, leave bool) {
 	}()
 }
 
-// onAnswer applies one heartbeat answer (PROTOCOL.md §6's status table).
+// onAnswer applies one heartbeat answer (docs/protocol.md §6's status table).
 func (a *memberActor) onAnswer(m *answerMsg) {
 	if m.core != a.core {
 		return // sent by an earlier incarnation of this actor

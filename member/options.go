@@ -72,7 +72,7 @@ func WithCoordinator(baseURL string) Opt {
 }
 
 // WithStream sets the stream prefix: shard i is the Redis stream key
-// "{prefix}:{i}". Required; 1–200 of [A-Za-z0-9._:-] (PROTOCOL.md §1).
+// "{prefix}:{i}". Required; 1–200 of [A-Za-z0-9._:-] (docs/protocol.md §1).
 func WithStream(prefix string) Opt {
 	return optFunc(func(c *config) { c.stream = prefix })
 }
@@ -97,7 +97,7 @@ func WithRedis(client redis.UniversalClient) Opt {
 
 // WithConcurrency sets the listener concurrency: the number of logical
 // members this Runtime runs, "{base}-m0" … "{base}-m{n-1}", each with its
-// own heartbeat loop, shards and workers (PROTOCOL.md §8). Default 1;
+// own heartbeat loop, shards and workers (docs/protocol.md §8). Default 1;
 // 1..MaxConcurrency.
 func WithConcurrency(n int) Opt {
 	return optFunc(func(c *config) { c.concurrency = n })
@@ -311,7 +311,7 @@ func coordinatorBase(raw string) (string, error) {
 }
 
 // WithBasicAuth sends HTTP Basic credentials to the coordinator on every
-// call (PROTOCOL.md §4: producer routing needs READ or MEMBER, heartbeats
+// call (docs/protocol.md §4: producer routing needs READ or MEMBER, heartbeats
 // MEMBER when the server runs with member auth). Default: no credentials.
 // Conflicts with WithBearerToken.
 func WithBasicAuth(username, password string) Opt {

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// readPhase is where a shard's read loop is (PROTOCOL.md §8, "on
+// readPhase is where a shard's read loop is (docs/protocol.md §8, "on
 // assignment"; doc.go rule 7): own pending entries first, then entries
 // other consumers left idle, then new entries, claiming again every
 // claim-min-idle.

@@ -12,7 +12,7 @@ import (
 )
 
 // TestCredentialsReachTheCoordinator runs the producer against a server
-// with authentication on: routing needs READ or MEMBER (PROTOCOL.md §4).
+// with authentication on: routing needs READ or MEMBER (docs/protocol.md §4).
 func TestCredentialsReachTheCoordinator(t *testing.T) {
 	rdb := standaloneClient(t)
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})

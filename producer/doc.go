@@ -1,7 +1,7 @@
 // Package producer publishes records to a sharded Redis stream: it caches the
 // coordinator's producer routing for one {streamPrefix, consumerGroup},
 // routes each record by its partition key with protocol.Route, and writes it
-// with XADD key NOMKSTREAM [MAXLEN ~ N] * field value … (PROTOCOL.md §2, §8).
+// with XADD key NOMKSTREAM [MAXLEN ~ N] * field value … (docs/protocol.md §2, §8).
 //
 // What it owns: the routing cache, one background goroutine that refreshes it
 // (every WithRefreshInterval, and at once when ObserveMetadataVersion reports

@@ -35,7 +35,7 @@ var (
 )
 
 // CoordinatorError is a non-2xx answer of the coordinator, decoded from its
-// error body (PROTOCOL.md §3). errors.Is matches ErrStreamNotFound and
+// error body (docs/protocol.md §3). errors.Is matches ErrStreamNotFound and
 // ErrGroupNotFound by error code.
 type CoordinatorError struct {
 	// StatusCode is the HTTP status, e.g. 404.

@@ -213,7 +213,7 @@ func (c *config) validate() error {
 }
 
 // WithBasicAuth sends HTTP Basic credentials to the coordinator on every
-// call (PROTOCOL.md §4: producer routing needs READ or MEMBER, heartbeats
+// call (docs/protocol.md §4: producer routing needs READ or MEMBER, heartbeats
 // MEMBER when the server runs with member auth). Default: no credentials.
 // Conflicts with WithBearerToken.
 func WithBasicAuth(username, password string) Opt {

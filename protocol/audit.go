@@ -5,7 +5,7 @@ import "time"
 // AuditOperation names an audited admin mutation.
 type AuditOperation string
 
-// Audited operations: every admin mutation of PROTOCOL.md §5.
+// Audited operations: every admin mutation of docs/protocol.md §5.
 const (
 	AuditCreateStream      AuditOperation = "CREATE_STREAM"
 	AuditCreateGroup       AuditOperation = "CREATE_GROUP"

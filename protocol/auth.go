@@ -3,7 +3,7 @@ package protocol
 import "time"
 
 // LoginRequest is the body of POST /auth/login. An empty body with an
-// Authorization: Basic header is accepted instead (PROTOCOL.md §4).
+// Authorization: Basic header is accepted instead (docs/protocol.md §4).
 type LoginRequest struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
@@ -19,7 +19,7 @@ type LoginResponse struct {
 	Roles            []string  `json:"roles"`
 }
 
-// Roles of PROTOCOL.md §4.
+// Roles of docs/protocol.md §4.
 const (
 	// RoleRead may call every GET, producer routing included.
 	RoleRead = "READ"
@@ -34,7 +34,7 @@ const (
 	RoleMonitor = "MONITOR"
 )
 
-// AllRoles lists every role, in the order of PROTOCOL.md §4.
+// AllRoles lists every role, in the order of docs/protocol.md §4.
 func AllRoles() []string {
 	return []string{RoleRead, RoleWrite, RoleMember, RoleAdmin, RoleMonitor}
 }

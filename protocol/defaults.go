@@ -2,7 +2,7 @@ package protocol
 
 import "time"
 
-// Timing defaults of PROTOCOL.md §6. The server exposes each as a flag.
+// Timing defaults of docs/protocol.md §6. The server exposes each as a flag.
 const (
 	// DefaultHeartbeatInterval is how often a member heartbeats when nothing moves.
 	DefaultHeartbeatInterval = 3 * time.Second

@@ -1,4 +1,4 @@
-// Package protocol is the wire contract of rscoord (PROTOCOL.md v1): the JSON
+// Package protocol is the wire contract of rscoord (docs/protocol.md, protocol version 1): the JSON
 // shapes of every request and response, statuses and error codes, protocol
 // versions, timing defaults, name validation, shard stream keys, the Redis
 // Cluster slot function and the unbiased murmur3 producer route.

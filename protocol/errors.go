@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// ErrorCode names a failure in an error body (PROTOCOL.md §3).
+// ErrorCode names a failure in an error body (docs/protocol.md §3).
 type ErrorCode string
 
 // Error codes and, through [ErrorCode.HTTPStatus], their HTTP statuses.

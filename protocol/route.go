@@ -6,7 +6,7 @@ import (
 )
 
 // Route is the shard index of partitionKey among shardCount shards
-// (PROTOCOL.md §2): murmur3 x86 32-bit of the UTF-8 key, rejection-sampled so
+// (docs/protocol.md §2): murmur3 x86 32-bit of the UTF-8 key, rejection-sampled so
 // that every shard is equally likely whatever shardCount is. Every client
 // language reproduces it bit for bit (testdata/routing-vectors.json).
 // Route panics if shardCount < 1: there is nowhere to route to.

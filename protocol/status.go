@@ -1,6 +1,6 @@
 package protocol
 
-// Status is the outcome of a heartbeat (PROTOCOL.md §6).
+// Status is the outcome of a heartbeat (docs/protocol.md §6).
 type Status string
 
 // Heartbeat statuses and what the member must do on each.
@@ -64,7 +64,7 @@ const (
 	RevokeRevoked  RevokeState = "REVOKED"
 )
 
-// MigrationState is the state of a resharding migration (PROTOCOL.md §7).
+// MigrationState is the state of a resharding migration (docs/protocol.md §7).
 type MigrationState string
 
 // Migration states.

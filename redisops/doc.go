@@ -1,6 +1,6 @@
 // Package redisops is the go-redis implementation of
 // [actors.StreamRedis]: the few Redis commands the coordinator itself
-// sends (PROTOCOL.md §7) — XGROUP CREATE … MKSTREAM to provision shard
+// sends (docs/protocol.md §7) — XGROUP CREATE … MKSTREAM to provision shard
 // streams, XINFO STREAM and XINFO GROUPS for drain proofs and monitoring,
 // DEL to retire removed shards, PING for health.
 //

@@ -51,7 +51,7 @@ func (c *ConvergeCmd) Run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "converge: %d members, %d shards, join %d / leave %d per round, %d rounds, drain %v, seed %d\n",
 		c.Members, c.Shards, c.Join, c.Leave, c.Rounds, c.Drain, c.Seed)
 	fmt.Fprintf(out, "  steady heartbeat interval answered: %v\n", rep.Interval)
-	fmt.Fprintln(out, "  converged = every member reported its whole target, OK, nothing pending (issue 6's definition)")
+	fmt.Fprintln(out, "  converged = every member reported its whole target, OK, nothing pending")
 	fmt.Fprintln(out, "  held      = every member was granted its whole target, nothing pending or draining (not yet reported)")
 	for _, k := range []struct {
 		name  string

@@ -8,7 +8,7 @@
 //	rscoord-bench scale --members 10000 --groups 1000
 //
 // Each prints its figures beside a baseline from the same run (or
-// repeated), and PASS or MISS beside each target of issue 6.
+// repeated), and PASS or MISS beside each performance target.
 //
 // Without --server it starts a coordinator in this process on a temporary
 // Pebble directory and a loopback port; without --redis, dataplane starts
@@ -63,7 +63,7 @@ type HeartbeatCmd struct {
 	JSON     bool          `name:"json" help:"Print the report as JSON."`
 }
 
-// Targets of issue 6.
+// Performance targets (README, Benchmarks).
 const (
 	targetHeartbeatRatio = 0.6
 	targetPacedP99       = 10 * time.Millisecond

@@ -60,7 +60,7 @@ func NewClient(server string, timeout time.Duration) (*Client, error) {
 }
 
 // APIError is a non-2xx answer of the coordinator, decoded from the error
-// body of PROTOCOL.md §3.
+// body of docs/protocol.md §3.
 type APIError struct {
 	// StatusCode is the HTTP status code, e.g. 409.
 	StatusCode int

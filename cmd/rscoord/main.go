@@ -8,7 +8,7 @@
 //	rscoord version
 //
 // The admin commands talk to a running coordinator over its HTTP API
-// (/coord/v1, PROTOCOL.md §5), with --user/--password or --token
+// (/coord/v1, docs/protocol.md §5), with --user/--password or --token
 // credentials. They print tables on stdout, or the JSON
 // answer with --json, and on failure one line on stderr and a non-zero exit
 // code: 1 for a failed command, 2 for a command line that does not parse.

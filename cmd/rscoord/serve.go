@@ -38,7 +38,7 @@ type ServeCmd struct {
 	LogLevel             slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written: debug, info, warn or error."`
 	LogFormat            string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
 
-	Auth                     bool          `default:"true" negatable:"" env:"RSCOORD_AUTH" help:"Require credentials (PROTOCOL.md §4). --no-auth makes every caller an anonymous ADMIN: local development only."`
+	Auth                     bool          `default:"true" negatable:"" env:"RSCOORD_AUTH" help:"Require credentials (docs/protocol.md §4). --no-auth makes every caller an anonymous ADMIN: local development only."`
 	MemberAuth               bool          `default:"false" negatable:"" env:"RSCOORD_MEMBER_AUTH" help:"Require the MEMBER role on heartbeats; off, heartbeats never look at Authorization."`
 	Users                    string        `placeholder:"FILE" env:"RSCOORD_USERS" help:"JSON users file: {\"users\":[{\"username\":…,\"passwordHash\":\"<bcrypt>\",\"roles\":[…]}]} (hashes from rscoord hash-password)."`
 	TokenTTL                 time.Duration `default:"168h" env:"RSCOORD_TOKEN_TTL" help:"Lifetime of tokens issued by /auth/login."`

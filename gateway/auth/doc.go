@@ -1,4 +1,4 @@
-// Package auth holds the coordinator's credentials logic (PROTOCOL.md §4):
+// Package auth holds the coordinator's credentials logic (docs/protocol.md §4):
 // roles and what each may do, the users file, bcrypt password checks,
 // HMAC-SHA256 signed bearer tokens, and the bootstrap of the token secret
 // and the admin user in the data directory.

@@ -7,7 +7,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Roles is a set of roles (PROTOCOL.md §4).
+// Roles is a set of roles (docs/protocol.md §4).
 type Roles uint8
 
 // The roles, one bit each.
@@ -44,7 +44,7 @@ next:
 	return r, nil
 }
 
-// Names lists the roles in r in the order of PROTOCOL.md §4; never nil.
+// Names lists the roles in r in the order of docs/protocol.md §4; never nil.
 func (r Roles) Names() []string {
 	out := []string{}
 	for _, rn := range roleNames {
@@ -58,7 +58,7 @@ func (r Roles) Names() []string {
 // Permission is what a route needs.
 type Permission int
 
-// Permissions of the routes of PROTOCOL.md §5.
+// Permissions of the routes of docs/protocol.md §5.
 const (
 	// PermRead: every GET. READ, MONITOR, WRITE or ADMIN.
 	PermRead Permission = iota + 1

@@ -9,7 +9,7 @@ import (
 )
 
 // Member simulates a member runtime over HTTP: it builds each heartbeat
-// from what it reads and applies the answer as PROTOCOL.md's status table
+// from what it reads and applies the answer as the status table of docs/protocol.md §6
 // says. Revoked shards drain instantly unless HoldRevokes is set.
 type Member struct {
 	ID      string

@@ -55,7 +55,7 @@ type Options struct {
 	// sets its Logger, Auth and Metrics.
 	Gateway gateway.Options
 	// Redis, when set, makes the coordinator provision shard streams and
-	// prove drains against it (PROTOCOL.md §7), with the three settings
+	// prove drains against it (docs/protocol.md §7), with the three settings
 	// below (zero: the coordinator's defaults).
 	Redis                actors.StreamRedis
 	ProducerRoutingLease time.Duration
