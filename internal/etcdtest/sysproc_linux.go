@@ -1,0 +1,10 @@
+package etcdtest
+
+import "syscall"
+
+// sysProcAttr asks the kernel to kill etcd when the test process
+// dies without running its cleanups (e.g. killed by a test timeout), so no
+// server outlives its test binary.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
