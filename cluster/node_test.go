@@ -1,0 +1,242 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/cluster"
+	"github.com/rscoord/rscoord/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func client(t *testing.T, c *etcdtest.Cluster, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	if len(endpoints) == 0 {
+		endpoints = c.Endpoints()
+	}
+	cli, err := c.ClientOf(endpoints...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli
+}
+
+func join(t *testing.T, cli *clientv3.Client, id string, ttl time.Duration) *cluster.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := cluster.Join(ctx, cluster.Options{Client: cli, ID: id, AdvertiseURL: "http://" + id + ".test:8080", LeaseTTL: ttl})
+	if err != nil {
+		t.Fatalf("join %s: %v", id, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = n.Leave(ctx)
+	})
+	return n
+}
+
+// eventually polls cond every 20 ms for up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fencedPut is a store write as the persistence engine makes it: the put
+// happens only if the fence still holds.
+func fencedPut(cli *clientv3.Client, f cluster.Fence, key, value string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Txn(ctx).If(f.Cmp()).Then(clientv3.OpPut(key, value)).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
+
+func TestReplicasSeeEachOtherAndClaimEachUnitOnce(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	ctx := context.Background()
+	ids := []string{"r1", "r2", "r3"}
+	nodes := map[string]*cluster.Node{}
+	for _, id := range ids {
+		nodes[id] = join(t, client(t, c), id, 2*time.Second)
+	}
+	for id, n := range nodes {
+		eventually(t, 5*time.Second, id+" sees 3 replicas", func() bool { return len(n.Replicas()) == 3 })
+		if !n.Valid() {
+			t.Fatalf("%s not valid right after joining", id)
+		}
+	}
+	var us []string
+	for _, g := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
+		us = append(us, "group/orders/"+g)
+	}
+	for id, n := range nodes {
+		claim, release := cluster.Plan(id, us, n.Held(), n.Replicas())
+		if len(release) != 0 {
+			t.Fatalf("%s releases %v holding nothing", id, release)
+		}
+		for _, u := range claim {
+			if _, err := n.Claim(ctx, u); err != nil {
+				t.Fatalf("%s claims %s: %v", id, u, err)
+			}
+		}
+	}
+	for _, u := range us {
+		var holders []string
+		for id, n := range nodes {
+			if _, ok := n.FenceOf(u); ok {
+				holders = append(holders, id)
+			}
+		}
+		if len(holders) != 1 {
+			t.Fatalf("%s held by %v", u, holders)
+		}
+		for id, n := range nodes {
+			eventually(t, 5*time.Second, id+" sees the holder of "+u, func() bool {
+				h, ok := n.Holder(u)
+				return ok && h.ID == holders[0]
+			})
+		}
+		// A second claim by anyone else is refused; by the holder it is
+		// idempotent.
+		for id, n := range nodes {
+			f, err := n.Claim(ctx, u)
+			if id == holders[0] {
+				if want, _ := n.FenceOf(u); err != nil || f != want {
+					t.Fatalf("holder %s re-claims %s: %v, %v (want %v)", id, u, f, err, want)
+				}
+			} else if !errors.Is(err, cluster.ErrHeld) {
+				t.Fatalf("%s claims %s held by %s: %v", id, u, holders[0], err)
+			}
+		}
+	}
+}
+
+func TestDuplicateReplicaIDIsRefused(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	join(t, client(t, c), "r1", 2*time.Second)
+	_, err := cluster.Join(context.Background(), cluster.Options{Client: client(t, c), ID: "r1", AdvertiseURL: "http://other:1"})
+	if !errors.Is(err, cluster.ErrDuplicateID) {
+		t.Fatalf("second r1: %v, want ErrDuplicateID", err)
+	}
+}
+
+func TestOptionsAreValidated(t *testing.T) {
+	err := cluster.Options{Root: "x", AdvertiseURL: "ftp://h", LeaseTTL: time.Second}.Validate()
+	for _, want := range []string{"no etcd client", "empty replica id", "advertise URL", "root", "lease TTL"} {
+		if err == nil || !contains(err.Error(), want) {
+			t.Fatalf("Validate: %v, want a problem mentioning %q", err, want)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// A replica frozen past its lease (here: its etcd traffic frozen, as a
+// SIGSTOPped process's would be) knows it is not valid before anybody else
+// can claim its units, and after it thaws no write with its old fence gets
+// through.
+func TestFrozenOwnerNeverWritesAgain(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	ctx := context.Background()
+	target, err := url.Parse(c.Members[0].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := etcdtest.NewProxy(t, target.Host)
+	frozenCli := client(t, c, proxy.URL)
+	a := join(t, frozenCli, "a", 2*time.Second)
+	b := join(t, client(t, c), "b", 2*time.Second)
+	const unit = "group/orders/billing"
+	fa, err := a.Claim(ctx, unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := fencedPut(frozenCli, fa, "/data/g", "from a, epoch 1"); err != nil || !ok {
+		t.Fatalf("owner's fenced write: %v, %v", ok, err)
+	}
+
+	proxy.Pause()
+	frozenAt := time.Now()
+	var fb cluster.Fence
+	eventually(t, 10*time.Second, "b claims the unit after a's lease lapsed", func() bool {
+		f, err := b.Claim(ctx, unit)
+		if err != nil {
+			return false
+		}
+		fb = f
+		return true
+	})
+	claimedAfter := time.Since(frozenAt)
+	if a.Valid() {
+		t.Fatalf("a still thinks its lease runs when b claimed its unit (%v after the freeze)", claimedAfter)
+	}
+	if fb.CreateRevision <= fa.CreateRevision {
+		t.Fatalf("new fence %v not above the old %v", fb, fa)
+	}
+	if ok, err := fencedPut(client(t, c), fb, "/data/g", "from b, epoch 2"); err != nil || !ok {
+		t.Fatalf("new owner's fenced write: %v, %v", ok, err)
+	}
+
+	proxy.Resume()
+	select {
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not notice its lost lease after thawing")
+	}
+	if ok, err := fencedPut(frozenCli, fa, "/data/g", "from a, stale"); err != nil || ok {
+		t.Fatalf("deposed owner's fenced write: succeeded=%v err=%v, want refused", ok, err)
+	}
+	if _, err := a.Claim(ctx, unit); !errors.Is(err, cluster.ErrLeaseLost) {
+		t.Fatalf("claim after the lease was lost: %v, want ErrLeaseLost", err)
+	}
+	resp, err := client(t, c).Get(ctx, "/data/g")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "from b, epoch 2" {
+		t.Fatalf("stored value %v (%v), want b's write", resp, err)
+	}
+}
+
+func TestLeaveHandsOverWithoutWaitingForTheLease(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	ctx := context.Background()
+	a := join(t, client(t, c), "a", 10*time.Second) // a lapse would take 10 s
+	b := join(t, client(t, c), "b", 2*time.Second)
+	const unit = "group/orders/billing"
+	if _, err := a.Claim(ctx, unit); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b sees a", func() bool { return len(b.Replicas()) == 2 })
+	start := time.Now()
+	if err := a.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Claim(ctx, unit); err != nil {
+		t.Fatalf("b claims right after a left: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("hand-over took %v", d)
+	}
+	eventually(t, 5*time.Second, "b sees a gone", func() bool { return len(b.Replicas()) == 1 })
+	if a.Valid() {
+		t.Fatal("a valid after Leave")
+	}
+}
