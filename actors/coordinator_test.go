@@ -25,12 +25,12 @@ type flakyStore struct {
 	saves   atomic.Int64
 }
 
-func (f *flakyStore) SaveGroup(ctx context.Context, g *assign.Group, expected uint64) (uint64, error) {
+func (f *flakyStore) SaveGroup(ctx context.Context, g *assign.Group, ch *persistence.Changes, expected uint64) (uint64, error) {
 	if f.failing.Load() {
 		return 0, errors.New("injected write failure")
 	}
 	f.saves.Add(1)
-	return f.Store.SaveGroup(ctx, g, expected)
+	return f.Store.SaveGroup(ctx, g, ch, expected)
 }
 
 func start(t *testing.T, store persistence.Store) *Coordinator {
@@ -165,10 +165,10 @@ type slowStore struct {
 	saves atomic.Int64
 }
 
-func (s *slowStore) SaveGroup(ctx context.Context, g *assign.Group, expected uint64) (uint64, error) {
+func (s *slowStore) SaveGroup(ctx context.Context, g *assign.Group, ch *persistence.Changes, expected uint64) (uint64, error) {
 	s.saves.Add(1)
 	time.Sleep(20 * time.Millisecond)
-	return s.Store.SaveGroup(ctx, g, expected)
+	return s.Store.SaveGroup(ctx, g, ch, expected)
 }
 
 // TestHeartbeatsShareSyncedWrites: heartbeats that queue up behind a write

@@ -37,7 +37,10 @@ type groupActor struct {
 	// dirty is set while the state holds changes not yet written; held
 	// are the heartbeat answers waiting for that write (group commit: one
 	// synced write for every heartbeat already queued, see flush).
-	dirty       bool
+	dirty bool
+	// changes names what the unwritten steps changed, so that flush writes
+	// only those parts of the group.
+	changes     persistence.Changes
 	held        []heldAnswer
 	flushQueued bool
 
@@ -212,7 +215,7 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 	for _, h := range a.held {
 		ctx.Send(h.to, assign.RetryResponse(h.req, cfg))
 	}
-	a.held, a.dirty = nil, false
+	a.held, a.dirty, a.changes = nil, false, persistence.Changes{}
 	panic(r)
 }
 
@@ -236,6 +239,7 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 	}
 	a.finish(StepHeartbeat, res)
 	a.dirty = a.dirty || res.Persist
+	a.changes.Add(res.Changes)
 	if !a.dirty {
 		ctx.Respond(res.Response)
 		return
@@ -262,7 +266,9 @@ func (a *groupActor) flush(ctx actor.Context) {
 		return
 	}
 	a.dirty = false
-	err := a.persist()
+	changes := a.changes
+	a.changes = persistence.Changes{}
+	err := a.persist(&changes)
 	cfg := a.env.cfg.Group
 	for _, h := range a.held {
 		resp := h.resp
@@ -285,6 +291,7 @@ func (a *groupActor) tick(ctx actor.Context) {
 	}
 	res := assign.Tick(a.g, a.env.now(), a.env.cfg.Group)
 	a.finish(StepTick, res)
+	a.changes.Add(res.Changes)
 	if res.Persist {
 		a.dirty = true
 		a.queueFlush(ctx)
@@ -314,14 +321,15 @@ func (a *groupActor) finish(kind string, res assign.Result) {
 	a.schedule(res.Next)
 }
 
-// persist writes the snapshot synced. On failure the unpersisted change is
-// dropped by reloading the last durable snapshot, so that nothing answered
-// later builds on it.
-func (a *groupActor) persist() error {
+// persist writes the group synced: the group record and the parts changes
+// names, or every part when changes is nil. On failure the unpersisted
+// change is dropped by reloading the last durable state, so that nothing
+// answered later builds on it.
+func (a *groupActor) persist(changes *persistence.Changes) error {
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	start := time.Now()
-	rev, err := a.env.store.SaveGroup(sctx, a.g, a.revision)
+	rev, err := a.env.store.SaveGroup(sctx, a.g, changes, a.revision)
 	a.env.obs.StoreWrite("group", time.Since(start), err)
 	if err == nil {
 		a.revision = rev
@@ -415,7 +423,8 @@ func (a *groupActor) setLayout(m *setLayoutMsg) reply {
 	}
 	a.g.ActiveMigration = m.migration
 	res := assign.SetLayout(a.g, m.shardCount, m.draining, a.env.now(), a.env.cfg.Group)
-	if err := a.persist(); err != nil {
+	// A layout change is rare and may touch every member: write them all.
+	if err := a.persist(nil); err != nil {
 		return reply{err: err}
 	}
 	a.finish(StepLayout, res)

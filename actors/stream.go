@@ -196,17 +196,23 @@ func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) reply {
 		return reply{err: err}
 	}
 	now := s.env.now()
-	g := assign.NewGroup(s.prefix, m.name, s.rec.ShardCount, now)
+	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	// A group registered again continues above what its deleted
+	// predecessor answered (docs/protocol.md, monotonic versions).
+	tomb, err := s.env.store.LoadTombstone(sctx, s.prefix, m.name)
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		return reply{err: storeError("create group", err)}
+	}
+	g := assign.NewGroupAfter(tomb, s.prefix, m.name, s.rec.ShardCount, now)
 	if len(s.rec.DrainingShards) > 0 {
 		assign.SetLayout(g, s.rec.ShardCount, s.rec.DrainingShards, now, s.env.cfg.Group)
 	}
 	if mig := s.activeMigration(); mig != nil {
 		g.ActiveMigration = &mig.Migration
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
 	start := time.Now()
-	rev, err := s.env.store.SaveGroup(sctx, g, 0)
+	rev, err := s.env.store.SaveGroup(sctx, g, nil, 0)
 	s.env.obs.StoreWrite("group", time.Since(start), err)
 	if errors.Is(err, persistence.ErrStaleRevision) {
 		// The store holds a group this actor does not run: one that failed

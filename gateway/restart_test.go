@@ -90,7 +90,7 @@ func TestMetadataCorrectionAfterStoreWentBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.SaveGroup(ctx, old.Group, cur.Revision); err != nil {
+	if _, err := store.SaveGroup(ctx, old.Group, nil, cur.Revision); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Close(); err != nil {

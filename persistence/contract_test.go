@@ -93,6 +93,7 @@ var contractCases = []struct {
 	{"AuditRoundTripAndRestart", testAuditRoundTrip},
 	{"AuditPaging", testAuditPaging},
 	{"AuditCorruptEntryListed", testAuditCorruptEntryListed},
+	{"Tombstones", testTombstones},
 }
 
 func TestContract(t *testing.T) {
@@ -109,7 +110,7 @@ var ctx = context.Background()
 
 func mustSaveGroup(t *testing.T, s Store, g *assign.Group, expected uint64) uint64 {
 	t.Helper()
-	rev, err := s.SaveGroup(ctx, g, expected)
+	rev, err := s.SaveGroup(ctx, g, nil, expected)
 	if err != nil {
 		t.Fatalf("SaveGroup %s/%s at %d: %v", g.StreamPrefix, g.Name, expected, err)
 	}
@@ -225,22 +226,22 @@ func testGroupRevisions(t *testing.T, e engine) {
 		wantErr  error
 		keepsRev bool
 	}{
-		{"update before create", func() (uint64, error) { return s.SaveGroup(ctx, g, 7) }, ErrStaleRevision, true},
+		{"update before create", func() (uint64, error) { return s.SaveGroup(ctx, g, nil, 7) }, ErrStaleRevision, true},
 		{"delete before create", func() (uint64, error) { return 0, s.DeleteGroup(ctx, "orders", "g", 7) }, ErrNotFound, true},
 		{"load before create", func() (uint64, error) { r, err := s.LoadGroup(ctx, "orders", "g"); return r.Revision, err }, ErrNotFound, true},
-		{"create", func() (uint64, error) { return s.SaveGroup(ctx, g, 0) }, nil, false},
-		{"create again", func() (uint64, error) { return s.SaveGroup(ctx, g, 0) }, ErrStaleRevision, true},
-		{"update", func() (uint64, error) { return s.SaveGroup(ctx, g, rev) }, nil, false},
-		{"update with an old revision", func() (uint64, error) { return s.SaveGroup(ctx, g, rev-1) }, ErrStaleRevision, true},
-		{"update with a future revision", func() (uint64, error) { return s.SaveGroup(ctx, g, rev+1) }, ErrStaleRevision, true},
+		{"create", func() (uint64, error) { return s.SaveGroup(ctx, g, nil, 0) }, nil, false},
+		{"create again", func() (uint64, error) { return s.SaveGroup(ctx, g, nil, 0) }, ErrStaleRevision, true},
+		{"update", func() (uint64, error) { return s.SaveGroup(ctx, g, nil, rev) }, nil, false},
+		{"update with an old revision", func() (uint64, error) { return s.SaveGroup(ctx, g, nil, rev-1) }, ErrStaleRevision, true},
+		{"update with a future revision", func() (uint64, error) { return s.SaveGroup(ctx, g, nil, rev+1) }, ErrStaleRevision, true},
 		{"load", func() (uint64, error) { r, err := s.LoadGroup(ctx, "orders", "g"); return r.Revision, err }, nil, true},
 		{"delete with a stale revision", func() (uint64, error) { return 0, s.DeleteGroup(ctx, "orders", "g", rev-1) }, ErrStaleRevision, true},
 		{"delete with 0", func() (uint64, error) { return 0, s.DeleteGroup(ctx, "orders", "g", 0) }, ErrStaleRevision, true},
 		{"delete", func() (uint64, error) { return 0, s.DeleteGroup(ctx, "orders", "g", rev) }, nil, true},
 		{"load deleted", func() (uint64, error) { r, err := s.LoadGroup(ctx, "orders", "g"); return r.Revision, err }, ErrNotFound, true},
 		{"delete deleted", func() (uint64, error) { return 0, s.DeleteGroup(ctx, "orders", "g", rev) }, ErrNotFound, true},
-		{"update deleted", func() (uint64, error) { return s.SaveGroup(ctx, g, rev) }, ErrStaleRevision, true},
-		{"create again after delete", func() (uint64, error) { return s.SaveGroup(ctx, g, 0) }, nil, false},
+		{"update deleted", func() (uint64, error) { return s.SaveGroup(ctx, g, nil, rev) }, ErrStaleRevision, true},
+		{"create again after delete", func() (uint64, error) { return s.SaveGroup(ctx, g, nil, 0) }, nil, false},
 	}
 	for _, st := range steps {
 		got, err := st.do()
@@ -314,7 +315,7 @@ func testRevisionsNeverReused(t *testing.T, e engine) {
 	}
 	rev3 := mustSaveGroup(t, s, g, 0)
 	note(rev3, "recreate")
-	if _, err := s.SaveGroup(ctx, g, rev); !errors.Is(err, ErrStaleRevision) {
+	if _, err := s.SaveGroup(ctx, g, nil, rev); !errors.Is(err, ErrStaleRevision) {
 		t.Fatalf("write with the first incarnation's revision: %v", err)
 	}
 	s = e.reopen(t, s)
@@ -386,7 +387,7 @@ func assertFailsClosed(t *testing.T, s Store, prefix, name string, want error, g
 	}
 	g := &assign.Group{StreamPrefix: prefix, Name: name}
 	for _, expected := range []uint64{0, 1, goodRev} {
-		if _, err := s.SaveGroup(ctx, g, expected); !errors.Is(err, want) {
+		if _, err := s.SaveGroup(ctx, g, nil, expected); !errors.Is(err, want) {
 			t.Fatalf("SaveGroup over a broken snapshot at %d: %v, want %v", expected, err, want)
 		}
 		if err := s.DeleteGroup(ctx, prefix, name, expected); !errors.Is(err, want) {
@@ -432,7 +433,7 @@ func testUnknownSchema(t *testing.T, e engine) {
 	good := richGroup("orders", "good")
 	goodRev := mustSaveGroup(t, s, good, 0)
 	payload := mustPayload(t, richGroup("orders", "new"))
-	for _, version := range []int{2, 0, -1} {
+	for _, version := range []int{3, 0, -1} {
 		t.Run(fmt.Sprint("schemaVersion ", version), func(t *testing.T) {
 			v := frameVersion(version, kindGroup, 9, payload)
 			putRaw(t, s, groupKey("orders", "new"), v)
@@ -440,7 +441,7 @@ func testUnknownSchema(t *testing.T, e engine) {
 		})
 	}
 	t.Run("envelope of a newer schema", func(t *testing.T) {
-		v := frameBody([]byte(`{"schemaVersion":2,"revision":{"node":1},"body":"…"}`))
+		v := frameBody([]byte(`{"schemaVersion":3,"revision":{"node":1},"body":"…"}`))
 		putRaw(t, s, groupKey("orders", "new"), v)
 		assertFailsClosed(t, s, "orders", "new", ErrUnknownSchema, good, goodRev)
 	})
@@ -577,7 +578,7 @@ func testInvalidInput(t *testing.T, e engine) {
 			Members: map[string]*assign.Member{"a": nil}}},
 	}
 	for _, c := range cases {
-		if rev, err := s.SaveGroup(ctx, c.g, 0); err == nil || rev != 0 {
+		if rev, err := s.SaveGroup(ctx, c.g, nil, 0); err == nil || rev != 0 {
 			t.Errorf("SaveGroup(%s) = %d, %v; want an error", c.name, rev, err)
 		}
 	}
@@ -613,7 +614,7 @@ func testClosed(t *testing.T, e engine) {
 		"LoadGroup":   func() error { _, err := s.LoadGroup(ctx, "orders", "g"); return err },
 		"SaveStream":  func() error { _, err := s.SaveStream(ctx, StreamRecord{StreamPrefix: "orders"}, 0); return err },
 		"SaveGroup": func() error {
-			_, err := s.SaveGroup(ctx, &assign.Group{StreamPrefix: "orders", Name: "g"}, rev)
+			_, err := s.SaveGroup(ctx, &assign.Group{StreamPrefix: "orders", Name: "g"}, nil, rev)
 			return err
 		},
 		"DeleteGroup": func() error { return s.DeleteGroup(ctx, "orders", "g", rev) },
@@ -630,7 +631,7 @@ func testCancelledContext(t *testing.T, e engine) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	g := &assign.Group{StreamPrefix: "orders", Name: "g"}
-	if _, err := s.SaveGroup(cctx, g, 0); !errors.Is(err, context.Canceled) {
+	if _, err := s.SaveGroup(cctx, g, nil, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("SaveGroup: %v", err)
 	}
 	if _, err := s.LoadGroups(cctx, "orders"); !errors.Is(err, context.Canceled) {
@@ -655,7 +656,7 @@ func testConcurrentGroups(t *testing.T, e engine) {
 			var rev uint64
 			for i := range saves {
 				g.GroupEpoch = int64(i + 1)
-				next, err := s.SaveGroup(ctx, g, rev)
+				next, err := s.SaveGroup(ctx, g, nil, rev)
 				if err != nil {
 					errs <- fmt.Errorf("actor %d save %d: %w", a, i, err)
 					return
@@ -713,7 +714,7 @@ func testConcurrentWritersOfOneGroup(t *testing.T, e engine) {
 		for w := range writers {
 			wg.Go(func() {
 				mine := &assign.Group{StreamPrefix: "orders", Name: "g", GroupEpoch: int64(w)}
-				next, err := s.SaveGroup(ctx, mine, rev)
+				next, err := s.SaveGroup(ctx, mine, nil, rev)
 				switch {
 				case err == nil:
 					mu.Lock()

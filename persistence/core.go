@@ -2,14 +2,11 @@ package persistence
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
-
-	"github.com/rscoord/rscoord/assign"
 )
 
 // lockStripes is the number of record locks. A write holds the lock of its
@@ -27,6 +24,9 @@ type stripe struct {
 	// cache is right because the store is the only writer of its engine
 	// (Pebble's lock file keeps other processes out). Guarded by mu.
 	revisions map[string]uint64
+	// staged marks group keys whose last load found committed staged
+	// writes not yet applied (see groups.go). Guarded by mu.
+	staged map[string]bool
 }
 
 // core implements [Store] over a kv.
@@ -122,8 +122,7 @@ func (c *core) storedRevision(ctx context.Context, st *stripe, key []byte, what 
 		return rec.Revision, rec.Err
 	}
 	if prefix, name, ok := parseGroupKey(key); ok {
-		rec := decodeGroupValue(v, prefix, name)
-		return rec.Revision, rec.Err
+		return groupHeadRevision(v, prefix, name)
 	}
 	return 0, fmt.Errorf("persistence: key %q outside the record key spaces", key)
 }
@@ -182,69 +181,6 @@ func (c *core) observeRevision(r uint64) {
 	}
 }
 
-// recoverRevisions scans every record once at open and raises the revision
-// counter to the highest stored revision. Records that do not decode are
-// skipped here; they fail when loaded.
-func (c *core) recoverRevisions(ctx context.Context) error {
-	scan := func(lower, upper []byte, kind string) error {
-		return c.kv.scan(ctx, lower, upper, func(_, v []byte) error {
-			if env, err := unframe(v, kind); err == nil {
-				c.observeRevision(env.StoreRevision)
-			}
-			return nil
-		})
-	}
-	lo, hi := streamBounds()
-	if err := scan(lo, hi, kindStream); err != nil {
-		return err
-	}
-	lo, hi = allGroupBounds()
-	if err := scan(lo, hi, kindGroup); err != nil {
-		return err
-	}
-	// Audit entries are keyed by their sequence, which is a revision too:
-	// the newest key alone says how far the counter went.
-	lo, hi = auditBounds()
-	err := c.kv.scanReverse(ctx, lo, hi, func(k, _ []byte) error {
-		if seq, ok := parseAuditKey(k); ok {
-			c.observeRevision(seq)
-		}
-		return errStopScan
-	})
-	if errors.Is(err, errStopScan) {
-		err = nil
-	}
-	return err
-}
-
-// checkLayout refuses a store written with another key layout and marks a
-// new one with ours.
-func (c *core) checkLayout(ctx context.Context) error {
-	v, err := c.kv.get(ctx, layoutKey)
-	if errors.Is(err, errNoKey) {
-		payload, err := json.Marshal(layoutV1{KeyLayout: keyLayout})
-		if err != nil {
-			return err
-		}
-		return c.commit(ctx, putOp(layoutKey, frame(kindLayout, 1, payload)))
-	}
-	if err != nil {
-		return err
-	}
-	env, err := unframe(v, kindLayout)
-	if err != nil {
-		return opErr("key layout marker", err)
-	}
-	var l layoutV1
-	if err := strictUnmarshal(env.Payload, &l); err != nil {
-		return opErr("key layout marker", newErr(ErrCorrupt, "%v", err))
-	}
-	if l.KeyLayout != keyLayout {
-		return opErr("key layout marker", newErr(ErrUnknownSchema, "key layout %d, this build reads only %d", l.KeyLayout, keyLayout))
-	}
-	return nil
-}
-
 func decodeStreamValue(v []byte, prefix string) StreamRecord {
 	env, err := unframe(v, kindStream)
 	if err == nil {
@@ -255,17 +191,6 @@ func decodeStreamValue(v []byte, prefix string) StreamRecord {
 		}
 	}
 	return StreamRecord{StreamPrefix: prefix, Err: opErr("stream "+prefix, err)}
-}
-
-func decodeGroupValue(v []byte, prefix, name string) GroupRecord {
-	env, err := unframe(v, kindGroup)
-	if err == nil {
-		var g *assign.Group
-		if g, err = decodeGroup(env.Payload, prefix, name); err == nil {
-			return GroupRecord{StreamPrefix: prefix, Name: name, Group: g, Revision: env.StoreRevision}
-		}
-	}
-	return GroupRecord{StreamPrefix: prefix, Name: name, Err: opErr("group "+prefix+"/"+name, err)}
 }
 
 // LoadStreams implements [Store.LoadStreams].
@@ -292,61 +217,6 @@ func (c *core) LoadStreams(ctx context.Context) (out []StreamRecord, err error) 
 	return out, nil
 }
 
-// LoadGroups implements [Store.LoadGroups].
-func (c *core) LoadGroups(ctx context.Context, streamPrefix string) (out []GroupRecord, err error) {
-	if err := validStreamPrefix(streamPrefix); err != nil {
-		return nil, err
-	}
-	exit, err := c.enter(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer exit()
-	defer c.recoverFatal(&err)
-	lo, hi := groupBounds(streamPrefix)
-	out = []GroupRecord{}
-	err = c.kv.scan(ctx, lo, hi, func(k, v []byte) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		prefix, name, ok := parseGroupKey(k)
-		if !ok || prefix != streamPrefix {
-			// Cannot happen with the bounds above; refuse rather than mix
-			// another prefix's group in.
-			return newErr(ErrCorrupt, "key %q outside the groups of %s", k, streamPrefix)
-		}
-		out = append(out, decodeGroupValue(v, prefix, name))
-		return nil
-	})
-	if err != nil {
-		return nil, opErr("load groups of "+streamPrefix, err)
-	}
-	return out, nil
-}
-
-// LoadGroup implements [Store.LoadGroup].
-func (c *core) LoadGroup(ctx context.Context, streamPrefix, name string) (rec GroupRecord, err error) {
-	if err := validGroupName(streamPrefix, name); err != nil {
-		return GroupRecord{}, err
-	}
-	exit, err := c.enter(ctx)
-	if err != nil {
-		return GroupRecord{}, err
-	}
-	defer exit()
-	defer c.recoverFatal(&err)
-	what := "group " + streamPrefix + "/" + name
-	v, err := c.kv.get(ctx, groupKey(streamPrefix, name))
-	if errors.Is(err, errNoKey) {
-		return GroupRecord{}, opErr(what, newErr(ErrNotFound, ""))
-	}
-	if err != nil {
-		return GroupRecord{}, opErr(what, err)
-	}
-	rec = decodeGroupValue(v, streamPrefix, name)
-	return rec, rec.Err
-}
-
 // SaveStream implements [Store.SaveStream].
 func (c *core) SaveStream(ctx context.Context, rec StreamRecord, expected uint64) (rev uint64, err error) {
 	payload, err := encodeStream(rec)
@@ -360,52 +230,6 @@ func (c *core) SaveStream(ctx context.Context, rec StreamRecord, expected uint64
 	defer exit()
 	defer c.recoverFatal(&err)
 	return c.put(ctx, streamKey(rec.StreamPrefix), kindStream, payload, expected, "stream "+rec.StreamPrefix)
-}
-
-// SaveGroup implements [Store.SaveGroup].
-func (c *core) SaveGroup(ctx context.Context, g *assign.Group, expected uint64) (rev uint64, err error) {
-	payload, err := encodeGroup(g)
-	if err != nil {
-		return 0, err
-	}
-	exit, err := c.enter(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer exit()
-	defer c.recoverFatal(&err)
-	return c.put(ctx, groupKey(g.StreamPrefix, g.Name), kindGroup, payload, expected, "group "+g.StreamPrefix+"/"+g.Name)
-}
-
-// DeleteGroup implements [Store.DeleteGroup].
-func (c *core) DeleteGroup(ctx context.Context, streamPrefix, name string, expected uint64) (err error) {
-	if err := validGroupName(streamPrefix, name); err != nil {
-		return err
-	}
-	exit, err := c.enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer exit()
-	defer c.recoverFatal(&err)
-	what := "group " + streamPrefix + "/" + name
-	key := groupKey(streamPrefix, name)
-	st := c.lock(key)
-	defer st.mu.Unlock()
-	stored, err := c.storedRevision(ctx, st, key, what)
-	switch {
-	case err != nil:
-		return err
-	case stored == 0:
-		return opErr(what, newErr(ErrNotFound, ""))
-	case stored != expected:
-		return opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
-	}
-	if err := c.commit(ctx, delOp(key)); err != nil {
-		return opErr(what, c.fail(err))
-	}
-	st.remember(key, 0)
-	return nil
 }
 
 // Close implements [Store.Close]: it closes the engine once, after the

@@ -6,13 +6,22 @@
 // # What it owns
 //
 //   - One stream record per stream prefix ([StreamRecord]: shard layout,
-//     draining shards, migration history) and one snapshot per consumer group
-//     (the durable fields of [assign.Group]).
+//     draining shards, migration history) and, per consumer group, a group
+//     record (group-level state), one key per member (with its target) and
+//     one key per 64 owner epochs; a deleted group leaves a tombstone with
+//     its last epochs, version and owner epochs ([Store.LoadTombstone]).
+//     A save writes the group record and the parts the caller names
+//     ([Changes]) in one atomic commit, so a heartbeat that changed one
+//     member writes two small keys, whatever the size of the group.
 //   - The audit log: append-only entries of admin mutations, keyed by a
 //     sequence that is a store revision, listed newest first.
 //   - The on-disk format: key layout (keys.go), the checksummed envelope and
-//     the versioned record types (encoding.go), and the rule that old code
-//     refuses new data.
+//     the versioned record types (encoding.go, groups.go), the rule that old
+//     code refuses new data, and the migration of older data at open
+//     (open.go).
+//   - The storage-engine seam (kv.go): every engine behind one small
+//     contract of atomic commits and range reads, with write accounting
+//     ([WriteStats]) above it.
 //   - Store revisions: optimistic concurrency for the one writer of each
 //     record.
 //

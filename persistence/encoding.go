@@ -5,12 +5,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"io"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
@@ -40,16 +39,26 @@ import (
 // disk. Decoding is strict (unknown fields are refused): any change to a
 // payload bumps [SchemaVersion] and keeps a decoder for the older versions.
 
-// SchemaVersion is the schema version this build writes and the only one it
-// reads.
-const SchemaVersion = 1
+// SchemaVersion is the schema version this build writes. It reads version
+// 1 as well: stream, audit and layout payloads are the same in both, and a
+// version-1 group record (the whole group in one value, key layout 1) is
+// decoded as such and rewritten in the per-key layout at open (see
+// [core.migrate]).
+const SchemaVersion = 2
+
+// oldestSchemaVersion is the oldest schema version this build reads.
+const oldestSchemaVersion = 1
 
 // Record kinds in the envelope. A value of the wrong kind under a key is
 // corrupt.
 const (
-	kindStream = "stream"
-	kindGroup  = "group"
-	kindLayout = "layout"
+	kindStream    = "stream"
+	kindGroup     = "group"
+	kindTombstone = "tombstone"
+	kindMember    = "member"
+	kindOwners    = "owners"
+	kindStage     = "stage"
+	kindLayout    = "layout"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -92,8 +101,14 @@ func frameBody(body []byte) []byte {
 }
 
 // unframe checks the checksum and schema version of value and returns its
-// envelope. Errors wrap ErrCorrupt or ErrUnknownSchema.
+// envelope, which must be of kind. Errors wrap ErrCorrupt or
+// ErrUnknownSchema.
 func unframe(value []byte, kind string) (envelope, error) {
+	return unframeOf(value, kind)
+}
+
+// unframeOf is unframe for a key that may hold a record of any of kinds.
+func unframeOf(value []byte, kinds ...string) (envelope, error) {
 	if len(value) < checksumLen {
 		return envelope{}, newErr(ErrCorrupt, "value is %d bytes long, shorter than its checksum", len(value))
 	}
@@ -110,16 +125,17 @@ func unframe(value []byte, kind string) (envelope, error) {
 	if err := json.Unmarshal(body, &version); err != nil {
 		return envelope{}, newErr(ErrCorrupt, "envelope: %v", err)
 	}
-	if version.SchemaVersion != SchemaVersion {
-		return envelope{}, newErr(ErrUnknownSchema, "schemaVersion %d, this build reads only %d", version.SchemaVersion, SchemaVersion)
+	if version.SchemaVersion < oldestSchemaVersion || version.SchemaVersion > SchemaVersion {
+		return envelope{}, newErr(ErrUnknownSchema, "schemaVersion %d, this build reads only %d to %d",
+			version.SchemaVersion, oldestSchemaVersion, SchemaVersion)
 	}
 	var env envelope
 	if err := strictUnmarshal(body, &env); err != nil {
 		return envelope{}, newErr(ErrCorrupt, "envelope: %v", err)
 	}
 	switch {
-	case env.Kind != kind:
-		return envelope{}, newErr(ErrCorrupt, "record of kind %q where %q belongs", env.Kind, kind)
+	case !slices.Contains(kinds, env.Kind):
+		return envelope{}, newErr(ErrCorrupt, "record of kind %q where %q belongs", env.Kind, strings.Join(kinds, " or "))
 	case env.StoreRevision == 0:
 		return envelope{}, newErr(ErrCorrupt, "storeRevision 0")
 	}
@@ -140,7 +156,9 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
-// Payload record types, schema version 1.
+// Payload record types of schema version 1. Stream, migration and layout
+// payloads are unchanged in version 2; groupV1 and memberV1 are read only,
+// to migrate.
 
 type groupV1 struct {
 	StreamPrefix    string           `json:"streamPrefix"`
@@ -211,76 +229,11 @@ type layoutV1 struct {
 	KeyLayout int `json:"keyLayout"`
 }
 
-// keyLayout is the version of the key layout in keys.go. A store written
-// with another layout is refused at open.
-const keyLayout = 1
+// keyLayout is the version of the key layout in keys.go. A store of layout
+// 1 is migrated at open; one of a newer layout is refused.
+const keyLayout = 2
 
-// encodeGroup returns the payload of a snapshot of g. It refuses a group
-// whose snapshot would not load back the same.
-func encodeGroup(g *assign.Group) ([]byte, error) {
-	if g == nil {
-		return nil, errors.New("persistence: nil group")
-	}
-	if err := validGroupName(g.StreamPrefix, g.Name); err != nil {
-		return nil, err
-	}
-	rec := groupV1{
-		StreamPrefix:    g.StreamPrefix,
-		Name:            g.Name,
-		State:           string(g.State),
-		GroupEpoch:      g.GroupEpoch,
-		AssignmentEpoch: g.AssignmentEpoch,
-		MetadataVersion: g.MetadataVersion,
-		ShardCount:      g.ShardCount,
-		DrainingShards:  cleanShards(g.DrainingShards),
-		Members:         make([]memberV1, 0, len(g.Members)),
-		Target:          make(map[string][]int, len(g.Target)),
-		CorrectionOpen:  g.CorrectionOpen,
-		CreatedAt:       utc(g.CreatedAt),
-	}
-	for id, m := range g.Members {
-		if m == nil {
-			return nil, fmt.Errorf("persistence: group %s/%s: member %q is nil", g.StreamPrefix, g.Name, id)
-		}
-		if m.ID != id {
-			return nil, fmt.Errorf("persistence: group %s/%s: member key %q holds member id %q", g.StreamPrefix, g.Name, id, m.ID)
-		}
-		rec.Members = append(rec.Members, memberV1{
-			ID:                   m.ID,
-			Name:                 m.Name,
-			State:                string(m.State),
-			Epoch:                m.Epoch,
-			PreviousEpoch:        m.PreviousEpoch,
-			MetadataVersion:      m.MetadataVersion,
-			MaxConcurrency:       m.MaxConcurrency,
-			AvailableConcurrency: m.AvailableConcurrency,
-			Current:              cleanShards(m.Current),
-			Revoking:             cleanShards(m.Revoking),
-			Granted:              cleanShards(m.Granted),
-			Reported:             m.Reported,
-			JoinedAt:             utc(m.JoinedAt),
-			RebalanceDeadline:    utc(m.RebalanceDeadline),
-			StateChangedAt:       utc(m.StateChangedAt),
-		})
-	}
-	sort.Slice(rec.Members, func(i, j int) bool { return rec.Members[i].ID < rec.Members[j].ID })
-	for id, shards := range g.Target {
-		rec.Target[id] = cleanShards(shards)
-	}
-	if m := g.ActiveMigration; m != nil {
-		rec.ActiveMigration = &migrationV1{
-			ReshardingID:   m.ReshardingID,
-			FromShardCount: m.FromShardCount,
-			ToShardCount:   m.ToShardCount,
-			State:          string(m.State),
-			CreatedAt:      utc(m.CreatedAt),
-			UpdatedAt:      utc(m.UpdatedAt),
-		}
-	}
-	return json.Marshal(rec)
-}
-
-// decodeGroup decodes the payload of the snapshot stored under the key of
+// decodeGroupV1 decodes the schema-1 payload of the snapshot stored under the key of
 // prefix/name. Errors wrap ErrCorrupt.
 //
 // The checksum proved these are the bytes a writer meant, not that the
@@ -292,7 +245,7 @@ func encodeGroup(g *assign.Group) ([]byte, error) {
 // member's own id, and times are UTC. What cannot be cleaned without
 // guessing (another group's identity, a member without id or twice) is
 // corrupt.
-func decodeGroup(payload []byte, prefix, name string) (*assign.Group, error) {
+func decodeGroupV1(payload []byte, prefix, name string) (*assign.Group, error) {
 	var rec groupV1
 	if err := strictUnmarshal(payload, &rec); err != nil {
 		return nil, newErr(ErrCorrupt, "group payload: %v", err)

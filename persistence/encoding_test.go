@@ -15,9 +15,28 @@ import (
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata")
 
+// mustPayload is the group record payload of g.
 func mustPayload(t *testing.T, g *assign.Group) []byte {
 	t.Helper()
-	p, err := encodeGroup(g)
+	p, err := encodeGroupHead(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// roundTrip saves g in a new memory store and loads it back.
+func roundTrip(t *testing.T, g *assign.Group) *assign.Group {
+	t.Helper()
+	s := NewMemory()
+	mustSaveGroup(t, s, g, 0)
+	return mustLoadGroup(t, s, g.StreamPrefix, g.Name).Group
+}
+
+func mustMemberPayload(t *testing.T, g *assign.Group, id string) []byte {
+	t.Helper()
+	target, ok := g.Target[id]
+	p, err := encodeMember(g.Members[id], target, ok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,9 +59,10 @@ func bytesIndex(t *testing.T, v []byte, s string) int {
 	return i
 }
 
-// TestGolden pins the schema version 1 payloads: the encoder must still
-// write exactly these bytes (a change needs a new schema version) and the
-// decoder must still read them. Run with -rewrite after a deliberate change.
+// TestGolden pins the payloads: the encoder must still write exactly these
+// bytes (a change needs a new schema version) and the decoder must still
+// read them. Run with -rewrite after a deliberate change. The schema-1
+// group record is no longer written; it is only decoded.
 func TestGolden(t *testing.T) {
 	stream, err := encodeStream(richStream("orders"))
 	if err != nil {
@@ -55,10 +75,17 @@ func TestGolden(t *testing.T) {
 		want    any
 	}{
 		{
-			file:    "group-v1.json",
+			file:   "group-v1.json",
+			decode: func(p []byte) (any, error) { return decodeGroupV1(p, "orders", "billing") },
+			want:   durableV1(richGroup("orders", "billing")),
+		},
+		{
+			file:    "group-v2.json",
 			encoded: mustPayload(t, richGroup("orders", "billing")),
-			decode:  func(p []byte) (any, error) { return decodeGroup(p, "orders", "billing") },
-			want:    durable(richGroup("orders", "billing")),
+		},
+		{
+			file:    "member-v2.json",
+			encoded: mustMemberPayload(t, richGroup("orders", "billing"), "m-active"),
 		},
 		{
 			file:    "stream-v1.json",
@@ -70,7 +97,7 @@ func TestGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			path := filepath.Join("testdata", c.file)
-			if *rewrite {
+			if *rewrite && c.encoded != nil {
 				if err := os.WriteFile(path, append(bytes.Clone(c.encoded), '\n'), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -80,8 +107,11 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("%v (run with -rewrite to create it)", err)
 			}
 			golden = bytes.TrimSuffix(golden, []byte("\n"))
-			if !bytes.Equal(c.encoded, golden) {
+			if c.encoded != nil && !bytes.Equal(c.encoded, golden) {
 				t.Errorf("encoding changed; bump SchemaVersion or run with -rewrite\n got: %s\nwant: %s", c.encoded, golden)
+			}
+			if c.decode == nil {
+				return
 			}
 			got, err := c.decode(golden)
 			if err != nil {
@@ -130,7 +160,7 @@ func TestDecodeCleans(t *testing.T) {
 			 "maxConcurrency":1,"availableConcurrency":0,"current":[],"revoking":[],"granted":[],"reported":false}
 		],
 		"target":{"a":[0],"b":[3,2,1,3],"c":null},"correctionOpen":false}`
-	got, err := decodeGroup([]byte(payload), "orders", "g")
+	got, err := decodeGroupV1([]byte(payload), "orders", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +178,7 @@ func TestDecodeCleans(t *testing.T) {
 	}
 	assertEqual(t, "cleaned group", got, want)
 
-	empty, err := decodeGroup([]byte(`{"streamPrefix":"orders","name":"g","state":"","groupEpoch":0,
+	empty, err := decodeGroupV1([]byte(`{"streamPrefix":"orders","name":"g","state":"","groupEpoch":0,
 		"assignmentEpoch":0,"metadataVersion":0,"shardCount":0,"drainingShards":null,"members":null,
 		"target":null,"correctionOpen":false}`), "orders", "g")
 	if err != nil {
@@ -181,10 +211,7 @@ func TestEncodeNormalises(t *testing.T) {
 		Members: map[string]*assign.Member{"a": {ID: "a", Current: []int{2, 1}, JoinedAt: time.Date(2026, 11, 29, 11, 0, 0, 0, cet)}},
 		Target:  map[string][]int{"a": {2, 1, 1}},
 	}
-	got, err := decodeGroup(mustPayload(t, g), "orders", "g")
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := roundTrip(t, g)
 	want := &assign.Group{
 		StreamPrefix: "orders", Name: "g", DrainingShards: []int{4, 5},
 		Members: map[string]*assign.Member{"a": {ID: "a", Current: []int{1, 2}, Revoking: []int{}, Granted: []int{},
@@ -220,8 +247,8 @@ func TestDecodeRefuses(t *testing.T) {
 	}
 	for _, c := range payloads {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := decodeGroup([]byte(c.payload), "orders", "g"); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("decodeGroup: %v, want ErrCorrupt", err)
+			if _, err := decodeGroupV1([]byte(c.payload), "orders", "g"); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("decodeGroupV1: %v, want ErrCorrupt", err)
 			}
 		})
 	}
@@ -235,7 +262,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"revision 0", frame(kindGroup, 0, good), ErrCorrupt},
 		{"envelope not JSON", frameBody([]byte(`schemaVersion 1`)), ErrCorrupt},
 		{"unknown envelope field", frameBody([]byte(`{"schemaVersion":1,"kind":"group","storeRevision":1,"payload":{},"x":1}`)), ErrCorrupt},
-		{"schema 2", frameVersion(2, kindGroup, 1, good), ErrUnknownSchema},
+		{"schema 3", frameVersion(3, kindGroup, 1, good), ErrUnknownSchema},
 		{"schema missing", frameBody([]byte(`{"kind":"group","storeRevision":1,"payload":{}}`)), ErrUnknownSchema},
 	}
 	for _, c := range frames {

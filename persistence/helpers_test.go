@@ -45,6 +45,9 @@ func richGroup(prefix, name string) *assign.Group {
 			LeaseExpiresAt:    t0.Add(14 * time.Second),
 			RebalanceDeadline: t0.Add(time.Minute),
 			StateChangedAt:    t0.Add(-time.Minute),
+			InstanceID:        "inst-" + id,
+			JoinRequestID:     "req-" + id,
+			ReadableUntil:     t0.Add(10 * time.Second),
 		}
 	}
 	g := &assign.Group{
@@ -72,9 +75,11 @@ func richGroup(prefix, name string) *assign.Group {
 			ReshardingID: "rs-1", FromShardCount: 6, ToShardCount: 4,
 			State: protocol.MigrationActive, CreatedAt: t0.Add(-10 * time.Minute), UpdatedAt: t0,
 		},
-		CreatedAt: t0.Add(-24 * time.Hour),
+		CreatedAt:   t0.Add(-24 * time.Hour),
+		OwnerEpochs: []int64{3, 4, 0, 0, 7, 2},
 	}
 	g.Members["m-starting"].RebalanceDeadline = time.Time{}
+	g.Members["m-starting"].InstanceID = ""
 	return g
 }
 
@@ -82,6 +87,25 @@ func richGroup(prefix, name string) *assign.Group {
 // member fields. Written out field by field on purpose: it must not share
 // code with the encoder it checks.
 func durable(g *assign.Group) *assign.Group {
+	c := durableAs(g, true)
+	for _, m := range c.Members {
+		m.MetadataVersion, m.MaxConcurrency, m.AvailableConcurrency = 0, 0, 0
+	}
+	if g.OwnerEpochs != nil {
+		c.OwnerEpochs = append([]int64{}, g.OwnerEpochs...)
+	}
+	return c
+}
+
+// durableV1 is g as a schema-1 record gave it back: with the members'
+// reported metadata version and capacity.
+func durableV1(g *assign.Group) *assign.Group {
+	c := durableAs(g, false)
+	c.OwnerEpochs = nil
+	return c
+}
+
+func durableAs(g *assign.Group, withIncarnation bool) *assign.Group {
 	c := *g
 	c.DrainingShards = append([]int{}, g.DrainingShards...)
 	c.Members = map[string]*assign.Member{}
@@ -93,6 +117,10 @@ func durable(g *assign.Group) *assign.Group {
 		mc.Progress = nil
 		mc.LastHeartbeat = time.Time{}
 		mc.LeaseExpiresAt = time.Time{}
+		mc.ReadableUntil = time.Time{}
+		if !withIncarnation {
+			mc.InstanceID, mc.JoinRequestID = "", ""
+		}
 		c.Members[id] = &mc
 	}
 	c.Target = map[string][]int{}

@@ -23,7 +23,7 @@ var _ Store = (*MemoryStore)(nil)
 func NewMemory() *MemoryStore {
 	mem := &memKV{data: make(map[string][]byte)}
 	c := newCore(mem)
-	if err := c.checkLayout(context.Background()); err != nil {
+	if err := c.open(context.Background()); err != nil {
 		panic(err) // cannot happen: the map is empty and writes to it do not fail
 	}
 	return &MemoryStore{core: c, mem: mem}

@@ -76,10 +76,7 @@ func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
 		return nil, opErr("open "+dir, err)
 	}
 	c := newCore(&pebbleKV{db: db})
-	if err := c.checkLayout(context.Background()); err != nil {
-		return nil, errors.Join(opErr("open "+dir, err), db.Close())
-	}
-	if err := c.recoverRevisions(context.Background()); err != nil {
+	if err := c.open(context.Background()); err != nil {
 		return nil, errors.Join(opErr("open "+dir, err), db.Close())
 	}
 	return &PebbleStore{core: c, db: db, dir: dir}, nil

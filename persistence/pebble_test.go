@@ -69,7 +69,7 @@ func TestWriteErrorFailsTheStore(t *testing.T) {
 
 			fault.armed.Store(true)
 			g.GroupEpoch = 99
-			next, err := s.SaveGroup(ctx, g, rev)
+			next, err := s.SaveGroup(ctx, g, nil, rev)
 			if err == nil || next != 0 {
 				t.Fatalf("SaveGroup with a failing WAL %s = %d, %v; want an error", c.name, next, err)
 			}
@@ -86,7 +86,7 @@ func TestWriteErrorFailsTheStore(t *testing.T) {
 			if _, err := s.LoadGroup(ctx, "orders", "g"); !errors.Is(err, ErrFailed) {
 				t.Fatalf("LoadGroup after the failure: %v", err)
 			}
-			if _, err := s.SaveGroup(ctx, richGroup("orders", "other"), other); !errors.Is(err, ErrFailed) {
+			if _, err := s.SaveGroup(ctx, richGroup("orders", "other"), nil, other); !errors.Is(err, ErrFailed) {
 				t.Fatalf("SaveGroup after the failure: %v", err)
 			}
 			if _, err := s.LoadStreams(ctx); !errors.Is(err, ErrFailed) {
@@ -147,7 +147,7 @@ func TestPebbleFatalfMustNotReturn(t *testing.T) {
 func TestOpenRefusesUnknownKeyLayout(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestPebble(t, dir)
-	v := frame(kindLayout, 1, []byte(`{"keyLayout":2}`))
+	v := frame(kindLayout, 1, []byte(`{"keyLayout":3}`))
 	if err := s.db.Set(layoutKey, v, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestOpenRefusesUnknownKeyLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := OpenPebble(dir, Options{Logger: testLogger(t)}); !errors.Is(err, ErrUnknownSchema) {
-		t.Fatalf("open with key layout 2: %v, want ErrUnknownSchema", err)
+		t.Fatalf("open with key layout 3: %v, want ErrUnknownSchema", err)
 	}
 }
 
@@ -227,7 +227,7 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 			g := &assign.Group{StreamPrefix: "orders", Name: fmt.Sprint("g", w)}
 			var rev uint64
 			for {
-				next, err := s.SaveGroup(ctx, g, rev)
+				next, err := s.SaveGroup(ctx, g, nil, rev)
 				if errors.Is(err, ErrClosed) {
 					return
 				}
@@ -260,7 +260,7 @@ func BenchmarkSaveGroupParallel(b *testing.B) {
 		g := richGroup("orders", fmt.Sprint("g", n.Add(1)))
 		var rev uint64
 		for pb.Next() {
-			next, err := s.SaveGroup(context.Background(), g, rev)
+			next, err := s.SaveGroup(context.Background(), g, nil, rev)
 			if err != nil {
 				b.Error(err)
 				return
@@ -280,7 +280,7 @@ func BenchmarkSaveGroupSerial(b *testing.B) {
 	g := richGroup("orders", "g")
 	var rev uint64
 	for b.Loop() {
-		next, err := s.SaveGroup(context.Background(), g, rev)
+		next, err := s.SaveGroup(context.Background(), g, nil, rev)
 		if err != nil {
 			b.Fatal(err)
 		}

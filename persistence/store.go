@@ -51,18 +51,32 @@ type Store interface {
 	// does not decode is never overwritten: [ErrCorrupt] or
 	// [ErrUnknownSchema].
 	SaveStream(ctx context.Context, rec StreamRecord, expected uint64) (uint64, error)
-	// SaveGroup writes a snapshot of g (its durable fields, see
-	// [GroupRecord]) if the stored revision equals expected (0: no snapshot
-	// may exist) and returns the new revision; [ErrStaleRevision] otherwise.
-	// The write is synced before SaveGroup returns. A stored snapshot that
-	// does not decode is never overwritten: [ErrCorrupt] or
-	// [ErrUnknownSchema].
-	SaveGroup(ctx context.Context, g *assign.Group, expected uint64) (uint64, error)
-	// DeleteGroup deletes the snapshot if its revision equals expected:
+	// SaveGroup writes g (its durable fields, see [GroupRecord]) if the
+	// stored revision equals expected (0: no group may exist; a tombstone
+	// does not count) and returns the new revision; [ErrStaleRevision]
+	// otherwise. It writes the group record and the parts changes names
+	// (members with their targets, owner-epoch chunks), all in one atomic
+	// commit or, when that is too large for the engine, staged so that a
+	// load sees all of it or none; nil changes writes every part and
+	// deletes every stored part g no longer has (creation, migration,
+	// rare admin steps). changes must name every part that differs from
+	// what is stored: the store does not compare. The write is synced
+	// before SaveGroup returns. A stored group record that does not decode
+	// is never overwritten: [ErrCorrupt] or [ErrUnknownSchema].
+	SaveGroup(ctx context.Context, g *assign.Group, changes *Changes, expected uint64) (uint64, error)
+	// DeleteGroup deletes the group if its revision equals expected:
 	// [ErrNotFound] if there is none, [ErrStaleRevision] if the revision
-	// differs, [ErrCorrupt] or [ErrUnknownSchema] if the stored snapshot
-	// does not decode (it is left in place). Synced.
+	// differs, [ErrCorrupt] or [ErrUnknownSchema] if the stored group
+	// does not decode (it is left in place). The group leaves a tombstone
+	// with its last epochs, metadata version and owner epochs
+	// ([Store.LoadTombstone]), kept until a group of that name is saved
+	// again. Synced.
 	DeleteGroup(ctx context.Context, streamPrefix, name string, expected uint64) error
+	// LoadTombstone returns the tombstone a deleted group left, or
+	// [ErrNotFound] when there is none (never deleted, or the group exists
+	// again). A group created under a name continues above its tombstone
+	// ([assign.NewGroupAfter]).
+	LoadTombstone(ctx context.Context, streamPrefix, name string) (*assign.Tombstone, error)
 	// AppendAudit appends entry to the audit log and returns its sequence,
 	// higher than that of every entry before it (entry.ID is ignored). The
 	// write is synced before AppendAudit returns. Entries are never changed
@@ -72,6 +86,9 @@ type Store interface {
 	// match q (see [AuditQuery]). An entry that does not decode is returned
 	// with Err set instead of failing the list.
 	ListAudit(ctx context.Context, q AuditQuery) ([]AuditRecord, error)
+	// WriteStats returns what the store wrote to its engine since it was
+	// opened (commits, keys, bytes).
+	WriteStats() WriteStats
 	// Close releases the store. It is idempotent; it waits for calls in
 	// flight and every later call returns [ErrClosed].
 	Close() error
@@ -123,8 +140,10 @@ type MigrationRecord struct {
 // GroupRecord is one loaded group snapshot.
 //
 // Only durable fields are stored: everything of [assign.Group] and
-// [assign.Member] except Member.Progress, LastHeartbeat and LeaseExpiresAt,
-// which come back zero (a restore gives every member a fresh lease).
+// [assign.Member] except the member's reported MetadataVersion and
+// capacity (MaxConcurrency, AvailableConcurrency), Progress, LastHeartbeat,
+// LeaseExpiresAt and ReadableUntil, which come back zero (a restore gives
+// every member a fresh lease and the next heartbeat reports the rest).
 // Decoding cleans the record: maps are non-nil, shard sets are sorted,
 // free of duplicates and non-nil, times are UTC.
 type GroupRecord struct {
