@@ -19,6 +19,7 @@ import (
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/gateway/metrics/collector"
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/redisops"
 )
@@ -48,6 +49,9 @@ type ServeCmd struct {
 	LoginAddressFailureLimit int           `default:"50" env:"RSCOORD_LOGIN_ADDRESS_FAILURE_LIMIT" help:"Failed password checks per client address per --login-failure-window before its Basic credentials and logins answer 429; 0: no limit."`
 	LoginFailureWindow       time.Duration `default:"5m" env:"RSCOORD_LOGIN_FAILURE_WINDOW" help:"Window of the login failure limits."`
 	MetricsPublic            bool          `default:"false" negatable:"" env:"RSCOORD_METRICS_PUBLIC" help:"Serve /metrics and /actuator/prometheus without credentials (otherwise READ)."`
+	MetricsInterval          time.Duration `default:"15s" env:"RSCOORD_METRICS_INTERVAL" help:"How often the shard (length, pending, lag from Redis) and member (heartbeat age, lease) gauges are collected, in the background."`
+	MetricsTimeout           time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
+	MetricsMaxMembers        int           `default:"1000" env:"RSCOORD_METRICS_MAX_MEMBERS" help:"Most members exported by the per-member gauges (those with the oldest heartbeats first); the rest are counted in rscoord_member_series_capped."`
 
 	Redis                []string      `placeholder:"HOST:PORT,…" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one address is a standalone server, several the seeds of a cluster. None: scales skip provisioning and drain proofs."`
 	RedisUsername        string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD)."`
@@ -104,7 +108,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	} else {
 		log.Warn("no --redis: scales skip stream provisioning and drain proofs; removed shards wait for an operator")
 	}
-	m := metrics.New()
+	m := metrics.New(metrics.WithVersion(buildVersion()), metrics.WithMaxMembers(s.MetricsMaxMembers))
 	coord, err := actors.Start(ctx, actors.Config{
 		Redis:                streamRedis,
 		ProducerRoutingLease: s.ProducerRoutingLease,
@@ -151,6 +155,12 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	log.Info("rscoord listening", slog.String("address", ln.Addr().String()), slog.String("dataDir", s.DataDir))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	collectCtx, stopCollecting := context.WithCancel(ctx)
+	collected := make(chan error, 1)
+	go func() {
+		collected <- collector.Run(collectCtx, collector.Config{
+			Source: coord, Sink: m, Interval: s.MetricsInterval, Timeout: s.MetricsTimeout, Logger: log})
+	}()
 
 	var serveErr error
 	select {
@@ -161,6 +171,8 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
 	coord.BeginShutdown()
+	stopCollecting()
+	<-collected // validated with the flags: it ends only when told to
 	httpErr := srv.Shutdown(closeCtx)
 	if serveErr == nil {
 		serveErr = <-served
@@ -185,6 +197,12 @@ func (s *ServeCmd) validate() error {
 	}
 	if s.DrainCheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--drain-check-interval %v must be positive", s.DrainCheckInterval))
+	}
+	if s.MetricsInterval <= 0 || s.MetricsTimeout <= 0 || s.MetricsTimeout > s.MetricsInterval {
+		errs = append(errs, fmt.Errorf("--metrics-interval %v and --metrics-timeout %v must be positive, the timeout at most the interval", s.MetricsInterval, s.MetricsTimeout))
+	}
+	if s.MetricsMaxMembers < 0 {
+		errs = append(errs, fmt.Errorf("--metrics-max-members %d must not be negative", s.MetricsMaxMembers))
 	}
 	for _, a := range s.Redis {
 		if strings.TrimSpace(a) == "" {

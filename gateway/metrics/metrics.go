@@ -39,14 +39,21 @@ type Metrics struct {
 	authRefused        *prometheus.CounterVec
 
 	state *stateCollector
+	live  *liveCollector
 }
 
 var _ actors.Observer = (*Metrics)(nil)
 
 // New returns metrics registered in a new registry, with the Go runtime
-// and process collectors.
-func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), state: newStateCollector()}
+// and process collectors. Every labelled counter starts at 0 for each
+// label value it can take, so that rate() and increase() see the first
+// event.
+func New(opts ...Option) *Metrics {
+	o := options{maxMembers: DefaultMaxMembers}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := &Metrics{reg: prometheus.NewRegistry(), state: newStateCollector(), live: newLiveCollector(o)}
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 		m.reg.MustRegister(c)
@@ -80,8 +87,9 @@ func New() *Metrics {
 	m.adminFailures = counterVec("rscoord_admin_mutation_failures_total", "Refused admin mutations, by operation and error code.", "operation", "code")
 	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login).", "limiter")
 	m.authRefused = counterVec("rscoord_auth_refusals_total", "Requests refused for credentials, by status (401, 403).", "status")
-	m.reg.MustRegister(m.heartbeatLatency, m.rebalanceDuration, m.storeWriteDuration, m.state,
+	m.reg.MustRegister(m.heartbeatLatency, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.initLabels()
 	return m
 }
 
@@ -173,7 +181,7 @@ func (m *Metrics) StreamMigrations(prefix string, byState map[protocol.Migration
 // stateCollector exports the latest state every group and stream
 // reported, computed at scrape time.
 type stateCollector struct {
-	members, groups, epoch, assignmentEpoch, pending, violations, migrations *prometheus.Desc
+	members, groups, epoch, assignmentEpoch, pending, violations, migrations, stateInfo *prometheus.Desc
 
 	mu         sync.Mutex
 	groupState map[[2]string]actors.GroupState
@@ -189,6 +197,7 @@ func newStateCollector() *stateCollector {
 		pending:         prometheus.NewDesc("rscoord_group_pending_revocations", "Shards members still report as revoking.", []string{"stream", "group"}, nil),
 		violations:      prometheus.NewDesc("rscoord_group_invariant_violations", "Violated assignment invariants (anything but 0 is a bug).", []string{"stream", "group"}, nil),
 		migrations:      prometheus.NewDesc("rscoord_migrations", "Migrations of every stream, by state.", []string{"state"}, nil),
+		stateInfo:       prometheus.NewDesc(GroupStateInfo, "1 for the group's current state, 0 for the others.", []string{"stream", "group", "state"}, nil),
 		groupState:      map[[2]string]actors.GroupState{},
 		streamMigs:      map[string]map[protocol.MigrationState]int{},
 	}
@@ -218,7 +227,7 @@ func (c *stateCollector) setMigrations(prefix string, byState map[protocol.Migra
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.members, c.groups, c.epoch, c.assignmentEpoch, c.pending, c.violations, c.migrations} {
+	for _, d := range []*prometheus.Desc{c.members, c.groups, c.epoch, c.assignmentEpoch, c.pending, c.violations, c.migrations, c.stateInfo} {
 		ch <- d
 	}
 }
@@ -239,11 +248,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.assignmentEpoch, prometheus.GaugeValue, float64(s.AssignmentEpoch), k[0], k[1])
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(s.PendingRevocations), k[0], k[1])
 		ch <- prometheus.MustNewConstMetric(c.violations, prometheus.GaugeValue, float64(s.InvariantViolations), k[0], k[1])
+		for _, st := range groupStates() {
+			v := 0.0
+			if s.State == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.stateInfo, prometheus.GaugeValue, v, k[0], k[1], string(st))
+		}
 	}
 	for _, st := range []protocol.MemberState{protocol.MemberStarting, protocol.MemberActive, protocol.MemberLeaving, protocol.MemberExpired, protocol.MemberFenced} {
 		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(members[st]), string(st))
 	}
-	for _, st := range []protocol.GroupState{protocol.GroupEmpty, protocol.GroupAssigning, protocol.GroupReconciling, protocol.GroupStable} {
+	for _, st := range groupStates() {
 		ch <- prometheus.MustNewConstMetric(c.groups, prometheus.GaugeValue, float64(groups[st]), string(st))
 	}
 	migs := map[protocol.MigrationState]int{}

@@ -1,0 +1,160 @@
+// Package collector is the coordinator's background reader of the gauges
+// that cost I/O to compute: per-shard length, pending and lag read from
+// Redis (XINFO STREAM / XINFO GROUPS through the coordinator), and
+// per-member heartbeat age and lease. It runs on its own goroutine every
+// interval, bounded in time per round, so that neither a scrape nor a
+// heartbeat ever waits on Redis.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Source is what a round reads; *actors.Coordinator implements it.
+type Source interface {
+	Health(ctx context.Context) protocol.Health
+	Groups(ctx context.Context) (protocol.GroupsResponse, error)
+	Shards(ctx context.Context, prefix, group string) (protocol.ShardsResponse, error)
+	Members(ctx context.Context, prefix, group string) (protocol.MembersResponse, error)
+}
+
+// Sink receives a round's results; *metrics.Metrics implements it.
+type Sink interface {
+	SetShardStats(stats []metrics.ShardStat)
+	SetMemberLiveness(members []metrics.MemberLiveness)
+	CollectionDone(redisUp *bool, took time.Duration, failedGroups int)
+}
+
+// Config configures [Run].
+type Config struct {
+	Source Source
+	Sink   Sink
+	// Interval is the time between the starts of two rounds.
+	Interval time.Duration
+	// Timeout bounds one round; it must not exceed Interval. Groups not
+	// read in time have no shard series until a later round reads them.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Source == nil || c.Sink == nil {
+		errs = append(errs, errors.New("collector: Source and Sink are required"))
+	}
+	if c.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("collector: interval %v must be positive", c.Interval))
+	}
+	if c.Timeout <= 0 || c.Timeout > c.Interval {
+		errs = append(errs, fmt.Errorf("collector: timeout %v must be positive and at most the interval %v", c.Timeout, c.Interval))
+	}
+	return errors.Join(errs...)
+}
+
+// Run collects once at once, then every Interval, until ctx is done.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	tick := time.NewTicker(cfg.Interval)
+	defer tick.Stop()
+	for {
+		Round(ctx, cfg)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Round runs one collection bounded by cfg.Timeout and hands the results
+// to the sink. Series of groups that could not be read are left out (a
+// lag that cannot be read is absent, never a stale or zero value).
+func Round(ctx context.Context, cfg Config) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+
+	var redisUp *bool
+	switch cfg.Source.Health(rctx).Redis.Status {
+	case protocol.HealthNotConfigured:
+	case protocol.HealthUp:
+		up := true
+		redisUp = &up
+	default:
+		up := false
+		redisUp = &up
+	}
+	groups, err := cfg.Source.Groups(rctx)
+	if err != nil {
+		cfg.Logger.Warn("metrics collection: listing groups failed", slog.Any("error", err))
+	}
+	var (
+		stats   []metrics.ShardStat
+		members []metrics.MemberLiveness
+		failed  int
+	)
+	for _, g := range groups.Groups {
+		ok := true
+		ms, err := cfg.Source.Members(rctx, g.StreamPrefix, g.ConsumerGroup)
+		if err != nil {
+			ok = false
+			cfg.Logger.Debug("metrics collection: members", slog.String("stream", g.StreamPrefix), slog.String("group", g.ConsumerGroup), slog.Any("error", err))
+		}
+		for _, m := range ms.Members {
+			if !m.State.Owning() || m.LastHeartbeatAt == nil || m.MemberLeaseExpiresAt == nil {
+				continue
+			}
+			members = append(members, metrics.MemberLiveness{Stream: g.StreamPrefix, Group: g.ConsumerGroup, Member: m.MemberID,
+				LastHeartbeat: *m.LastHeartbeatAt, LeaseExpires: *m.MemberLeaseExpiresAt})
+		}
+		// Without Redis (or while it does not answer) there is nothing to read.
+		if redisUp != nil && *redisUp {
+			sh, err := cfg.Source.Shards(rctx, g.StreamPrefix, g.ConsumerGroup)
+			if err != nil {
+				ok = false
+				cfg.Logger.Debug("metrics collection: shards", slog.String("stream", g.StreamPrefix), slog.String("group", g.ConsumerGroup), slog.Any("error", err))
+			} else {
+				stats = append(stats, shardStats(sh)...)
+			}
+		}
+		if !ok {
+			failed++
+		}
+	}
+	if failed > 0 {
+		cfg.Logger.Warn("metrics collection: some groups could not be read; their series are absent until the next round",
+			slog.Int("groups", failed), slog.Duration("timeout", cfg.Timeout))
+	}
+	cfg.Sink.SetShardStats(stats)
+	cfg.Sink.SetMemberLiveness(members)
+	cfg.Sink.CollectionDone(redisUp, time.Since(start), failed)
+}
+
+func shardStats(sh protocol.ShardsResponse) []metrics.ShardStat {
+	out := make([]metrics.ShardStat, 0, len(sh.Shards))
+	for _, s := range sh.Shards {
+		st := metrics.ShardStat{Stream: sh.StreamPrefix, Group: sh.ConsumerGroup, Shard: s.ShardIndex, Length: s.Length}
+		if s.Exists {
+			pending := s.Pending
+			st.Pending = &pending
+			if s.Lag != nil {
+				lag := *s.Lag
+				st.Lag = &lag
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}

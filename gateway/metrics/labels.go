@@ -1,0 +1,77 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// The label values every labelled metric can take. New starts each
+// counter at 0 for all of them: a series that appears only at its first
+// event makes rate() and increase() miss that event, and alert rules
+// cannot tell "never happened" from "not exported".
+
+func groupStates() []protocol.GroupState {
+	return []protocol.GroupState{protocol.GroupEmpty, protocol.GroupAssigning, protocol.GroupReconciling, protocol.GroupStable}
+}
+
+func heartbeatStatuses() []protocol.Status {
+	return []protocol.Status{protocol.StatusOK, protocol.StatusRetry, protocol.StatusSyncMetadata, protocol.StatusRevokePending,
+		protocol.StatusUnknownMemberID, protocol.StatusFencedMemberEpoch, protocol.StatusUnsupportedProtocol, protocol.StatusInvalidRequest}
+}
+
+func stepKinds() []string {
+	return []string{actors.StepHeartbeat, actors.StepTick, actors.StepLayout, actors.StepRestore}
+}
+
+// storeKinds are the record kinds of [actors.Observer.StoreWrite].
+func storeKinds() []string { return []string{"group", "stream", "audit"} }
+
+func auditOperations() []protocol.AuditOperation {
+	return []protocol.AuditOperation{protocol.AuditCreateStream, protocol.AuditCreateGroup, protocol.AuditDeleteGroup,
+		protocol.AuditScale, protocol.AuditRollback, protocol.AuditCompleteMigration}
+}
+
+func errorCodes() []protocol.ErrorCode {
+	return []protocol.ErrorCode{protocol.CodeInvalidRequest, protocol.CodeUnauthorized, protocol.CodeForbidden, protocol.CodeNotFound,
+		protocol.CodeMethodNotAllowed, protocol.CodeStreamNotFound, protocol.CodeGroupNotFound, protocol.CodeMigrationNotFound,
+		protocol.CodeGroupAlreadyExists, protocol.CodeStreamPrefixAlreadyExists, protocol.CodeActiveMigrationExists,
+		protocol.CodeMetadataSyncInProgress, protocol.CodeGroupHasActiveMembers, protocol.CodeRollbackNotAllowed,
+		protocol.CodePayloadTooLarge, protocol.CodeUnsupportedMediaType, protocol.CodeRateLimitExceeded,
+		protocol.CodeRedisNotConfigured, protocol.CodeRedisStreamProvisioningFailed, protocol.CodeCoordinatorTerminating,
+		protocol.CodeStoreUnavailable, protocol.CodeInternal}
+}
+
+// initLabels creates every labelled counter's series at 0.
+func (m *Metrics) initLabels() {
+	for _, st := range heartbeatStatuses() {
+		m.heartbeats.WithLabelValues(string(st))
+	}
+	for _, k := range stepKinds() {
+		m.groupSteps.WithLabelValues(k, "true")
+		m.groupSteps.WithLabelValues(k, "false")
+	}
+	for _, k := range storeKinds() {
+		m.storeWriteErrors.WithLabelValues(k)
+		m.storeWriteDuration.WithLabelValues(k)
+	}
+	m.routing.WithLabelValues("OK")
+	for _, code := range errorCodes() {
+		m.routing.WithLabelValues(string(code))
+	}
+	for _, op := range auditOperations() {
+		m.adminMutations.WithLabelValues(string(op), protocol.AuditAccepted)
+		m.adminMutations.WithLabelValues(string(op), protocol.AuditRefused)
+		for _, code := range errorCodes() {
+			m.adminFailures.WithLabelValues(string(op), string(code))
+		}
+	}
+	for _, l := range []string{"admin", "login"} {
+		m.rateLimited.WithLabelValues(l)
+	}
+	for _, st := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		m.authRefused.WithLabelValues(strconv.Itoa(st))
+	}
+}

@@ -1,0 +1,266 @@
+package metrics
+
+import (
+	"cmp"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Names of the metrics other packages set or that alert rules and
+// dashboards rely on. They are part of the product's interface: renaming
+// one breaks deploy/prometheus/rules.yaml and the Grafana dashboard.
+const (
+	// BuildInfo is 1, labelled with version, revision and goversion.
+	BuildInfo = "rscoord_build_info"
+	// ShardLengthRecords is XLEN of a shard stream, per group reading it.
+	ShardLengthRecords = "rscoord_shard_length_records"
+	// ShardPendingRecords is a group's pending entries list on a shard.
+	ShardPendingRecords = "rscoord_shard_pending_records"
+	// ShardLagRecords is a group's lag on a shard (XINFO GROUPS lag);
+	// absent, never 0, when Redis cannot tell.
+	ShardLagRecords = "rscoord_shard_lag_records"
+	// MemberHeartbeatAgeSeconds is the time since a member's last heartbeat.
+	MemberHeartbeatAgeSeconds = "rscoord_member_heartbeat_age_seconds"
+	// MemberLeaseRemainingSeconds is the time until a member's lease lapses
+	// (negative once it has, until the group expires the member).
+	MemberLeaseRemainingSeconds = "rscoord_member_lease_remaining_seconds"
+	// MemberSeriesCapped is how many members the last collection left out
+	// of the two member gauges because of the cardinality cap.
+	MemberSeriesCapped = "rscoord_member_series_capped"
+	// RedisUp is 1 when Redis answered the last collection's ping, else 0;
+	// absent without --redis.
+	RedisUp = "rscoord_redis_up"
+	// CollectionDurationSeconds is how long the last collection round took.
+	CollectionDurationSeconds = "rscoord_collection_duration_seconds"
+	// CollectionErrorsTotal counts groups a collection round could not read.
+	CollectionErrorsTotal = "rscoord_collection_errors_total"
+	// GroupStateInfo is 1 for a group's current state and 0 for the others.
+	GroupStateInfo = "rscoord_group_state"
+
+	// ClusterReplicasLive is, in cluster mode, the number of coordinator
+	// replicas this replica sees alive (set with [Metrics.SetClusterReplicasLive]).
+	// Absent outside cluster mode.
+	ClusterReplicasLive = "rscoord_cluster_replicas_live"
+	// ClusterGroupsUnowned is, in cluster mode, the number of groups no
+	// replica owns (set with [Metrics.SetClusterGroupsUnowned]). Absent
+	// outside cluster mode.
+	ClusterGroupsUnowned = "rscoord_cluster_groups_unowned"
+)
+
+// ShardStat is one shard stream as one consumer group sees it.
+type ShardStat struct {
+	Stream, Group string
+	Shard         int
+	// Length is the stream's length (0 for a missing key).
+	Length int64
+	// Pending is nil when the group does not exist on the key.
+	Pending *int64
+	// Lag is nil when Redis cannot tell.
+	Lag *int64
+}
+
+// MemberLiveness is when a member last heartbeated and when its lease
+// lapses. The gauges compute ages at scrape time from these instants.
+type MemberLiveness struct {
+	Stream, Group, Member string
+	LastHeartbeat         time.Time
+	LeaseExpires          time.Time
+}
+
+// liveCollector exports what the background collection last read: shard
+// stats, member liveness, Redis reachability, cluster gauges.
+type liveCollector struct {
+	maxMembers int
+	now        func() time.Time
+
+	buildInfo                       prometheus.Metric
+	length, pending, lag            *prometheus.Desc
+	heartbeatAge, leaseRemaining    *prometheus.Desc
+	capped, redisUp, duration       *prometheus.Desc
+	clusterReplicas, clusterUnowned *prometheus.Desc
+	collectionErrors                prometheus.Counter
+
+	mu             sync.Mutex
+	shards         []ShardStat
+	members        []MemberLiveness
+	membersCapped  int
+	redis          *bool
+	collectionTook *time.Duration
+	replicasLive   *int
+	groupsUnowned  *int
+}
+
+func newLiveCollector(o options) *liveCollector {
+	shardLabels := []string{"stream", "group", "shard"}
+	memberLabels := []string{"stream", "group", "member"}
+	version, revision := o.version, "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if version == "" && info.Main.Version != "" {
+			version = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	if version == "" {
+		version = "devel"
+	}
+	return &liveCollector{
+		maxMembers: o.maxMembers,
+		now:        time.Now,
+		buildInfo: prometheus.MustNewConstMetric(
+			prometheus.NewDesc(BuildInfo, "Always 1; the labels say which build runs.", []string{"version", "revision", "goversion"}, nil),
+			prometheus.GaugeValue, 1, version, revision, runtime.Version()),
+		length:          prometheus.NewDesc(ShardLengthRecords, "Entries in a shard stream (XLEN), for every group reading it.", shardLabels, nil),
+		pending:         prometheus.NewDesc(ShardPendingRecords, "Entries delivered to the group on a shard and not yet acknowledged (XINFO GROUPS pending).", shardLabels, nil),
+		lag:             prometheus.NewDesc(ShardLagRecords, "Entries of a shard the group has not read yet (XINFO GROUPS lag); absent when Redis cannot tell.", shardLabels, nil),
+		heartbeatAge:    prometheus.NewDesc(MemberHeartbeatAgeSeconds, "Seconds since the member's last heartbeat.", memberLabels, nil),
+		leaseRemaining:  prometheus.NewDesc(MemberLeaseRemainingSeconds, "Seconds until the member's lease lapses (negative once it has).", memberLabels, nil),
+		capped:          prometheus.NewDesc(MemberSeriesCapped, "Members left out of the per-member gauges at the last collection by --metrics-max-members.", nil, nil),
+		redisUp:         prometheus.NewDesc(RedisUp, "1 when Redis answered the last collection's ping, else 0.", nil, nil),
+		duration:        prometheus.NewDesc(CollectionDurationSeconds, "Time the last collection of shard and member gauges took.", nil, nil),
+		clusterReplicas: prometheus.NewDesc(ClusterReplicasLive, "Coordinator replicas this replica sees alive (cluster mode).", nil, nil),
+		clusterUnowned:  prometheus.NewDesc(ClusterGroupsUnowned, "Groups no coordinator replica owns (cluster mode).", nil, nil),
+		collectionErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: CollectionErrorsTotal, Help: "Groups a collection round could not read (their shard or member series are absent until the next round)."}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.buildInfo.Desc()
+	for _, d := range []*prometheus.Desc{c.length, c.pending, c.lag, c.heartbeatAge, c.leaseRemaining, c.capped,
+		c.redisUp, c.duration, c.clusterReplicas, c.clusterUnowned} {
+		ch <- d
+	}
+	c.collectionErrors.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- c.buildInfo
+	c.collectionErrors.Collect(ch)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.shards {
+		shard := strconv.Itoa(s.Shard)
+		ch <- prometheus.MustNewConstMetric(c.length, prometheus.GaugeValue, float64(s.Length), s.Stream, s.Group, shard)
+		if s.Pending != nil {
+			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(*s.Pending), s.Stream, s.Group, shard)
+		}
+		if s.Lag != nil {
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(*s.Lag), s.Stream, s.Group, shard)
+		}
+	}
+	for _, m := range c.members {
+		ch <- prometheus.MustNewConstMetric(c.heartbeatAge, prometheus.GaugeValue, now.Sub(m.LastHeartbeat).Seconds(), m.Stream, m.Group, m.Member)
+		ch <- prometheus.MustNewConstMetric(c.leaseRemaining, prometheus.GaugeValue, m.LeaseExpires.Sub(now).Seconds(), m.Stream, m.Group, m.Member)
+	}
+	ch <- prometheus.MustNewConstMetric(c.capped, prometheus.GaugeValue, float64(c.membersCapped))
+	if c.redis != nil {
+		up := 0.0
+		if *c.redis {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.redisUp, prometheus.GaugeValue, up)
+	}
+	if c.collectionTook != nil {
+		ch <- prometheus.MustNewConstMetric(c.duration, prometheus.GaugeValue, c.collectionTook.Seconds())
+	}
+	if c.replicasLive != nil {
+		ch <- prometheus.MustNewConstMetric(c.clusterReplicas, prometheus.GaugeValue, float64(*c.replicasLive))
+	}
+	if c.groupsUnowned != nil {
+		ch <- prometheus.MustNewConstMetric(c.clusterUnowned, prometheus.GaugeValue, float64(*c.groupsUnowned))
+	}
+}
+
+// SetShardStats replaces every shard series with stats: a shard left out
+// has no series until a later call names it again.
+func (m *Metrics) SetShardStats(stats []ShardStat) {
+	cp := slices.Clone(stats)
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.shards = cp
+}
+
+// SetMemberLiveness replaces every member series with members. Beyond
+// the cap (WithMaxMembers) it keeps the members with the oldest heartbeats,
+// the ones an operator needs to see, and counts the others in
+// rscoord_member_series_capped.
+func (m *Metrics) SetMemberLiveness(members []MemberLiveness) {
+	cp := slices.Clone(members)
+	slices.SortFunc(cp, func(a, b MemberLiveness) int {
+		return cmp.Or(a.LastHeartbeat.Compare(b.LastHeartbeat), cmp.Compare(a.Stream, b.Stream),
+			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Member, b.Member))
+	})
+	capped := 0
+	if m.live.maxMembers >= 0 && len(cp) > m.live.maxMembers {
+		capped = len(cp) - m.live.maxMembers
+		cp = cp[:m.live.maxMembers]
+	}
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.members, m.live.membersCapped = cp, capped
+}
+
+// CollectionDone records one collection round: whether Redis answered
+// (nil: Redis is not configured), how long the round took and how many
+// groups it could not read.
+func (m *Metrics) CollectionDone(redisUp *bool, took time.Duration, failedGroups int) {
+	m.live.collectionErrors.Add(float64(failedGroups))
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	if redisUp != nil {
+		up := *redisUp
+		m.live.redis = &up
+	} else {
+		m.live.redis = nil
+	}
+	m.live.collectionTook = &took
+}
+
+// SetClusterReplicasLive sets rscoord_cluster_replicas_live; the gauge
+// exists from the first call on (cluster mode only).
+func (m *Metrics) SetClusterReplicasLive(n int) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.replicasLive = &n
+}
+
+// SetClusterGroupsUnowned sets rscoord_cluster_groups_unowned; the gauge
+// exists from the first call on (cluster mode only).
+func (m *Metrics) SetClusterGroupsUnowned(n int) {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.groupsUnowned = &n
+}
+
+// Option configures [New].
+type Option func(*options)
+
+type options struct {
+	version    string
+	maxMembers int
+}
+
+// WithVersion sets the version label of rscoord_build_info (default: the
+// module version the go command stamped, else "devel").
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// WithMaxMembers caps the members exported by the per-member gauges
+// (default [DefaultMaxMembers]; 0 exports none).
+func WithMaxMembers(n int) Option { return func(o *options) { o.maxMembers = n } }
+
+// DefaultMaxMembers is the default cap of the per-member gauges: at two
+// series per member, 2,000 series.
+const DefaultMaxMembers = 1000
