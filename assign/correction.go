@@ -27,13 +27,6 @@ import (
 //     that it blocks others until the member reports it released. That is
 //     the safe direction: it delays a hand-off, it never grants anything.
 
-// maxReportedVersion bounds the metadataVersion a member may report. A
-// correction moves the group's version past the reported one; a report near
-// the int64 limit (a client bug) would overflow it or exhaust the version
-// space for good, so it is answered INVALID_REQUEST instead. No coordinator
-// issues versions anywhere near it.
-const maxReportedVersion = 1 << 62
-
 // needsSync reports whether a heartbeat of live member m with a positive
 // epoch is answered SYNC_METADATA.
 func needsSync(g *Group, m *Member, req *protocol.HeartbeatRequest) bool {
@@ -52,11 +45,11 @@ func (o *op) syncMetadata(m *Member, req *protocol.HeartbeatRequest) answer {
 	g := o.g
 	if req.MetadataVersion > g.MetadataVersion {
 		g.MetadataVersion = req.MetadataVersion + 1
-		o.persist = true
+		o.groupChange()
 	}
 	if !g.CorrectionOpen {
 		g.CorrectionOpen = true
-		o.persist = true
+		o.groupChange()
 	}
 	owned := fromWire(req.OwnedShards)
 	held := union(owned, nonTerminal(req.RevokingShards))
@@ -72,11 +65,11 @@ func (o *op) syncMetadata(m *Member, req *protocol.HeartbeatRequest) answer {
 	o.setGranted(m, keep)
 	if m.Name != req.MemberName {
 		m.Name = req.MemberName
-		o.persist = true
+		o.memberChanged(m)
 	}
 	if !m.Reported {
 		m.Reported = true
-		o.persist = true
+		o.memberChanged(m)
 	}
 	o.recordLiveness(m, req)
 	o.recordProgress(m, req.ShardProgress, true)
@@ -104,5 +97,5 @@ func (o *op) closeRound() {
 		return
 	}
 	g.CorrectionOpen = false
-	o.persist = true
+	o.groupChange()
 }

@@ -46,10 +46,25 @@
 //
 //   - A shard is in at most one target, only live members have targets, and
 //     targets hold only readable shards (0..ShardCount-1 plus draining).
-//   - A shard is granted to (may be read by) at most one owning member, and
-//     never while another owning member holds it in its current, revoking or
-//     granted set. Granted counts as held: a member may read a shard between
-//     the answer that grants it and the report that says it owns it.
+//   - A shard is granted to (may be read by) at most one member, and never
+//     while another member holds it in its current, revoking or granted
+//     set, whatever that member's state. Granted counts as held: a member
+//     may read a shard between the answer that grants it and the report
+//     that says it owns it.
+//   - The hand-off invariant (docs/protocol.md) is the one rule that frees
+//     a shard: a member's holdings are cleared only when it reported them
+//     terminal, rejoined with epoch 0 from the same incarnation, or the
+//     lease of its last answer that let it read (Member.ReadableUntil) has
+//     lapsed. Fences, expiries and rebalance deadlines change its state at
+//     once and free nothing sooner. A rebalance deadline starts with the
+//     first answer that tells the member to give a shard up.
+//   - Every shard in an answer's assignedShards carries its owner epoch
+//     (Group.OwnerEpochs), raised when it is granted to a member that did
+//     not already hold it; owner epochs never go down, also across
+//     delete and re-create ([Tombstone]).
+//   - Result.Changes names exactly the durable parts a call changed; the
+//     steady heartbeat names none, a join names the joiner, the members
+//     whose target gave it shards, and the group.
 //   - GroupEpoch, AssignmentEpoch, MetadataVersion and each member's stored
 //     epoch never go down. MetadataVersion changes only with membership,
 //     target, layout, migration or a metadata correction, never with a lease
@@ -71,6 +86,15 @@
 //   - A stale epoch does not only answer FENCED_MEMBER_EPOCH, it fences the
 //     member (state FENCED), so its epoch-0 rejoin is accepted at once
 //     instead of being answered RETRY as a duplicate until its lease ends.
+//     A heartbeat carrying another instanceId than the stored one is not
+//     the member at all: it is answered alone and changes nothing (a leave
+//     from it is answered as a leave).
+//   - An epoch-0 heartbeat of a member that is no longer live but still
+//     holds shards rejoins when it comes from the same incarnation, which
+//     for clients without instanceId on both sides is every such heartbeat
+//     (a reference client answered FENCED rejoins so, and nothing tells it
+//     apart from another process); other incarnations get RETRY until the
+//     holdings are released.
 //   - Opening a correction round moves MetadataVersion past the reported
 //     version (see correction.go).
 //   - A leave that reports shards outside the member's authority drops them

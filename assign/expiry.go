@@ -7,16 +7,18 @@ import (
 )
 
 // Tick runs the group's timers at now (docs/protocol.md §6.1 step 3 and the
-// timer half of step 8):
+// timer half of step 8, as amended by the hand-off invariant of
+// docs/protocol.md):
 //
-//   - a live member past its lease becomes EXPIRED (epoch +1, ownership
-//     cleared): it stopped reading on its own when its lease passed;
+//   - a live member past its lease becomes EXPIRED (epoch +1);
 //   - an owning member (LEAVING included) past its rebalance deadline is
 //     FENCED;
-//   - a LEAVING member past its lease is released: its revoking shards no
-//     longer block anyone (it stopped reading when its lease passed);
-//   - a terminal member (EXPIRED, FENCED, LEAVING and released) is removed
-//     StaleMemberRetention after it became terminal.
+//   - a member that is no longer live (EXPIRED, FENCED, LEAVING) and still
+//     holds shards is released once the lease of its last answer that let
+//     it read has lapsed (Member.ReadableUntil): only then can it no longer
+//     be reading, so only then are its shards free for others;
+//   - a terminal member (EXPIRED, FENCED or LEAVING, holding nothing) is
+//     removed StaleMemberRetention after it became terminal.
 //
 // When a member could both expire and be fenced, whichever time came first
 // wins. Membership changes bump GroupEpoch and reassign. Result.Response is
@@ -33,7 +35,8 @@ func Tick(g *Group, now time.Time, cfg Config) Result {
 // call: every owning member gets a fresh lease now+MemberLease and every
 // running rebalance deadline restarts at now+RebalanceTimeout, so that the
 // coordinator's downtime expires or fences nobody (members could not
-// heartbeat meanwhile). Leases are not durable anyway. It also re-runs the
+// heartbeat meanwhile). Every member still holding shards may read them
+// until now+MemberLease (when it last heard an answer is not durable). Leases are not durable anyway. It also re-runs the
 // assignor (a no-op on a consistent group; it repairs one that is not),
 // recomputes the group state and says when to Tick.
 func Restore(g *Group, now time.Time, cfg Config) Result {
@@ -41,6 +44,11 @@ func Restore(g *Group, now time.Time, cfg Config) Result {
 	g.hold = nil // the caller may have edited the group (a load, a repair)
 	for _, id := range sortedIDs(g.Members) {
 		m := g.Members[id]
+		if holds(m) {
+			// When the member last heard an answer is not durable: it may
+			// read until a whole lease from now.
+			m.ReadableUntil = now.Add(o.cfg.MemberLease)
+		}
 		if !m.State.Owning() {
 			continue
 		}
@@ -75,6 +83,10 @@ func (o *op) maintain(force bool, skipDeadline string) bool {
 			// than expire a member for our own restart.
 			m.LeaseExpiresAt = o.now.Add(o.cfg.MemberLease)
 		}
+		if holds(m) && m.ReadableUntil.IsZero() {
+			// Likewise: it may read for a whole lease from now.
+			m.ReadableUntil = o.now.Add(o.cfg.MemberLease)
+		}
 		leaseDue := due(m.LeaseExpiresAt)
 		deadlineDue := id != skipDeadline && due(m.RebalanceDeadline)
 		// When both passed, the earlier one decides.
@@ -84,14 +96,14 @@ func (o *op) maintain(force bool, skipDeadline string) bool {
 			o.expire(m)
 		case m.State.Owning() && deadlineDue && !leaseFirst:
 			o.fence(m)
-		case m.State == protocol.MemberLeaving && leaseFirst && holds(m):
-			o.setCurrent(m, nil)
-			o.setRevoking(m, nil)
-			o.setDeadline(m, time.Time{})
+		}
+		if !m.State.Live() && holds(m) && due(m.ReadableUntil) {
+			o.release(m)
 		}
 		if terminal(m) && due(m.StateChangedAt.Add(o.cfg.StaleMemberRetention)) {
 			delete(g.Members, id)
 			delete(g.Target, id)
+			o.removed = append(o.removed, id)
 			o.bump()
 			o.ev.Pruned = append(o.ev.Pruned, id)
 		}
@@ -100,19 +112,15 @@ func (o *op) maintain(force bool, skipDeadline string) bool {
 	return true
 }
 
-// holds reports whether m still holds or revokes shards.
-func holds(m *Member) bool { return len(m.Current)+len(m.Revoking) > 0 }
+// holds reports whether m still holds, revokes or was granted shards:
+// while it does they block everyone else (docs/protocol.md, the hand-off
+// invariant), whatever its state.
+func holds(m *Member) bool { return len(m.Current)+len(m.Revoking)+len(m.Granted) > 0 }
 
-// terminal reports whether m is EXPIRED, FENCED, or LEAVING with nothing
-// left to release: such members only wait to be pruned.
+// terminal reports whether m is EXPIRED, FENCED or LEAVING and holds
+// nothing any more: such members only wait to be pruned.
 func terminal(m *Member) bool {
-	switch m.State {
-	case protocol.MemberExpired, protocol.MemberFenced:
-		return true
-	case protocol.MemberLeaving:
-		return !holds(m)
-	}
-	return false
+	return !m.State.Live() && !holds(m)
 }
 
 // scanTimers recomputes the earliest timer of the group exactly.
@@ -131,6 +139,9 @@ func (o *op) scanTimers() {
 		case m.State.Owning():
 			consider(m.LeaseExpiresAt)
 			consider(m.RebalanceDeadline)
+		}
+		if !m.State.Live() && holds(m) {
+			consider(m.ReadableUntil)
 		}
 	}
 	g.nextTimer = next

@@ -162,9 +162,23 @@ func TestRebalanceDeadline(t *testing.T) {
 			if !slices.Equal(res.Events.Fenced, []string{"a"}) || g.Members["a"].State != protocol.MemberFenced {
 				t.Fatalf("at the deadline: %+v", res.Events)
 			}
+			// The fence frees nothing: a may read on the strength of its last
+			// OK until that answer's lease lapses.
+			readable := g.Members["a"].ReadableUntil
+			if !readable.After(deadline) {
+				t.Fatalf("a readable until %v, not after its deadline %v", readable, deadline)
+			}
 			r := Heartbeat(g, hb("b", b.Epoch, g.MetadataVersion, nil), deadline, cfg).Response
+			if len(intersect(assigned(r), []int{0, 1})) != 0 {
+				t.Fatalf("b was granted %v right at a's fence, while a may still read", assigned(r))
+			}
+			res = Tick(g, readable, cfg)
+			if !slices.Equal(res.Events.Released, []string{"a"}) {
+				t.Fatalf("a not released when its lease lapsed: %+v", res.Events)
+			}
+			r = Heartbeat(g, hb("b", b.Epoch, g.MetadataVersion, nil), readable, cfg).Response
 			if !slices.Equal(assigned(r), []int{0, 1, 2, 3}) {
-				t.Errorf("b still waits after a was fenced: %+v", r)
+				t.Errorf("b still waits after a's lease lapsed: %+v", r)
 			}
 		})
 	}

@@ -47,15 +47,32 @@ const (
 	answerUnknown               // UNKNOWN_MEMBER_ID
 	answerRetry                 // RETRY (duplicate member id)
 	answerInvalid               // INVALID_REQUEST (an epoch or version from the future)
+	answerTooFar                // INVALID_REQUEST (a version beyond the bounded correction step)
+	answerStale                 // FENCED_MEMBER_EPOCH to a foreign incarnation, member untouched
+	answerForeignLeave          // a leave of a foreign incarnation: answered as a leave, member untouched
 )
 
-// decide applies steps 4–7 and says how to answer.
+// decide applies steps 4–7, with the incarnation rules and bounded
+// corrections of docs/protocol.md, and says how to answer.
 func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 	g := o.g
 	m := g.Members[req.MemberID]
 	e := req.MemberEpoch
-	if req.MetadataVersion >= maxReportedVersion {
-		return answerInvalid, m
+	if m != nil && e != protocol.EpochJoin && req.InstanceID != m.InstanceID {
+		// Another incarnation than the stored one: an old process back
+		// after its member was taken over, or a second process with the
+		// same id. It is told alone; the stored member is untouched.
+		o.ev.StaleIncarnation = true
+		if e == protocol.EpochLeave {
+			return answerForeignLeave, m
+		}
+		return answerStale, m
+	}
+	if e > 0 && req.MetadataVersion > g.MetadataVersion && req.MetadataVersion-g.MetadataVersion > o.cfg.MaxCorrectionStep {
+		// A version no coordinator of this group issued within a bounded
+		// step: a client bug or a forged report. Moving the group there
+		// would leave it unusable for everyone; refuse this member alone.
+		return answerTooFar, m
 	}
 	if needsSync(g, m, req) {
 		return o.syncMetadata(m, req), m
@@ -66,18 +83,8 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 		return kind, g.Members[req.MemberID]
 	case m == nil:
 		return answerUnknown, nil
-	case e == protocol.EpochJoin && !m.State.Live():
-		return o.rejoin(m, req), m
-	case e == protocol.EpochJoin && !m.Reported:
-		// The join answer was lost: answer it again, change nothing.
-		o.recordLiveness(m, req)
-		return answerView, m
 	case e == protocol.EpochJoin:
-		// Another process uses this id, or a restarted one is early. The
-		// live incarnation keeps the id; once its lease lapses the
-		// newcomer's epoch-0 heartbeat rejoins.
-		o.ev.DuplicateMember = true
-		return answerRetry, m
+		return o.epochZero(m, req), m
 	case m.State == protocol.MemberExpired || m.State == protocol.MemberFenced:
 		return answerFenced, m
 	case e == protocol.EpochLeave:
@@ -105,6 +112,44 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 	return answerView, m
 }
 
+// epochZero decides an epoch-0 heartbeat naming known member m
+// (docs/protocol.md, member incarnations; first match wins):
+//
+//   - the same incarnation (same instanceId, or neither has one and the
+//     requestId is the stored join's) that has not reported since its join:
+//     a replay of a lost join answer, answered the same, nothing changes;
+//   - the same incarnation with an instanceId, or any epoch-0 heartbeat of
+//     a member that is no longer live and holds nothing: a rejoin; the
+//     process owns nothing now, so what it held is free at once;
+//   - a member that is no longer live but still holds shards, asked by
+//     the same incarnation, or by a client without instanceId on both
+//     sides (a reference client answered FENCED rejoins so, and there is
+//     no telling it apart): a rejoin too;
+//   - anything else is a second process using the id (or a restarted one
+//     that is early): RETRY, nothing changes. The newcomer rejoins once the
+//     live incarnation's lease has lapsed and its shards are released.
+func (o *op) epochZero(m *Member, req *protocol.HeartbeatRequest) answer {
+	sameInstance := req.InstanceID == m.InstanceID
+	replay := sameInstance && (req.InstanceID != "" || req.RequestID == m.JoinRequestID)
+	switch {
+	case m.State.Live() && replay && !m.Reported:
+		o.recordLiveness(m, req)
+		return answerView
+	case m.State.Live() && sameInstance && req.InstanceID != "":
+		return o.rejoin(m, req)
+	case m.State.Live() && replay:
+		// A late copy of the join request of a member that has moved on:
+		// the same process, which already has its answer; tell it the
+		// current view without changing anything.
+		o.recordLiveness(m, req)
+		return answerView
+	case !m.State.Live() && (!holds(m) || sameInstance):
+		return o.rejoin(m, req)
+	}
+	o.ev.DuplicateMember = true
+	return answerRetry
+}
+
 // ownedOf returns the reported owned set; when it equals the accepted
 // current set it returns that (read-only), so that a steady heartbeat
 // allocates nothing for it.
@@ -129,7 +174,7 @@ func (o *op) tolerable(m *Member, owned []int) bool {
 func (o *op) record(m *Member, req *protocol.HeartbeatRequest, owned, revoking []int) {
 	if m.Name != req.MemberName {
 		m.Name = req.MemberName
-		o.persist = true
+		o.memberChanged(m)
 	}
 	o.setCurrent(m, owned)
 	if len(revoking) > 0 {
@@ -141,7 +186,7 @@ func (o *op) record(m *Member, req *protocol.HeartbeatRequest, owned, revoking [
 	m.MetadataVersion = req.MetadataVersion
 	if !m.Reported {
 		m.Reported = true
-		o.persist = true
+		o.memberChanged(m)
 	}
 }
 
@@ -165,7 +210,7 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 	if m != nil && o.g.Members[m.ID] != m {
 		m = nil // pruned meanwhile; cannot happen for the requester, but be safe
 	}
-	if m != nil && m.State == protocol.MemberFenced && kind != answerRetry && kind != answerInvalid {
+	if m != nil && m.State == protocol.MemberFenced && kind < answerRetry {
 		// Fenced by this call (stale epoch, bad claim, rebalance deadline)
 		// or before.
 		kind = answerFenced
@@ -179,6 +224,11 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 	case answerSync:
 		return o.syncView(m, req)
 	case answerLeave:
+		if m != nil && len(m.Revoking) > 0 {
+			// An OK leave answer lets the leaver finish what it still
+			// drains for one more lease.
+			m.ReadableUntil = o.now.Add(o.cfg.MemberLease)
+		}
 		return o.groupAnswer(req, protocol.StatusOK, protocol.EpochLeave)
 	case answerFenced:
 		epoch := req.MemberEpoch
@@ -186,17 +236,33 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 			epoch = m.Epoch
 		}
 		return o.groupAnswer(req, protocol.StatusFencedMemberEpoch, epoch)
+	case answerStale:
+		// The caller's own epoch echoed: the group's epochs belong to the
+		// live incarnation.
+		return o.groupAnswer(req, protocol.StatusFencedMemberEpoch, req.MemberEpoch)
+	case answerForeignLeave:
+		return o.groupAnswer(req, protocol.StatusOK, protocol.EpochLeave)
 	case answerUnknown:
 		return UnknownMemberResponse(req, o.cfg)
 	case answerRetry:
 		resp := RetryResponse(req, o.cfg)
 		if m != nil {
 			// The newcomer may take the id once the live incarnation's lease
-			// lapses: ask it back just after that, not a whole interval
-			// later, so a replaced pod rejoins in one round trip.
-			wait := min(max(m.LeaseExpiresAt.Sub(o.now)+o.cfg.ReconcileInterval, o.cfg.ReconcileInterval), o.cfg.HeartbeatInterval)
+			// lapses and what it held is released: ask it back just after
+			// that, not a whole interval later, so a replaced pod rejoins in
+			// one round trip.
+			until := m.LeaseExpiresAt
+			if !m.State.Live() || m.ReadableUntil.After(until) {
+				until = m.ReadableUntil
+			}
+			wait := min(max(until.Sub(o.now)+o.cfg.ReconcileInterval, o.cfg.ReconcileInterval), o.cfg.HeartbeatInterval)
 			resp.HeartbeatIntervalMs = millis(wait)
 		}
+		return resp
+	case answerTooFar:
+		resp := reject(req, protocol.StatusInvalidRequest, o.cfg)
+		resp.ErrorCode = protocol.CodeInvalidRequest
+		resp.Message = "metadataVersion is further ahead of the group's than a metadata correction may move it"
 		return resp
 	default:
 		return reject(req, protocol.StatusInvalidRequest, o.cfg)
@@ -236,9 +302,30 @@ func (o *op) syncView(m *Member, req *protocol.HeartbeatRequest) protocol.Heartb
 }
 
 // respond records the grant and builds an answer carrying an assignment.
+// Every such answer lets the member read its assigned shards for one lease
+// from now (ReadableUntil); a shard it did not already hold gets a new
+// owner epoch; the first answer that tells it to give up a shard it holds
+// starts its rebalance deadline.
 func (o *op) respond(m *Member, req *protocol.HeartbeatRequest, status protocol.Status, epoch int64, assigned, target []int) protocol.HeartbeatResponse {
 	g := o.g
+	if !equalSets(assigned, m.Granted) {
+		for _, s := range assigned {
+			if !contains(m.Granted, s) && !contains(m.Current, s) && !contains(m.Revoking, s) {
+				o.raiseOwnerEpoch(s)
+			}
+		}
+	}
+	for _, s := range assigned {
+		if s >= len(g.OwnerEpochs) || g.OwnerEpochs[s] <= 0 {
+			// A shard held since before owner epochs existed.
+			o.raiseOwnerEpoch(s)
+		}
+	}
+	if m.RebalanceDeadline.IsZero() && (!subset(m.Current, assigned) || !subset(m.Revoking, assigned)) {
+		o.setDeadline(m, o.now.Add(o.cfg.RebalanceTimeout))
+	}
 	o.setGranted(m, assigned)
+	m.ReadableUntil = o.now.Add(o.cfg.MemberLease)
 	var pending []int
 	if len(assigned) != len(target) {
 		pending = minus(target, assigned)
@@ -263,11 +350,39 @@ func (o *op) respond(m *Member, req *protocol.HeartbeatRequest, status protocol.
 		AssignmentEpoch:     g.AssignmentEpoch,
 		MetadataVersion:     g.MetadataVersion,
 		Assignment: protocol.Assignment{
-			AssignedShards:  toWire(assigned),
+			AssignedShards:  o.ownedWire(assigned),
 			PendingShards:   toWire(pending),
 			MetadataVersion: g.MetadataVersion,
 		},
+		MemberLeaseMs: millis(o.cfg.MemberLease),
 	}
+}
+
+// ownedWire turns assigned shards into wire shards carrying their owner
+// epochs.
+func (o *op) ownedWire(assigned []int) []protocol.Shard {
+	out := toWire(assigned)
+	for i := range out {
+		if s := out[i].ShardIndex; s < len(o.g.OwnerEpochs) {
+			out[i].OwnerEpoch = o.g.OwnerEpochs[s]
+		}
+	}
+	return out
+}
+
+// raiseOwnerEpoch gives shard s a new owner epoch: it is being granted to a
+// member that did not already hold it.
+func (o *op) raiseOwnerEpoch(s int) {
+	g := o.g
+	if s < 0 {
+		return
+	}
+	if s >= len(g.OwnerEpochs) {
+		g.OwnerEpochs = append(g.OwnerEpochs, make([]int64, s+1-len(g.OwnerEpochs))...)
+	}
+	g.OwnerEpochs[s]++
+	o.raised = append(o.raised, s)
+	o.persist = true
 }
 
 // groupAnswer is an answer without an assignment that still carries the
@@ -285,6 +400,7 @@ func (o *op) groupAnswer(req *protocol.HeartbeatRequest, status protocol.Status,
 		AssignmentEpoch:     g.AssignmentEpoch,
 		MetadataVersion:     g.MetadataVersion,
 		Assignment:          protocol.EmptyAssignment(g.MetadataVersion),
+		MemberLeaseMs:       millis(o.cfg.MemberLease),
 	}
 }
 

@@ -46,6 +46,14 @@ func hb(id string, epoch, version int64, owned []int, revoking ...protocol.Revok
 
 func joinReq(id string) *protocol.HeartbeatRequest { return hb(id, 0, 0, nil) }
 
+// dupJoin is an epoch-0 heartbeat of a second process using member id id:
+// a requestId no join of id used.
+func dupJoin(id string) *protocol.HeartbeatRequest {
+	req := joinReq(id)
+	req.RequestID = "second-process-" + id
+	return req
+}
+
 func leaveReq(id string, revoking ...protocol.RevokingShard) *protocol.HeartbeatRequest {
 	return hb(id, -1, 0, nil, revoking...)
 }
@@ -312,6 +320,11 @@ func durable(g *Group) uint64 {
 		when(m.JoinedAt)
 		when(m.RebalanceDeadline)
 		when(m.StateChangedAt)
+		str(m.InstanceID)
+		str(m.JoinRequestID)
+	}
+	for _, e := range g.OwnerEpochs {
+		num(e)
 	}
 	ids := make([]string, 0, len(g.Target))
 	for id := range g.Target {
@@ -334,4 +347,67 @@ func dumpGroup(g *Group) string {
 		M []protocol.Member
 	}{g, g.Assignments(), g.MemberViews(testConfig())}, "", " ")
 	return string(raw)
+}
+
+// recordParts is a fingerprint of each durable part of g as [Changes]
+// names them: the group-level part, each member's part (its durable fields
+// and its target) and each shard's owner epoch.
+type recordParts struct {
+	group   string
+	members map[string]string
+	owners  []int64
+}
+
+func partsOf(g *Group) recordParts {
+	p := recordParts{members: map[string]string{}, owners: slices.Clone(g.OwnerEpochs)}
+	mig := ""
+	if m := g.ActiveMigration; m != nil {
+		mig = m.ReshardingID + "/" + string(m.State)
+	}
+	p.group = fmt.Sprint(g.State, g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion, g.ShardCount, g.DrainingShards, g.CorrectionOpen, mig, g.CreatedAt.UnixNano())
+	for id, m := range g.Members {
+		p.members[id] = fmt.Sprint(m.Name, m.State, m.Epoch, m.PreviousEpoch, m.Current, m.Revoking, m.Granted, m.Reported,
+			m.JoinedAt.UnixNano(), m.RebalanceDeadline.UnixNano(), m.StateChangedAt.UnixNano(), m.InstanceID, m.JoinRequestID, g.Target[id])
+	}
+	return p
+}
+
+// checkChanges reports every durable part that changed from before to
+// after without being listed in c, and listings that are impossible.
+func checkChanges(before, after recordParts, c Changes) []string {
+	var out []string
+	if before.group != after.group && !c.Group {
+		out = append(out, "group-level part changed, not listed")
+	}
+	for id, f := range after.members {
+		if before.members[id] != f && !slices.Contains(c.Members, id) {
+			out = append(out, fmt.Sprintf("member %s changed, not listed", id))
+		}
+	}
+	for id := range before.members {
+		if _, ok := after.members[id]; !ok && !slices.Contains(c.Removed, id) {
+			out = append(out, fmt.Sprintf("member %s removed, not listed", id))
+		}
+	}
+	for _, id := range c.Removed {
+		if _, ok := after.members[id]; ok {
+			out = append(out, fmt.Sprintf("member %s listed as removed but present", id))
+		}
+	}
+	for s := range max(len(before.owners), len(after.owners)) {
+		var b, a int64
+		if s < len(before.owners) {
+			b = before.owners[s]
+		}
+		if s < len(after.owners) {
+			a = after.owners[s]
+		}
+		if a < b {
+			out = append(out, fmt.Sprintf("owner epoch of shard %d went back %d→%d", s, b, a))
+		}
+		if a != b && !slices.Contains(c.OwnerEpochs, s) {
+			out = append(out, fmt.Sprintf("owner epoch of shard %d changed, not listed", s))
+		}
+	}
+	return out
 }

@@ -64,9 +64,6 @@ func CheckInvariants(g *Group) []string {
 				out = append(out, fmt.Sprintf("%s set of %s %v is not a sorted set", name, id, set))
 			}
 		}
-		if !m.State.Owning() {
-			continue
-		}
 		for _, s := range union(m.Current, m.Revoking) {
 			holders[s] = append(holders[s], id)
 		}
@@ -79,9 +76,6 @@ func CheckInvariants(g *Group) []string {
 	}
 	for _, id := range ids {
 		m := g.Members[id]
-		if !m.State.Owning() {
-			continue
-		}
 		for _, s := range m.Granted {
 			for _, h := range holders[s] {
 				if h != id {

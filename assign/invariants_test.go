@@ -30,8 +30,15 @@ func TestCheckInvariants(t *testing.T) {
 			delete(g.Target, "b")
 			g.Members["a"].Granted = []int{0, 1, 2, 3}
 		}, "shard 3 is granted to a while b holds it"},
-		{"terminal members do not count", func(g *Group) {
+		{"a fenced member still holding counts", func(g *Group) {
 			g.Members["b"].State = protocol.MemberFenced
+			delete(g.Target, "b")
+			g.Members["a"].Granted = []int{0, 1, 2, 3}
+		}, "shard 3 is granted to a while b holds it"},
+		{"released members do not count", func(g *Group) {
+			b := g.Members["b"]
+			b.State = protocol.MemberFenced
+			b.Current, b.Revoking, b.Granted = nil, nil, nil
 			delete(g.Target, "b")
 			g.Members["a"].Granted = []int{0, 1, 2, 3}
 		}, ""},

@@ -13,12 +13,15 @@ import (
 // report is ignored: a joining process owns nothing yet.
 func (o *op) join(req *protocol.HeartbeatRequest) answer {
 	m := &Member{
-		ID:       req.MemberID,
-		State:    protocol.MemberActive,
-		JoinedAt: o.now,
+		ID:            req.MemberID,
+		State:         protocol.MemberActive,
+		JoinedAt:      o.now,
+		InstanceID:    req.InstanceID,
+		JoinRequestID: req.RequestID,
 	}
 	m.StateChangedAt = o.now
 	o.g.Members[m.ID] = m
+	o.memberChanged(m)
 	o.recordLiveness(m, req)
 	m.Name = req.MemberName
 	o.bump()
@@ -27,19 +30,24 @@ func (o *op) join(req *protocol.HeartbeatRequest) answer {
 	return answerJoin
 }
 
-// rejoin takes back a known EXPIRED, FENCED or LEAVING member heartbeating
-// with epoch 0: a new incarnation that owns nothing.
+// rejoin takes back a known member heartbeating with epoch 0 (see
+// epochZero): a new incarnation that owns nothing, so what the member held
+// is free at once.
 func (o *op) rejoin(m *Member, req *protocol.HeartbeatRequest) answer {
 	o.clearOwnership(m)
 	o.setState(m, protocol.MemberActive)
 	m.JoinedAt = o.now
+	if m.InstanceID != req.InstanceID || m.JoinRequestID != req.RequestID {
+		m.InstanceID, m.JoinRequestID = req.InstanceID, req.RequestID
+		o.memberChanged(m)
+	}
 	if m.Reported {
 		m.Reported = false
-		o.persist = true
+		o.memberChanged(m)
 	}
 	if m.Name != req.MemberName {
 		m.Name = req.MemberName
-		o.persist = true
+		o.memberChanged(m)
 	}
 	m.Progress = nil
 	o.recordLiveness(m, req)
@@ -68,6 +76,14 @@ func (o *op) leave(m *Member, req *protocol.HeartbeatRequest) answer {
 		// A repeated leave may only report progress: shards go from
 		// revoking to released, never back.
 		o.setRevoking(m, intersect(reported, m.Revoking))
+	}
+	if len(m.Revoking) > 0 {
+		// The answer tells it to give them up: its rebalance deadline runs
+		// from this answer on (and the OK answer lets it finish its
+		// in-flight work for one more lease, see answer).
+		if m.RebalanceDeadline.IsZero() {
+			o.setDeadline(m, o.now.Add(o.cfg.RebalanceTimeout))
+		}
 	}
 	m.Progress = nil
 	o.recordLiveness(m, req)

@@ -35,6 +35,14 @@ type op struct {
 	// heldEpoch is the epoch a heartbeat accepted under the previous-epoch
 	// rule proved the member holds (0 otherwise); see setEpoch.
 	heldEpoch int64
+
+	// What changed, for [Result.Changes]: the group-level part, the
+	// members whose part changed (few per call: a slice beats a map), the
+	// members removed and the shards whose owner epoch was raised.
+	groupChanged bool
+	changed      []*Member
+	removed      []string
+	raised       []int
 }
 
 func begin(g *Group, now time.Time, cfg Config) *op {
@@ -49,11 +57,25 @@ func begin(g *Group, now time.Time, cfg Config) *op {
 	return &op{g: g, now: now, cfg: cfg.EnsureDefaults()}
 }
 
-// dirty marks a durable change to holdings, states or targets, which also
-// makes the cached blocked-set index stale.
-func (o *op) dirty() {
-	o.persist = true
+// dirty marks a durable change to m's holdings or state, which also makes
+// the cached blocked-set index stale.
+func (o *op) dirty(m *Member) {
+	o.memberChanged(m)
 	o.g.hold = nil
+}
+
+// memberChanged marks a durable change to m's part of the record.
+func (o *op) memberChanged(m *Member) {
+	o.persist = true
+	if !slices.Contains(o.changed, m) {
+		o.changed = append(o.changed, m)
+	}
+}
+
+// groupChange marks a durable change to the group-level part.
+func (o *op) groupChange() {
+	o.persist = true
+	o.groupChanged = true
 }
 
 // touch queues m for rebalance-deadline re-evaluation.
@@ -70,13 +92,14 @@ func (o *op) bump() {
 	o.metaChanged = true
 	o.reassign = true
 	o.allDeadlines = true
-	o.dirty()
+	o.groupChange()
+	o.g.hold = nil
 }
 
 func (o *op) setCurrent(m *Member, s []int) {
 	if !equalSets(m.Current, s) {
 		m.Current = slices.Clone(s)
-		o.dirty()
+		o.dirty(m)
 	}
 	o.touch(m)
 }
@@ -84,7 +107,7 @@ func (o *op) setCurrent(m *Member, s []int) {
 func (o *op) setRevoking(m *Member, s []int) {
 	if !equalSets(m.Revoking, s) {
 		m.Revoking = slices.Clone(s)
-		o.dirty()
+		o.dirty(m)
 	}
 	o.touch(m)
 }
@@ -92,7 +115,7 @@ func (o *op) setRevoking(m *Member, s []int) {
 func (o *op) setGranted(m *Member, s []int) {
 	if !equalSets(m.Granted, s) {
 		m.Granted = slices.Clone(s)
-		o.dirty()
+		o.dirty(m)
 	}
 }
 
@@ -100,7 +123,7 @@ func (o *op) setState(m *Member, st protocol.MemberState) {
 	if m.State != st {
 		m.State = st
 		m.StateChangedAt = o.now
-		o.dirty()
+		o.dirty(m)
 	}
 	o.touch(m)
 }
@@ -118,19 +141,22 @@ func (o *op) setEpoch(m *Member, e int64) {
 			m.PreviousEpoch = o.heldEpoch
 		}
 		m.Epoch = e
-		o.persist = true
+		o.memberChanged(m)
 	}
 }
 
 func (o *op) setDeadline(m *Member, t time.Time) {
 	if !m.RebalanceDeadline.Equal(t) {
 		m.RebalanceDeadline = t
-		o.persist = true
+		o.memberChanged(m)
 	}
 }
 
 // clearOwnership forgets every shard m holds, was granted or is revoking.
-// Only called when the member stops (or is told to stop) reading at once.
+// Only called when the member can no longer be reading any of them
+// (docs/protocol.md, the hand-off invariant): it reported them terminal,
+// rejoined with epoch 0 from the same incarnation, or the lease of its last
+// answer that let it read has lapsed.
 func (o *op) clearOwnership(m *Member) {
 	o.setCurrent(m, nil)
 	o.setRevoking(m, nil)
@@ -138,25 +164,35 @@ func (o *op) clearOwnership(m *Member) {
 	o.setDeadline(m, time.Time{})
 }
 
-// fence makes m FENCED: epoch +1, ownership cleared, new assignment. The
-// member is answered FENCED_MEMBER_EPOCH and must stop reading at once.
+// fence makes m FENCED: epoch +1, new assignment. Its shards stay where
+// they are, blocking everyone else, until it can no longer be reading them
+// (see release): the fence may never reach it, and until its lease lapses
+// it may read on the strength of its last OK. A heartbeat fence is answered
+// FENCED_MEMBER_EPOCH, and a member that rejoins at once frees its shards
+// at once.
 func (o *op) fence(m *Member) {
 	o.setEpoch(m, m.Epoch+1)
-	o.clearOwnership(m)
 	o.setState(m, protocol.MemberFenced)
 	o.bump()
 	o.ev.Fenced = append(o.ev.Fenced, m.ID)
 }
 
-// expire makes a live member whose lease passed EXPIRED. The member stops
-// reading on its own when its lease passes (fail closed, docs/protocol.md §8), so
-// its shards can go elsewhere.
+// expire makes a live member whose lease passed EXPIRED. It stopped reading
+// on its own when the lease of its last readable answer passed (fail
+// closed); release frees what it still holds once that is certain.
 func (o *op) expire(m *Member) {
 	o.setEpoch(m, m.Epoch+1)
-	o.clearOwnership(m)
 	o.setState(m, protocol.MemberExpired)
 	o.bump()
 	o.ev.Expired = append(o.ev.Expired, m.ID)
+}
+
+// release frees what a member that is no longer live still holds, once it
+// can no longer be reading: the lease of its last answer that let it read
+// has lapsed. Nothing else (fence, expiry, deadline) frees a shard sooner.
+func (o *op) release(m *Member) {
+	o.clearOwnership(m)
+	o.ev.Released = append(o.ev.Released, m.ID)
 }
 
 // finish runs the follow-up work of step 8 until nothing more changes: the
@@ -175,6 +211,7 @@ func (o *op) finish() {
 	if o.metaChanged {
 		o.g.MetadataVersion++
 		o.metaChanged = false
+		o.groupChange()
 	}
 	// The round may close on a heartbeat that changed nothing durable (the
 	// last member reporting the group's version), so it is checked
@@ -198,15 +235,30 @@ func (o *op) runAssignor() {
 	slices.Sort(live)
 	next := stickyAssign(live, g.Target, readableShards(g))
 	if !sameTarget(g.Target, next) {
+		// A member's target is stored with the member: only those whose
+		// target changed are written.
+		for id, t := range next {
+			if old, ok := g.Target[id]; !ok || !equalSets(old, t) {
+				o.memberChanged(g.Members[id])
+			}
+		}
+		for id := range g.Target {
+			if _, ok := next[id]; !ok {
+				if m := g.Members[id]; m != nil {
+					o.memberChanged(m)
+				}
+			}
+		}
 		g.Target = next
+		g.hold = nil
 		o.metaChanged = true
 		o.allDeadlines = true
 		o.ev.Rebalanced = true
-		o.dirty()
+		o.groupChange()
 	}
 	if g.AssignmentEpoch != g.GroupEpoch {
 		g.AssignmentEpoch = g.GroupEpoch
-		o.persist = true
+		o.groupChange()
 	}
 }
 
@@ -237,10 +289,10 @@ func (o *op) enforceDeadlines() bool {
 			o.setDeadline(m, time.Time{})
 			continue
 		}
-		switch {
-		case m.RebalanceDeadline.IsZero():
-			o.setDeadline(m, o.now.Add(o.cfg.RebalanceTimeout))
-		case !o.now.Before(m.RebalanceDeadline):
+		// The deadline itself is set by the first answer that tells the
+		// member to give a shard up (see respond), not here: a member
+		// cannot be late for an answer it has not received yet.
+		if !m.RebalanceDeadline.IsZero() && !o.now.Before(m.RebalanceDeadline) {
 			o.fence(m)
 			fenced = true
 		}
@@ -274,7 +326,7 @@ func (o *op) refreshState() {
 	}
 	if g.State != st {
 		g.State = st
-		o.persist = true
+		o.groupChange()
 	}
 }
 
@@ -287,17 +339,35 @@ func (o *op) result(resp protocol.HeartbeatResponse) Result {
 	if o.g.timersKnown {
 		next = o.g.nextTimer
 	}
-	res := Result{Response: resp, Persist: o.persist, Next: next, Events: o.ev}
-	if o.persist {
-		// Conservative until every setter records what it touched: a
-		// durable step names every part of the group.
-		res.Changes = Changes{Group: true, Members: sortedIDs(o.g.Members), Removed: slices.Clone(o.ev.Pruned)}
-		slices.Sort(res.Changes.Removed)
-		for s := range o.g.OwnerEpochs {
-			res.Changes.OwnerEpochs = append(res.Changes.OwnerEpochs, s)
+	return Result{Response: resp, Persist: o.persist, Next: next, Events: o.ev, Changes: o.changes()}
+}
+
+// changes lists what the call changed. It costs O(what changed).
+func (o *op) changes() Changes {
+	if !o.persist {
+		return Changes{}
+	}
+	c := Changes{Group: o.groupChanged}
+	for _, m := range o.changed {
+		if o.g.Members[m.ID] == m {
+			c.Members = append(c.Members, m.ID)
 		}
 	}
-	return res
+	slices.Sort(c.Members)
+	c.Members = slices.Compact(c.Members)
+	if len(o.removed) > 0 {
+		c.Removed = slices.Clone(o.removed)
+		slices.Sort(c.Removed)
+	}
+	if len(o.raised) > 0 {
+		c.OwnerEpochs = normalize(o.raised)
+	}
+	if c.Empty() {
+		// Something durable changed that no setter names: never claim
+		// nothing changed when the caller must write.
+		c.Group = true
+	}
+	return c
 }
 
 // sortedIDs returns the member ids in order, so that maintenance passes and

@@ -5,7 +5,9 @@ import (
 )
 
 // holdings is the blocked-set index of one call: for every shard, its target
-// owner and whether another owning member still holds it. A member holds a
+// owner and whether another member still holds it. Any member that holds a
+// shard blocks it, whatever its state: a fenced or expired member keeps its
+// sets until it can no longer be reading (see release). A member holds a
 // shard while it is in its Current, Revoking or Granted set: Current and
 // Revoking are what it reported, Granted what the last response let it
 // start, which it may be reading before its next report says so.
@@ -37,7 +39,7 @@ func (o *op) holdings() *holdings {
 		grow(t)
 	}
 	for _, m := range g.Members {
-		if m.State.Owning() {
+		if holds(m) {
 			grow(m.Current)
 			grow(m.Revoking)
 			grow(m.Granted)
@@ -64,7 +66,7 @@ func (o *op) holdings() *holdings {
 		}
 	}
 	for _, m := range g.Members {
-		if m.State.Owning() {
+		if holds(m) {
 			mark(m, m.Current)
 			mark(m, m.Revoking)
 			mark(m, m.Granted)

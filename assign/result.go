@@ -85,6 +85,14 @@ type Events struct {
 	// that already reported: another process uses the id, or a restarted one
 	// is early (answered RETRY).
 	DuplicateMember bool
+	// StaleIncarnation is true when a heartbeat came from another
+	// incarnation than the stored member's (a different instanceId with a
+	// nonzero epoch): answered FENCED_MEMBER_EPOCH (or, for a leave, as a
+	// leave) to that caller alone.
+	StaleIncarnation bool
+	// Released lists members no longer live whose shards were freed because
+	// the lease of their last readable answer lapsed.
+	Released []string
 	// PreviousEpochAccepted is true when a heartbeat carrying the member's
 	// previous epoch was processed as current (a lost response, not a
 	// zombie).

@@ -269,10 +269,17 @@ func (w *world) call(what string, f func() Result) Result {
 	// Only calls touch the group, so the fingerprint after one call is the
 	// one before the next.
 	before := w.durable
+	parts := partsOf(w.g)
 	res := f()
 	w.durable = durable(w.g)
 	if !res.Persist && w.durable != before {
 		w.fail("%s changed durable state without Persist", what)
+	}
+	if res.Persist == res.Changes.Empty() {
+		w.fail("%s: Persist %v but Changes %+v", what, res.Persist, res.Changes)
+	}
+	if bad := checkChanges(parts, partsOf(w.g), res.Changes); len(bad) > 0 {
+		w.fail("%s: Changes %+v: %v", what, res.Changes, bad)
 	}
 	if res.Persist && durable(w.g) == before && !w.g.timersKnown {
 		// not a failure: Persist may be conservative
@@ -442,8 +449,8 @@ func (w *world) check() {
 			continue
 		}
 		m := g.Members[id]
-		if m == nil || !m.State.Owning() {
-			w.fail("%s reads %v but the group has it as %+v", id, reading, m)
+		if m == nil {
+			w.fail("%s reads %v but the group does not know it", id, reading)
 			continue
 		}
 		if !subset(reading, union(union(m.Current, m.Revoking), m.Granted)) {
@@ -451,9 +458,6 @@ func (w *world) check() {
 		}
 	}
 	for id, m := range g.Members {
-		if !m.State.Owning() {
-			continue
-		}
 		for _, s := range m.Granted {
 			if o, ok := reader[s]; ok && o != id {
 				w.fail("shard %d granted to %s while %s reads it", s, id, o)

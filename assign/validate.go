@@ -66,5 +66,6 @@ func reject(req *protocol.HeartbeatRequest, status protocol.Status, cfg Config) 
 		HeartbeatIntervalMs: millis(cfg.HeartbeatInterval),
 		RebalanceTimeoutMs:  millis(cfg.RebalanceTimeout),
 		Assignment:          protocol.EmptyAssignment(0),
+		MemberLeaseMs:       millis(cfg.MemberLease),
 	}
 }

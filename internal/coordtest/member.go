@@ -1,6 +1,7 @@
 package coordtest
 
 import (
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"testing"
@@ -26,13 +27,20 @@ type Member struct {
 	HoldRevokes bool
 	// Last is the last answer received.
 	Last protocol.HeartbeatResponse
+	// InstanceID is sent as instanceId when not empty (our runtime);
+	// empty emulates a reference client.
+	InstanceID string
 
-	seq int
+	// nonce makes request ids unique per simulated process, as real
+	// clients' are: two processes with one member id never send the same
+	// requestId.
+	nonce string
+	seq   int
 }
 
 // NewMember is a member of prefix/group that has not joined yet.
 func NewMember(id, prefix, group string) *Member {
-	return &Member{ID: id, Prefix: prefix, Group: group, Owned: []int{}, Revoking: []int{}}
+	return &Member{ID: id, Prefix: prefix, Group: group, Owned: []int{}, Revoking: []int{}, nonce: rand.Text()[:8]}
 }
 
 // Request is the heartbeat the member would send now.
@@ -47,7 +55,8 @@ func (m *Member) Request() protocol.HeartbeatRequest {
 	}
 	return protocol.HeartbeatRequest{
 		ProtocolVersion: protocol.CurrentVersion,
-		RequestID:       fmt.Sprintf("%s-hb-%d", m.ID, m.seq),
+		RequestID:       fmt.Sprintf("%s-%s-hb-%d", m.ID, m.nonce, m.seq),
+		InstanceID:      m.InstanceID,
 		MemberID:        m.ID,
 		MemberName:      "sim",
 		MemberEpoch:     m.Epoch,
