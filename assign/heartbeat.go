@@ -39,17 +39,17 @@ func Heartbeat(g *Group, req *protocol.HeartbeatRequest, now time.Time, cfg Conf
 type answer int
 
 const (
-	answerView    answer = iota // OK or REVOKE_PENDING with the member's view
-	answerJoin                  // a (re)join: the view, the member counts as synced
-	answerSync                  // SYNC_METADATA
-	answerLeave                 // OK, epoch -1, empty assignment
-	answerFenced                // FENCED_MEMBER_EPOCH
-	answerUnknown               // UNKNOWN_MEMBER_ID
-	answerRetry                 // RETRY (duplicate member id)
-	answerInvalid               // INVALID_REQUEST (an epoch or version from the future)
-	answerTooFar                // INVALID_REQUEST (a version beyond the bounded correction step)
-	answerStale                 // FENCED_MEMBER_EPOCH to a foreign incarnation, member untouched
-	answerForeignLeave          // a leave of a foreign incarnation: answered as a leave, member untouched
+	answerView         answer = iota // OK or REVOKE_PENDING with the member's view
+	answerJoin                       // a (re)join: the view, the member counts as synced
+	answerSync                       // SYNC_METADATA
+	answerLeave                      // OK, epoch -1, empty assignment
+	answerFenced                     // FENCED_MEMBER_EPOCH
+	answerUnknown                    // UNKNOWN_MEMBER_ID
+	answerRetry                      // RETRY (duplicate member id)
+	answerInvalid                    // INVALID_REQUEST (an epoch or version from the future)
+	answerTooFar                     // INVALID_REQUEST (a version beyond the bounded correction step)
+	answerStale                      // FENCED_MEMBER_EPOCH to a foreign incarnation, member untouched
+	answerForeignLeave               // a leave of a foreign incarnation: answered as a leave, member untouched
 )
 
 // decide applies steps 4–7, with the incarnation rules and bounded
