@@ -62,6 +62,9 @@ func (s *server) authenticate(c *gin.Context) (auth.Principal, *authFailure) {
 		if errors.Is(err, auth.ErrExpiredToken) {
 			return auth.Principal{}, unauthorized("token expired; log in again")
 		}
+		if errors.Is(err, auth.ErrRevokedToken) {
+			return auth.Principal{}, unauthorized("token revoked (logout or password change); log in again")
+		}
 		if err != nil {
 			return auth.Principal{}, unauthorized("invalid token")
 		}
@@ -75,11 +78,18 @@ func unauthorized(message string) *authFailure {
 	return &authFailure{code: protocol.CodeUnauthorized, message: message}
 }
 
-// passwordFailed counts a failed password check against the username and
-// the client address.
+// passwordFailed counts a failed password check against the username
+// from this address, and against the address.
 func (s *server) passwordFailed(c *gin.Context, user string) {
-	s.loginUser.Add(user)
+	s.loginUser.Add(loginUserKey(c, user))
 	s.loginAddr.Add(c.ClientIP())
+}
+
+// loginUserKey is the key of the per-user login limit: the username from
+// one client address, so that failures elsewhere never lock out the user
+// where its real clients run.
+func loginUserKey(c *gin.Context, user string) string {
+	return user + "\x00" + c.ClientIP()
 }
 
 // parseBasic decodes "base64(user:password)"; padding may be left out.
@@ -96,7 +106,9 @@ func parseBasic(value string) (user, password string, ok bool) {
 }
 
 // authorize lets the request through when the caller's credentials are
-// good (401 otherwise) and its roles allow perm (403 otherwise).
+// good (401 otherwise) and its roles allow perm (403 otherwise): on the
+// stream the path names, or on every stream for routes that name none.
+// On heartbeats the member id must also be one the caller is bound to.
 func (s *server) authorize(perm auth.Permission) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		p, fail := s.authenticate(c)
@@ -105,13 +117,26 @@ func (s *server) authorize(perm auth.Permission) gin.HandlerFunc {
 			return
 		}
 		c.Set(principalKey, p)
-		if !p.Allowed(perm) {
-			s.metrics.AuthRefused(http.StatusForbidden)
-			abortWith(c, protocol.CodeForbidden, "this endpoint needs the "+perm.String()+" role")
+		stream := c.Param("prefix")
+		switch {
+		case stream == "" && !p.Allowed(perm):
+			s.forbid(c, "this endpoint needs the "+perm.String()+" role on every stream")
+			return
+		case stream != "" && !p.AllowedOn(perm, stream):
+			s.forbid(c, "this endpoint needs the "+perm.String()+" role on this stream")
+			return
+		case c.FullPath() == heartbeatRoute && !p.MemberAllowed(c.Param("member")):
+			s.forbid(c, "these credentials may not heartbeat as this member id")
 			return
 		}
 		c.Next()
 	}
+}
+
+// forbid answers 403 and counts it.
+func (s *server) forbid(c *gin.Context, message string) {
+	s.metrics.AuthRefused(http.StatusForbidden)
+	abortWith(c, protocol.CodeForbidden, message)
 }
 
 // refuseAuth answers an authentication failure: 401 with the Basic

@@ -23,7 +23,9 @@
 //
 // The heartbeat handler answers 200 with a status for everything but
 // unparseable JSON, because a non-2xx stops the reference Python client's
-// member thread; without member auth it never looks at Authorization.
+// member thread. Heartbeats need MEMBER on their stream (as a member id
+// the caller is bound to) unless the server runs without member auth, when
+// the heartbeat path never looks at Authorization.
 //
 // Invariants: no package-level mutable state (limiters, metrics and the
 // authenticator belong to one server); client addresses come from the

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"log/slog"
+	"net/http"
 
 	"github.com/gin-gonic/gin"
 
@@ -21,9 +22,18 @@ func (s *server) writeError(c *gin.Context, err error) {
 	abortWith(c, perr.Code, perr.Message)
 }
 
+// abortWith answers a §3 error body. Every 503 says when to come back:
+// the dependency (store, Redis, the coordinator itself) is expected back.
 func abortWith(c *gin.Context, code protocol.ErrorCode, message string) {
-	c.AbortWithStatusJSON(code.HTTPStatus(), protocol.NewErrorBody(code, message))
+	status := code.HTTPStatus()
+	if status == http.StatusServiceUnavailable && c.Writer.Header().Get("Retry-After") == "" {
+		c.Header("Retry-After", retryAfterUnavailable)
+	}
+	c.AbortWithStatusJSON(status, protocol.NewErrorBody(code, message))
 }
+
+// retryAfterUnavailable is the Retry-After of 503 answers, in seconds.
+const retryAfterUnavailable = "2"
 
 // notFound answers unknown routes with a JSON body instead of gin's text.
 func notFound(c *gin.Context) {

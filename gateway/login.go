@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -49,7 +51,7 @@ func (s *server) login(c *gin.Context) {
 			Roles: auth.Anonymous().Roles.Names()})
 		return
 	}
-	if blocked, retry := s.loginUser.Blocked(req.Username); blocked {
+	if blocked, retry := s.loginUser.Blocked(loginUserKey(c, req.Username)); blocked {
 		s.metrics.RateLimited("login")
 		tooMany(c, "too many failed logins for this user; retry later", retry)
 		return
@@ -73,8 +75,43 @@ func (s *server) login(c *gin.Context) {
 	c.JSON(http.StatusOK, protocol.LoginResponse{
 		AccessToken: tok.Value, TokenType: "Bearer", ExpiresAt: tok.ExpiresAt,
 		ExpiresInSeconds: int64(tok.ExpiresAt.Sub(s.opts.Now()).Seconds()),
-		Roles:            p.Roles.Names(),
+		Roles:            p.AllRoles().Names(),
 	})
+}
+
+// logout revokes the bearer token the caller sends, until it expires. It
+// checks the token itself: a bad one is a 401 like anywhere else.
+func (s *server) logout(c *gin.Context) {
+	if s.auth == nil {
+		c.Status(http.StatusNoContent) // no tokens to revoke
+		return
+	}
+	scheme, value, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
+	if !strings.EqualFold(scheme, "bearer") {
+		abortWith(c, protocol.CodeInvalidRequest, "logout revokes a bearer token: send Authorization: Bearer <accessToken>")
+		return
+	}
+	p, fail := s.authenticate(c)
+	if fail != nil {
+		s.refuseAuth(c, fail)
+		return
+	}
+	if ok, retry := s.adminLimit.Take(p.Username + "\x00logout"); !ok {
+		s.metrics.RateLimited("logout")
+		tooMany(c, "too many logouts for this user; retry later", retry)
+		return
+	}
+	err := s.auth.Revoke(strings.TrimSpace(value))
+	switch {
+	case errors.Is(err, auth.ErrTooManyRevocations):
+		s.metrics.RateLimited("logout")
+		tooMany(c, "too many revoked tokens outstanding; retry later", time.Minute)
+	case err != nil:
+		s.log.Error("revoke token", slog.String("principal", p.Username), slog.Any("error", err))
+		abortWith(c, protocol.CodeStoreUnavailable, "the revocation could not be stored; retry")
+	default:
+		c.Status(http.StatusNoContent)
+	}
 }
 
 // session answers who the caller is.
@@ -83,6 +120,6 @@ func (s *server) session(c *gin.Context) {
 	c.JSON(http.StatusOK, protocol.Session{
 		Authenticated: p.Method == auth.MethodBasic || p.Method == auth.MethodBearer,
 		Username:      p.Username,
-		Roles:         p.Roles.Names(),
+		Roles:         p.AllRoles().Names(),
 	})
 }

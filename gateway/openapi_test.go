@@ -23,7 +23,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	for _, memberAuth := range []bool{false, true} {
 		h := gateway.New(s.Coord, gateway.Options{
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Auth: s.Auth, MemberAuth: memberAuth,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Auth: s.Auth, NoMemberAuth: !memberAuth,
 		})
 		engine, ok := h.(*gin.Engine)
 		if !ok {

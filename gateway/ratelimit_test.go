@@ -45,7 +45,7 @@ func TestAdminRateLimit(t *testing.T) {
 	}
 	m := coordtest.NewMember("m1", "orders", "a")
 	for i := range 3 * limit {
-		if resp := m.Beat(writer); resp.Status != protocol.StatusOK {
+		if resp := m.Beat(s.As(coordtest.Basic(coordtest.UserMember, coordtest.Password(coordtest.UserMember)))); resp.Status != protocol.StatusOK {
 			t.Fatalf("heartbeat %d: %s", i, resp.Status)
 		}
 	}

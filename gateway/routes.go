@@ -27,9 +27,9 @@ type route struct {
 // document (openapi.yaml) must list exactly these; a test checks it.
 func (s *server) routes() []route {
 	const b = protocol.BasePath
-	heartbeatPerm := auth.Permission(0)
-	if s.opts.MemberAuth {
-		heartbeatPerm = auth.PermMember
+	heartbeatPerm := auth.PermMember
+	if s.opts.NoMemberAuth {
+		heartbeatPerm = 0
 	}
 	metricsPerm := auth.PermRead
 	if s.opts.MetricsPublic {
@@ -39,6 +39,7 @@ func (s *server) routes() []route {
 	consolePage := gin.WrapH(console.Handler("/console"))
 	return []route{
 		{http.MethodPost, b + "/auth/login", 0, "", s.login},
+		{http.MethodPost, b + "/auth/logout", 0, "", s.logout},
 
 		{http.MethodPost, b + "/streams/:prefix", write, protocol.AuditCreateStream, s.createStream},
 		{http.MethodPost, b + "/streams/:prefix/scale", write, protocol.AuditScale, s.scaleStream},

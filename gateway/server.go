@@ -21,9 +21,11 @@ type Options struct {
 	// Auth checks credentials. Nil turns authentication off: every caller
 	// is an anonymous ADMIN, and New logs a warning.
 	Auth *auth.Authenticator
-	// MemberAuth makes heartbeats need MEMBER (or ADMIN). Off, the
-	// heartbeat path never looks at Authorization.
-	MemberAuth bool
+	// NoMemberAuth lets heartbeats through without credentials (local
+	// development only; New logs a warning). By default, with Auth set,
+	// heartbeats need MEMBER (or ADMIN) on their stream, as a member id
+	// the caller is bound to.
+	NoMemberAuth bool
 	// Metrics is served at /metrics and /actuator/prometheus and counts
 	// what the gateway sees. Default: a new, private [metrics.Metrics].
 	Metrics *metrics.Metrics
@@ -36,7 +38,8 @@ type Options struct {
 	AdminRateLimit  int
 	AdminRateWindow time.Duration
 	// LoginFailureLimit is how many failed password checks one username may
-	// have per LoginFailureWindow before its logins are refused with 429;
+	// have from one client address per LoginFailureWindow before its
+	// logins from there are refused with 429;
 	// LoginAddressFailureLimit the same per client address (which also
 	// refuses Basic credentials from that address on every endpoint). 0
 	// means no limit.
@@ -83,6 +86,8 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	}
 	if s.auth == nil {
 		s.log.Warn("authentication is OFF: every caller is an anonymous ADMIN; use this for local development only")
+	} else if opts.NoMemberAuth {
+		s.log.Warn("member authentication is OFF: anyone who reaches this port can heartbeat as any member of any group; use this for local development only")
 	}
 	r := gin.New()
 	// Client addresses (rate limits, audit) come from the connection, never

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/redistest"
 	"github.com/rscoord/rscoord/member"
@@ -19,7 +18,7 @@ func TestMemberAuth(t *testing.T) {
 	srv := redistest.Standalone(t)
 	rdb := srv.Client()
 	coord := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true, Group: testGroupConfig(),
-		Auth: &coordtest.Auth{}, Gateway: gateway.Options{MemberAuth: true}})
+		Auth: &coordtest.Auth{}})
 	prefix := "authed"
 	coord.CreateStream(prefix, 2)
 	if err := redistest.CreateShards(context.Background(), rdb, prefix, 2, prefix); err != nil {

@@ -40,7 +40,7 @@ type ServeCmd struct {
 	LogFormat            string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
 
 	Auth                     bool          `default:"true" negatable:"" env:"RSCOORD_AUTH" help:"Require credentials (docs/protocol.md §4). --no-auth makes every caller an anonymous ADMIN: local development only."`
-	MemberAuth               bool          `default:"false" negatable:"" env:"RSCOORD_MEMBER_AUTH" help:"Require the MEMBER role on heartbeats; off, heartbeats never look at Authorization."`
+	MemberAuth               bool          `default:"true" negatable:"" env:"RSCOORD_MEMBER_AUTH" help:"Require the MEMBER role (on the heartbeat's stream, as a member id the user is bound to) on heartbeats. --no-member-auth lets anyone heartbeat as any member: local development only."`
 	Users                    string        `placeholder:"FILE" env:"RSCOORD_USERS" help:"JSON users file: {\"users\":[{\"username\":…,\"passwordHash\":\"<bcrypt>\",\"roles\":[…]}]} (hashes from rscoord hash-password)."`
 	TokenTTL                 time.Duration `default:"168h" env:"RSCOORD_TOKEN_TTL" help:"Lifetime of tokens issued by /auth/login."`
 	AdminRateLimit           int           `default:"30" env:"RSCOORD_ADMIN_RATE_LIMIT" help:"Admin mutations one principal may send per group (or stream) per --admin-rate-window; 0: no limit."`
@@ -63,9 +63,13 @@ type ServeCmd struct {
 // Environment variables read by serve that are not flags: secrets do not
 // belong on a command line, where ps shows them.
 const (
-	envTokenSecret   = "RSCOORD_TOKEN_SECRET"
-	envAdminPassword = "RSCOORD_ADMIN_PASSWORD"
-	envRedisPassword = "RSCOORD_REDIS_PASSWORD"
+	envTokenSecret = "RSCOORD_TOKEN_SECRET"
+	// envPreviousTokenSecrets are comma-separated secrets that still verify
+	// tokens (never sign new ones): rotate RSCOORD_TOKEN_SECRET by moving
+	// the old value here until its tokens have expired.
+	envPreviousTokenSecrets = "RSCOORD_TOKEN_PREVIOUS_SECRETS"
+	envAdminPassword        = "RSCOORD_ADMIN_PASSWORD"
+	envRedisPassword        = "RSCOORD_REDIS_PASSWORD"
 )
 
 func (s *ServeCmd) logger() *slog.Logger {
@@ -138,7 +142,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	gin.SetMode(gin.ReleaseMode)
 	srv := &http.Server{
 		Handler: gateway.New(coord, gateway.Options{
-			Logger: log, Auth: authn, MemberAuth: s.MemberAuth, Metrics: m, MetricsPublic: s.MetricsPublic,
+			Logger: log, Auth: authn, NoMemberAuth: !s.MemberAuth, Metrics: m, MetricsPublic: s.MetricsPublic,
 			AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
 			LoginFailureLimit: s.LoginFailureLimit, LoginAddressFailureLimit: s.LoginAddressFailureLimit,
 			LoginFailureWindow: s.LoginFailureWindow,
@@ -180,7 +184,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	err = errors.Join(serveErr, httpErr, coord.Close(closeCtx), store.Close())
+	err = errors.Join(serveErr, httpErr, coord.Close(closeCtx), store.Close(), authn.Close())
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -257,9 +261,20 @@ func (s *ServeCmd) authenticator(log *slog.Logger) (*auth.Authenticator, error) 
 	} else {
 		log.Info("the users file defines admin; no bootstrap admin")
 	}
-	authn, err := auth.New(auth.Config{Users: users, Secret: secret, TokenTTL: s.TokenTTL})
+	var previous [][]byte
+	if env := os.Getenv(envPreviousTokenSecrets); env != "" {
+		for _, p := range strings.Split(env, ",") {
+			previous = append(previous, []byte(p))
+		}
+	}
+	revocations, err := auth.OpenRevocations(s.DataDir, 0, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	authn, err := auth.New(auth.Config{Users: users, Secret: secret, PreviousSecrets: previous,
+		TokenTTL: s.TokenTTL, Revocations: revocations})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("auth: %w", err), revocations.Close())
 	}
 	log.Info("authentication on", slog.Int("users", len(users)), slog.Bool("memberAuth", s.MemberAuth),
 		slog.Duration("tokenTTL", authn.TokenTTL()), slog.Bool("metricsPublic", s.MetricsPublic))

@@ -84,13 +84,19 @@ func TestTokens(t *testing.T) {
 	if _, err := newAuth(t, secretA, now.Add(time.Hour), ops).VerifyToken(tok.Value); err != ErrExpiredToken {
 		t.Fatalf("at expiry: %v", err)
 	}
-	// A token is cut to its user's current roles, and dies with the user.
-	p, err = newAuth(t, secretA, now, user(t, "ops", "pw", Member|Read)).VerifyToken(tok.Value)
+	// A token is cut to its user's current roles, and dies with the user
+	// or its password.
+	p, err = newAuth(t, secretA, now, User{Username: "ops", PasswordHash: ops.PasswordHash, Roles: Member | Read}).VerifyToken(tok.Value)
 	if err != nil || p.Roles != Member {
 		t.Fatalf("roles after the user lost WRITE: %v %v", p.Roles.Names(), err)
 	}
 	if _, err := newAuth(t, secretA, now, user(t, "other", "pw", Admin)).VerifyToken(tok.Value); err != ErrBadToken {
 		t.Fatalf("token of a removed user: %v", err)
+	}
+	for _, pw := range []string{"new-pw", "pw"} { // a new hash, even of the same password, is a new credential
+		if _, err := newAuth(t, secretA, now, user(t, "ops", pw, Write|Member)).VerifyToken(tok.Value); err != ErrRevokedToken {
+			t.Fatalf("token after a password change to %q: %v", pw, err)
+		}
 	}
 }
 

@@ -23,6 +23,13 @@ type Config struct {
 	Users []User
 	// Secret signs tokens; at least [MinSecretBytes] bytes. Required.
 	Secret []byte
+	// PreviousSecrets still verify tokens (never sign new ones), so that
+	// Secret can be rotated without logging everyone out: move the old
+	// secret here, and drop it once its tokens have expired.
+	PreviousSecrets [][]byte
+	// Revocations remembers tokens revoked by logout. Nil: logout is
+	// refused with [ErrNoRevocations].
+	Revocations *Revocations
 	// TokenTTL is the lifetime of issued tokens. Default [DefaultTokenTTL].
 	TokenTTL time.Duration
 	// Now is the clock. Default time.Now.
@@ -32,10 +39,12 @@ type Config struct {
 // Authenticator checks passwords and tokens. It is safe for concurrent
 // use.
 type Authenticator struct {
-	users  map[string]User
-	secret []byte
-	ttl    time.Duration
-	now    func() time.Time
+	users map[string]User
+	// secrets verify tokens; the first signs them.
+	secrets [][]byte
+	revoked *Revocations
+	ttl     time.Duration
+	now     func() time.Time
 	// dummy is a bcrypt hash compared against for unknown users, so that
 	// their check costs what a known user's does.
 	dummy []byte
@@ -56,8 +65,14 @@ func New(cfg Config) (*Authenticator, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	a := &Authenticator{users: map[string]User{}, secret: append([]byte(nil), cfg.Secret...),
-		ttl: cfg.TokenTTL, now: cfg.Now}
+	a := &Authenticator{users: map[string]User{}, secrets: [][]byte{append([]byte(nil), cfg.Secret...)},
+		revoked: cfg.Revocations, ttl: cfg.TokenTTL, now: cfg.Now}
+	for i, old := range cfg.PreviousSecrets {
+		if len(old) < MinSecretBytes {
+			return nil, fmt.Errorf("auth: previous token secret %d must be at least %d bytes", i+1, MinSecretBytes)
+		}
+		a.secrets = append(a.secrets, append([]byte(nil), old...))
+	}
 	cost := bcrypt.DefaultCost
 	for _, u := range cfg.Users {
 		if _, dup := a.users[u.Username]; dup {
@@ -86,6 +101,14 @@ func New(cfg Config) (*Authenticator, error) {
 	return a, nil
 }
 
+// Close releases the revocations file. A nil Authenticator closes nothing.
+func (a *Authenticator) Close() error {
+	if a == nil {
+		return nil
+	}
+	return a.revoked.Close()
+}
+
 // TokenTTL is the lifetime of issued tokens.
 func (a *Authenticator) TokenTTL() time.Duration { return a.ttl }
 
@@ -98,7 +121,7 @@ func (a *Authenticator) CheckPassword(username, password string) (Principal, err
 	now := a.now()
 	u, known := a.users[username]
 	if known && a.cache.hit(username, password, now) {
-		return Principal{Username: u.Username, Roles: u.Roles, Method: MethodBasic}, nil
+		return u.principal(MethodBasic), nil
 	}
 	hash := a.dummy
 	if known {
@@ -109,7 +132,7 @@ func (a *Authenticator) CheckPassword(username, password string) (Principal, err
 		return Principal{}, ErrBadCredentials
 	}
 	a.cache.remember(username, password, now)
-	return Principal{Username: u.Username, Roles: u.Roles, Method: MethodBasic}, nil
+	return u.principal(MethodBasic), nil
 }
 
 // verifiedCache remembers credentials recently verified.

@@ -110,7 +110,7 @@ func BootstrapAdmin(dir, fromEnv string, cost int, announce io.Writer) (User, er
 // whole one.
 func writeFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")

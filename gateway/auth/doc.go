@@ -22,15 +22,20 @@
 //     of an unknown user costs a bcrypt comparison like a known one.
 //   - No password, hash, token or secret is ever logged or put in an error
 //     message.
-//   - A token is only as good as its user: a token of a user no longer
-//     configured is refused, and its roles are cut to the user's current
-//     roles.
+//   - A token is only as good as its credential: it names (by
+//     fingerprint) the password hash it was issued for, so a removed user or
+//     a changed password refuses it; its roles are cut to the user's
+//     current roles and grants; a logout revokes it ([Revocations]).
+//   - Roles may be scoped to streams (grants with Kafka-style prefix
+//     patterns) and users bound to member ids: [Principal.AllowedOn] and
+//     [Principal.MemberAllowed].
 //   - Files this package writes (secret, admin hash) are mode 0600 and
 //     hold no clear-text password.
 //
 // # Not here
 //
-// Token revocation lists, password changes at run time and external
-// identity providers. Rotating the secret (RSCOORD_TOKEN_SECRET, or deleting
-// the secret file) invalidates every token.
+// Password changes at run time (edit the users file and restart) and
+// external identity providers. Replacing the secret invalidates every
+// token unless the old one is kept as a previous secret
+// (Config.PreviousSecrets).
 package auth

@@ -17,9 +17,11 @@ import (
 //
 //	rsc1.<base64url(claims JSON)>.<base64url(HMAC-SHA256(secret, "rsc1." + base64url(claims)))>
 //
-// claims = {"sub": username, "roles": [...], "iat": unix, "exp": unix, "jti": random}.
-// The version prefix is signed too, so a token cannot be replayed as
-// another format.
+// claims = {"sub": username, "roles": [...], "iat": unix, "exp": unix, "jti": random,
+// "cred": fingerprint}. The version prefix is signed too, so a token cannot
+// be replayed as another format. "cred" names the credential the token was
+// issued for (a hash of the user's bcrypt hash, see [credentialFingerprint]):
+// a changed password or a removed user makes every older token invalid.
 const tokenPrefix = "rsc1."
 
 // DefaultTokenTTL is how long a token lives unless configured: 7 days,
@@ -36,6 +38,9 @@ var (
 	ErrBadToken = errors.New("auth: invalid token")
 	// ErrExpiredToken: a valid token past its expiry.
 	ErrExpiredToken = errors.New("auth: token expired")
+	// ErrRevokedToken: a token revoked by logout, or issued for a
+	// password that has changed since.
+	ErrRevokedToken = errors.New("auth: token revoked")
 )
 
 type claims struct {
@@ -44,6 +49,7 @@ type claims struct {
 	Iat   int64    `json:"iat"`
 	Exp   int64    `json:"exp"`
 	Jti   string   `json:"jti"`
+	Cred  string   `json:"cred"`
 }
 
 // Token is an issued access token.
@@ -53,10 +59,17 @@ type Token struct {
 	ExpiresAt time.Time
 }
 
-func (a *Authenticator) sign(msg string) []byte {
-	mac := hmac.New(sha256.New, a.secret)
+func sign(secret []byte, msg string) []byte {
+	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(msg))
 	return mac.Sum(nil)
+}
+
+// credentialFingerprint names a user's credential without revealing it:
+// SHA-256 of the bcrypt hash (itself salted), cut to 96 bits.
+func credentialFingerprint(u User) string {
+	sum := sha256.Sum256(append([]byte("rscoord-credential\x00"+u.Username+"\x00"), u.PasswordHash...))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
 // Issue signs a token for p that expires after the configured TTL.
@@ -67,43 +80,28 @@ func (a *Authenticator) Issue(p Principal) (Token, error) {
 	if _, err := rand.Read(jti); err != nil {
 		return Token{}, fmt.Errorf("issue token: %w", err)
 	}
+	u, ok := a.users[p.Username]
+	if !ok {
+		return Token{}, fmt.Errorf("issue token: %w", ErrBadCredentials)
+	}
 	body, err := json.Marshal(claims{
-		Sub: p.Username, Roles: p.Roles.Names(), Iat: now.Unix(), Exp: exp.Unix(),
-		Jti: base64.RawURLEncoding.EncodeToString(jti),
+		Sub: p.Username, Roles: p.AllRoles().Names(), Iat: now.Unix(), Exp: exp.Unix(),
+		Jti: base64.RawURLEncoding.EncodeToString(jti), Cred: credentialFingerprint(u),
 	})
 	if err != nil {
 		return Token{}, fmt.Errorf("issue token: %w", err)
 	}
 	signed := tokenPrefix + base64.RawURLEncoding.EncodeToString(body)
-	return Token{Value: signed + "." + base64.RawURLEncoding.EncodeToString(a.sign(signed)), ExpiresAt: exp}, nil
+	return Token{Value: signed + "." + base64.RawURLEncoding.EncodeToString(sign(a.secrets[0], signed)), ExpiresAt: exp}, nil
 }
 
-// VerifyToken checks value's signature and expiry and returns its
-// principal, whose roles are those of the token that the user still has.
+// VerifyToken checks value's signature (under the current or a previous
+// secret), expiry, credential and revocation, and returns its principal,
+// whose roles are those of the token that the user still has.
 func (a *Authenticator) VerifyToken(value string) (Principal, error) {
-	i := strings.LastIndexByte(value, '.')
-	if !strings.HasPrefix(value, tokenPrefix) || i <= len(tokenPrefix) {
-		return Principal{}, ErrBadToken
-	}
-	signed, sig := value[:i], value[i+1:]
-	// Strict: a signature's last character has spare bits, and a lenient
-	// decoder would accept several spellings of one token.
-	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
-	if err != nil || !hmac.Equal(got, a.sign(signed)) {
-		return Principal{}, ErrBadToken
-	}
-	body, err := base64.RawURLEncoding.DecodeString(signed[len(tokenPrefix):])
+	c, err := a.claims(value)
 	if err != nil {
-		return Principal{}, ErrBadToken
-	}
-	var c claims
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Principal{}, ErrBadToken
-	}
-	if !a.now().Before(time.Unix(c.Exp, 0)) {
-		return Principal{}, ErrExpiredToken
+		return Principal{}, err
 	}
 	roles, err := ParseRoles(c.Roles)
 	if err != nil {
@@ -113,5 +111,65 @@ func (a *Authenticator) VerifyToken(value string) (Principal, error) {
 	if !ok {
 		return Principal{}, ErrBadToken
 	}
-	return Principal{Username: u.Username, Roles: roles & u.Roles, Method: MethodBearer}, nil
+	if !hmac.Equal([]byte(c.Cred), []byte(credentialFingerprint(u))) || a.revoked.Revoked(c.Jti) {
+		return Principal{}, ErrRevokedToken
+	}
+	p := u.principal(MethodBearer)
+	p.TokenID = c.Jti
+	p.Roles &= roles
+	p.Grants = nil
+	for _, g := range u.Grants {
+		if g.Roles&roles != 0 {
+			p.Grants = append(p.Grants, Grant{Roles: g.Roles & roles, Streams: g.Streams})
+		}
+	}
+	return p, nil
+}
+
+// Revoke revokes the valid token value until it expires (logout).
+func (a *Authenticator) Revoke(value string) error {
+	if _, err := a.VerifyToken(value); err != nil {
+		return err
+	}
+	c, err := a.claims(value)
+	if err != nil {
+		return err
+	}
+	return a.revoked.Revoke(c.Jti, time.Unix(c.Exp, 0))
+}
+
+// claims returns the claims of a well-signed, unexpired token.
+func (a *Authenticator) claims(value string) (claims, error) {
+	i := strings.LastIndexByte(value, '.')
+	if !strings.HasPrefix(value, tokenPrefix) || i <= len(tokenPrefix) {
+		return claims{}, ErrBadToken
+	}
+	signed, sig := value[:i], value[i+1:]
+	// Strict: a signature's last character has spare bits, and a lenient
+	// decoder would accept several spellings of one token.
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
+	if err != nil {
+		return claims{}, ErrBadToken
+	}
+	good := false
+	for _, secret := range a.secrets {
+		good = hmac.Equal(got, sign(secret, signed)) || good
+	}
+	if !good {
+		return claims{}, ErrBadToken
+	}
+	body, err := base64.RawURLEncoding.DecodeString(signed[len(tokenPrefix):])
+	if err != nil {
+		return claims{}, ErrBadToken
+	}
+	var c claims
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil || c.Jti == "" || c.Cred == "" {
+		return claims{}, ErrBadToken
+	}
+	if !a.now().Before(time.Unix(c.Exp, 0)) {
+		return claims{}, ErrExpiredToken
+	}
+	return c, nil
 }

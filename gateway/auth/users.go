@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/rscoord/rscoord/protocol"
 )
 
 // User is one configured user.
@@ -17,15 +19,35 @@ type User struct {
 	Username string
 	// PasswordHash is a bcrypt hash ($2a$, $2b$ or $2y$).
 	PasswordHash []byte
-	Roles        Roles
+	// Roles hold on every stream.
+	Roles Roles
+	// Grants hold on the streams they name only.
+	Grants []Grant
+	// MemberIDs, when not empty, bind the user to member ids matching one
+	// of them: its heartbeats as any other id are refused (403).
+	MemberIDs []Pattern
+}
+
+// principal is u authenticated by method.
+func (u User) principal(method Method) Principal {
+	return Principal{Username: u.Username, Roles: u.Roles, Grants: u.Grants, MemberIDs: u.MemberIDs, Method: method}
 }
 
 // UsersFile is the JSON format of --users:
 //
 //	{"users": [
 //	  {"username": "ops", "passwordHash": "$2a$10$…", "roles": ["WRITE"]},
-//	  {"username": "orders-consumer", "passwordHash": "$2a$10$…", "roles": ["MEMBER", "READ"]}
+//	  {"username": "orders-consumer", "passwordHash": "$2a$10$…", "roles": ["READ"],
+//	   "grants": [{"roles": ["MEMBER"], "streams": ["orders*"]}],
+//	   "memberIds": ["orders-pod-*"]}
 //	]}
+//
+// "roles" hold on every stream; each of "grants" holds only on the streams
+// its patterns match (Kafka-style prefix ACLs: "orders" is that stream
+// only, "orders*" every stream whose name starts with "orders", "*" all).
+// A user needs at least one role or grant. "memberIds", when present,
+// binds the user's heartbeats to member ids matching one of its patterns,
+// so that one tenant's pods cannot heartbeat as another's.
 //
 // Hashes come from `rscoord hash-password`. Unknown fields are refused, so
 // that a misspelt "password" field cannot silently leave a user without
@@ -36,9 +58,17 @@ type UsersFile struct {
 
 // UserEntry is one user of a [UsersFile].
 type UserEntry struct {
-	Username     string   `json:"username"`
-	PasswordHash string   `json:"passwordHash"`
-	Roles        []string `json:"roles"`
+	Username     string       `json:"username"`
+	PasswordHash string       `json:"passwordHash"`
+	Roles        []string     `json:"roles"`
+	Grants       []GrantEntry `json:"grants,omitempty"`
+	MemberIDs    []string     `json:"memberIds,omitempty"`
+}
+
+// GrantEntry is one scoped grant of a [UserEntry].
+type GrantEntry struct {
+	Roles   []string `json:"roles"`
+	Streams []string `json:"streams"`
 }
 
 // LoadUsersFile reads and checks a users file. Every problem is reported
@@ -95,14 +125,54 @@ func (e UserEntry) user() (User, error) {
 	if _, err := bcrypt.Cost([]byte(e.PasswordHash)); err != nil {
 		return User{}, errors.New("passwordHash is not a bcrypt hash (make one with `rscoord hash-password`)")
 	}
-	if len(e.Roles) == 0 {
-		return User{}, errors.New("no roles")
+	if len(e.Roles) == 0 && len(e.Grants) == 0 {
+		return User{}, errors.New("no roles and no grants")
 	}
 	roles, err := ParseRoles(e.Roles)
 	if err != nil {
 		return User{}, err
 	}
-	return User{Username: e.Username, PasswordHash: []byte(e.PasswordHash), Roles: roles}, nil
+	u := User{Username: e.Username, PasswordHash: []byte(e.PasswordHash), Roles: roles}
+	for i, g := range e.Grants {
+		gr, err := ParseRoles(g.Roles)
+		if err != nil {
+			return User{}, fmt.Errorf("grant %d: %w", i+1, err)
+		}
+		if gr == 0 || len(g.Streams) == 0 {
+			return User{}, fmt.Errorf("grant %d: needs roles and streams", i+1)
+		}
+		pats, err := ParsePatterns(g.Streams, protocol.ValidateStreamPrefix)
+		if err != nil {
+			return User{}, fmt.Errorf("grant %d: %w", i+1, err)
+		}
+		u.Grants = append(u.Grants, Grant{Roles: gr, Streams: pats})
+	}
+	if e.MemberIDs != nil {
+		if len(e.MemberIDs) == 0 {
+			return User{}, errors.New("memberIds is empty: leave it out to allow every member id")
+		}
+		if u.MemberIDs, err = ParsePatterns(e.MemberIDs, protocol.ValidateMemberID); err != nil {
+			return User{}, fmt.Errorf("memberIds: %w", err)
+		}
+	}
+	return u, nil
+}
+
+// ParsePatterns checks name patterns: "*", or a name (checked by valid)
+// with an optional trailing "*".
+func ParsePatterns(raw []string, valid func(string) error) ([]Pattern, error) {
+	out := make([]Pattern, 0, len(raw))
+	for _, r := range raw {
+		if name, _ := strings.CutSuffix(r, "*"); name != "" {
+			if err := valid(name); err != nil {
+				return nil, fmt.Errorf("pattern %q: %w", r, err)
+			}
+		} else if r != "*" {
+			return nil, errors.New("empty pattern")
+		}
+		out = append(out, Pattern(r))
+	}
+	return out, nil
 }
 
 // ValidateUsername checks a user name: 1–200 characters of

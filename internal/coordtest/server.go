@@ -70,6 +70,8 @@ type Auth struct {
 	// Secret signs tokens; nil means a random one. Pass the same secret to
 	// a restarted server for its tokens to stay valid.
 	Secret []byte
+	// PreviousSecrets still verify tokens (rotation).
+	PreviousSecrets [][]byte
 	// TokenTTL is the token lifetime; 0 means the default.
 	TokenTTL time.Duration
 }
@@ -139,7 +141,7 @@ func Start(t testing.TB, dir string, opts Options) *Server {
 	}
 	s := &Server{t: t, Dir: dir, Store: store, Coord: coord, Metrics: m}
 	if opts.Auth != nil {
-		s.Auth = newAuthenticator(t, opts.Auth)
+		s.Auth = newAuthenticator(t, dir, opts.Auth)
 		s.Authorization = Basic(UserAdmin, Password(UserAdmin))
 	}
 	gw := opts.Gateway
@@ -150,7 +152,7 @@ func Start(t testing.TB, dir string, opts Options) *Server {
 	return s
 }
 
-func newAuthenticator(t testing.TB, a *Auth) *auth.Authenticator {
+func newAuthenticator(t testing.TB, dir string, a *Auth) *auth.Authenticator {
 	t.Helper()
 	users, secret := a.Users, a.Secret
 	if users == nil {
@@ -162,7 +164,12 @@ func newAuthenticator(t testing.TB, a *Auth) *auth.Authenticator {
 			t.Fatal(err)
 		}
 	}
-	authn, err := auth.New(auth.Config{Users: users, Secret: secret, TokenTTL: a.TokenTTL})
+	revocations, err := auth.OpenRevocations(dir, 0, nil)
+	if err != nil {
+		t.Fatalf("revocations: %v", err)
+	}
+	authn, err := auth.New(auth.Config{Users: users, Secret: secret, PreviousSecrets: a.PreviousSecrets,
+		TokenTTL: a.TokenTTL, Revocations: revocations})
 	if err != nil {
 		t.Fatalf("authenticator: %v", err)
 	}
@@ -190,6 +197,9 @@ func (s *Server) Stop() {
 	}
 	if err := s.Store.Close(); err != nil {
 		s.t.Errorf("close store: %v", err)
+	}
+	if err := s.Auth.Close(); err != nil {
+		s.t.Errorf("close authenticator: %v", err)
 	}
 	s.HTTP = nil
 }
