@@ -144,13 +144,24 @@ func (c *core) AppendAudit(ctx context.Context, entry protocol.AuditEntry) (seq 
 	}
 	defer exit()
 	defer c.recoverFatal(&err)
-	// A fresh revision is unique: no other writer can hold this key, so no
-	// stripe lock and no revision check are needed.
-	seq = c.revision.Add(1)
-	if err := c.commit(ctx, putOp(auditKey(seq), frame(kindAudit, seq, payload))); err != nil {
-		return 0, opErr("audit entry", c.fail(err))
+	// A fresh revision is unique within this process: no other writer here
+	// can hold this key, so no stripe lock and no revision check are
+	// needed. Replicas sharing an etcd store may pick the same sequence;
+	// the engine refuses the later one (nothing written) after raising the
+	// counter past it, and the entry is written again under a new one.
+	for attempt := 0; ; attempt++ {
+		seq = c.revision.Add(1)
+		err := c.commit(ctx, putOp(auditKey(seq), frame(kindAudit, seq, payload)))
+		if err == nil {
+			return seq, nil
+		}
+		if _, refused := errors.AsType[*errRefused](err); !refused || attempt == 19 {
+			return 0, opErr("audit entry", c.fail(err))
+		}
+		// The winner of this sequence goes on from the same etcd revision
+		// as we do; skipping further ahead each time breaks the tie.
+		c.observeRevision(seq + uint64(attempt) + 1)
 	}
-	return seq, nil
 }
 
 // ListAudit implements [Store.ListAudit].

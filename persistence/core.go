@@ -36,6 +36,9 @@ type stripe struct {
 // call touches the engine after it is closed.
 type core struct {
 	kv kv
+	// shared is set when other processes write the same engine, each only
+	// the units it owns (the etcd engine with fences).
+	shared bool
 
 	life   sync.RWMutex
 	closed bool // guarded by life
@@ -72,8 +75,13 @@ func (c *core) enter(ctx context.Context) (exit func(), err error) {
 }
 
 // fail makes the store refuse every later call. Called with the error of a
-// write whose outcome is unknown.
+// write whose outcome is unknown. A write an engine certainly refused (a
+// fence of the etcd engine: errRefused) is not such a write: it is returned
+// as it is and the store goes on.
 func (c *core) fail(err error) error {
+	if _, ok := errors.AsType[*errRefused](err); ok {
+		return err
+	}
 	c.failed.CompareAndSwap(nil, &err)
 	return &recordError{sentinel: ErrFailed, cause: err}
 }
@@ -133,6 +141,23 @@ func (st *stripe) remember(key []byte, rev uint64) {
 		st.revisions = make(map[string]uint64)
 	}
 	st.revisions[string(key)] = rev
+}
+
+// observeLoaded raises the cached revision of key to rev, a revision just
+// loaded, and the revision counter with it. In the cluster mode another
+// replica may have written the record while this one did not own it; a
+// record's revisions only grow, so a lower loaded one (a load racing a
+// write of this process) changes nothing.
+func (c *core) observeLoaded(key []byte, rev uint64) {
+	if rev == 0 {
+		return
+	}
+	c.observeRevision(rev)
+	st := c.lock(key)
+	defer st.mu.Unlock()
+	if cur, ok := st.revisions[string(key)]; ok && cur < rev {
+		st.revisions[string(key)] = rev
+	}
 }
 
 // forget drops the cached revision of key, so that the next write reads the
@@ -208,7 +233,9 @@ func (c *core) LoadStreams(ctx context.Context) (out []StreamRecord, err error) 
 			return err
 		}
 		prefix, _ := parseStreamKey(k)
-		out = append(out, decodeStreamValue(v, prefix))
+		rec := decodeStreamValue(v, prefix)
+		c.observeLoaded(k, rec.Revision)
+		out = append(out, rec)
 		return nil
 	})
 	if err != nil {

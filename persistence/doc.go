@@ -76,5 +76,9 @@
 //     runs its own and stops them in Close).
 //   - No stream deletion or history of group snapshots yet; no retention
 //     of audit entries (they are kept for ever).
-//   - No replication: one process owns one data directory.
+//   - No replication of our own: one process owns one Pebble directory.
+//     Several replicas share a store only on etcd ([OpenEtcd]), which
+//     replicates; there [EtcdOptions.Fence] makes every write of a unit
+//     conditional on this replica's owner key, and a refused write
+//     ([ErrNotOwner]) leaves the store usable.
 package persistence

@@ -798,6 +798,7 @@ func (c *core) LoadGroups(ctx context.Context, streamPrefix string) (out []Group
 			continue
 		}
 		c.noteStaged(gk)
+		c.observeLoaded(groupKey(gk.prefix, gk.name), rec.Revision)
 		out = append(out, rec)
 	}
 	return out, nil
@@ -852,6 +853,7 @@ func (c *core) LoadGroup(ctx context.Context, streamPrefix, name string) (rec Gr
 	if tomb != nil {
 		return GroupRecord{}, opErr(what, newErr(ErrNotFound, "deleted"))
 	}
+	c.observeLoaded(groupKey(streamPrefix, name), rec.Revision)
 	return rec, rec.Err
 }
 

@@ -22,8 +22,13 @@ func (c *core) open(ctx context.Context) error {
 	if err := c.recoverRevisions(ctx); err != nil {
 		return err
 	}
-	if err := c.cleanStaged(ctx); err != nil {
-		return err
+	// A store shared by replicas (etcd with fences) leaves each group's
+	// staged writes to the group's owner: it finishes them at its first
+	// save after loading the group, and this replica may not write them.
+	if !c.shared {
+		if err := c.cleanStaged(ctx); err != nil {
+			return err
+		}
 	}
 	if layout == 1 {
 		if err := c.migrate(ctx); err != nil {

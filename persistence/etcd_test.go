@@ -1,0 +1,225 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// etcdEngine runs stores on one real 3-member etcd cluster, each store
+// under a key prefix of its own.
+func etcdEngine(t *testing.T) engine {
+	c := etcdtest.NewCluster(t)
+	cli, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	open := func(t *testing.T, prefix string) *EtcdStore {
+		t.Helper()
+		s, err := OpenEtcd(context.Background(), EtcdOptions{Client: cli, Prefix: prefix, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatalf("open etcd store %s: %v", prefix, err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	return engine{
+		name: "etcd",
+		open: func(t *testing.T) Store {
+			return open(t, fmt.Sprintf("/test/%d/", n.Add(1)))
+		},
+		reopen: func(t *testing.T, s Store) Store {
+			es := s.(*EtcdStore)
+			if err := es.Close(); err != nil {
+				t.Fatalf("close before reopen: %v", err)
+			}
+			return open(t, es.etcd.opts.Prefix)
+		},
+	}
+}
+
+// TestContractEtcd runs the store contract against a real etcd cluster.
+func TestContractEtcd(t *testing.T) {
+	e := etcdEngine(t)
+	for _, c := range contractCases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, e) })
+	}
+}
+
+// fences is a test double of the cluster's owner keys: unit → owner key
+// and its create revision, as this replica believes it holds them.
+type fences map[string][2]any
+
+func (f fences) lookup(unit string) (string, int64, bool) {
+	v, ok := f[unit]
+	if !ok {
+		return "", 0, false
+	}
+	return v[0].(string), v[1].(int64), true
+}
+
+// Two replicas share one etcd store: each writes only the groups whose
+// owner key it holds; a write after its key was deleted and created anew by
+// the other is refused with ErrNotOwner, nothing is written, the store
+// stays usable, and revisions and epochs never go back.
+func TestEtcdFencedWrites(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	cli, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	claim := func(key string) int64 {
+		t.Helper()
+		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, "x")).Commit()
+		if err != nil || !resp.Succeeded {
+			t.Fatalf("claim %s: %v %v", key, resp, err)
+		}
+		return resp.Header.Revision
+	}
+	const owner = "/owners/group/orders/billing"
+	aFences, bFences := fences{}, fences{}
+	open := func(f fences) *EtcdStore {
+		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: "/data/", Fence: f.lookup, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(aFences), open(bFences)
+
+	g := richGroup("orders", "billing")
+	if _, err := a.SaveGroup(ctx, g, nil, 0); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("write without an owner key: %v, want ErrNotOwner", err)
+	}
+	aFences[GroupUnit("orders", "billing")] = [2]any{owner, claim(owner)}
+	rev1, err := a.SaveGroup(ctx, g, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Ownership moves: a's key goes (lease lapsed), b claims anew and
+	// loads the group, continuing its epochs.
+	if _, err := cli.Delete(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	bFences[GroupUnit("orders", "billing")] = [2]any{owner, claim(owner)}
+	rec, err := b.LoadGroup(ctx, "orders", "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Group.GroupEpoch++
+	rev2, err := b.SaveGroup(ctx, rec.Group, nil, rec.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev2 <= rev1 {
+		t.Fatalf("revision went back: %d after %d", rev2, rev1)
+	}
+
+	// The deposed a still believes it owns the group: its write is refused.
+	stale := durable(g)
+	stale.GroupEpoch = 1
+	if _, err := a.SaveGroup(ctx, stale, nil, rev1); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("deposed owner's write: %v, want ErrNotOwner", err)
+	}
+	got, err := b.LoadGroup(ctx, "orders", "billing")
+	if err != nil || got.Group.GroupEpoch != 43 || got.Revision != rev2 {
+		t.Fatalf("after the refused write: %+v %v; want epoch 43 at revision %d", got.Group, err, rev2)
+	}
+	// a is not failed: it still writes what it owns and appends audit.
+	aFences[GroupUnit("orders", "other")] = [2]any{"/owners/o", claim("/owners/o")}
+	if _, err := a.SaveGroup(ctx, &assign.Group{StreamPrefix: "orders", Name: "other"}, nil, 0); err != nil {
+		t.Fatalf("a's write of a group it owns after a refusal: %v", err)
+	}
+
+	// Ownership comes back to a: it loads b's snapshot and goes on from it
+	// (its own cached revision must not win).
+	if _, err := cli.Delete(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	aFences[GroupUnit("orders", "billing")] = [2]any{owner, claim(owner)}
+	back, err := a.LoadGroup(ctx, "orders", "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Group.GroupEpoch++
+	rev3, err := a.SaveGroup(ctx, back.Group, nil, back.Revision)
+	if err != nil {
+		t.Fatalf("write after ownership came back: %v", err)
+	}
+	if rev3 <= rev2 || back.Group.GroupEpoch != 44 {
+		t.Fatalf("revision %d after %d, epoch %d", rev3, rev2, back.Group.GroupEpoch)
+	}
+}
+
+// Replicas appending audit entries at once never overwrite each other's.
+func TestEtcdAuditFromTwoReplicas(t *testing.T) {
+	e := etcdEngine(t)
+	a := e.open(t)
+	b, err := OpenEtcd(context.Background(), EtcdOptions{Client: rawKV(a).(*etcdKV).opts.Client, Prefix: rawKV(a).(*etcdKV).opts.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const each = 20
+	errs := make(chan error, 2*each)
+	for _, s := range []Store{a, b} {
+		go func() {
+			for i := range each {
+				_, err := s.AppendAudit(context.Background(), auditEntry(i, "orders"))
+				errs <- err
+			}
+		}()
+	}
+	for range 2 * each {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := a.ListAudit(context.Background(), AuditQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2*each {
+		t.Fatalf("%d audit entries, want %d", len(list), 2*each)
+	}
+}
+
+// With etcd's quorum lost a write fails (its outcome unknown) within the
+// request timeout instead of hanging.
+func TestEtcdWriteWithoutQuorumFails(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	cli, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenEtcd(context.Background(), EtcdOptions{Client: cli, Prefix: "/q/", Timeout: 2 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, m := range c.Members[1:] {
+		if err := m.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	_, err = s.SaveGroup(context.Background(), &assign.Group{StreamPrefix: "orders", Name: "g"}, nil, 0)
+	if err == nil {
+		t.Fatal("write succeeded without quorum")
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("write without quorum took %v", d)
+	}
+}
