@@ -76,6 +76,8 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"GET", "/metrics", "", r, 200},
 		{"GET", "/actuator/prometheus", "", r, 200},
 		{"GET", "/openapi.yaml", "", 0, 200},
+		{"GET", "/healthz", "", 0, 200},
+		{"GET", "/readyz", "", 0, 200},
 		{"GET", "/console", "", 0, 200},
 		{"GET", "/console/app.js", "", 0, 200},
 	}

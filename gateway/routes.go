@@ -79,6 +79,9 @@ func (s *server) routes() []route {
 		{http.MethodGet, "/metrics", metricsPerm, "", s.metricsHandler},
 		{http.MethodGet, "/actuator/prometheus", metricsPerm, "", s.metricsHandler},
 		{http.MethodGet, "/openapi.yaml", 0, "", serveOpenAPI},
+		// Probes need no credentials and answer no details.
+		{http.MethodGet, "/healthz", 0, "", healthz},
+		{http.MethodGet, "/readyz", 0, "", s.readyz},
 		// The console page needs no credentials: every call it makes
 		// carries the token its sign-in obtained.
 		{http.MethodGet, "/console", 0, "", consolePage},

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -48,6 +49,10 @@ type Options struct {
 	LoginFailureWindow       time.Duration
 	// Now is the clock of the rate limiters. Default time.Now.
 	Now func() time.Time
+	// Ready is an extra readiness check of GET /readyz, beside the
+	// coordinator's own (store, Redis): in cluster mode, whether this
+	// replica holds what it must to serve. Nil: none.
+	Ready func(ctx context.Context) error
 }
 
 type server struct {

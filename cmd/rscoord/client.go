@@ -32,9 +32,13 @@ type Client struct {
 }
 
 // NewClient returns a client for the coordinator at server (an http or https
-// URL, optionally with a path prefix). Each request is bounded by timeout;
-// zero means no bound beyond the caller's context.
+// URL, optionally with a path prefix, or host:port for http://host:port).
+// Each request is bounded by timeout; zero means no bound beyond the
+// caller's context.
 func NewClient(server string, timeout time.Duration) (*Client, error) {
+	if !strings.Contains(server, "://") && server != "" {
+		server = "http://" + server
+	}
 	u, err := url.Parse(server)
 	if err != nil {
 		return nil, fmt.Errorf("server URL %q: %w", server, err)
@@ -100,7 +104,15 @@ func (e *APIError) Error() string {
 // A 2xx answer is decoded into out when out is not nil and returned raw, for
 // --json. Any other answer is returned as an *APIError.
 func (c *Client) Do(ctx context.Context, method string, segments []string, in, out any) ([]byte, error) {
+	return c.DoQuery(ctx, method, segments, nil, in, out)
+}
+
+// DoQuery is [Client.Do] with query parameters.
+func (c *Client) DoQuery(ctx context.Context, method string, segments []string, query url.Values, in, out any) ([]byte, error) {
 	target := c.url(segments)
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)

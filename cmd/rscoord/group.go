@@ -14,6 +14,8 @@ import (
 type GroupCmd struct {
 	AdminFlags `embed:""`
 
+	List        GroupListCmd        `cmd:"" help:"List consumer groups, of every stream or of one."`
+	Create      GroupCreateCmd      `cmd:"" help:"Register a consumer group (and its stream, when missing)."`
 	Get         GroupGetCmd         `cmd:"" help:"Show a consumer group and its members' target and current shard counts."`
 	Delete      GroupDeleteCmd      `cmd:"" help:"Delete a consumer group."`
 	Members     GroupMembersCmd     `cmd:"" help:"List the members of a consumer group."`

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -19,18 +17,24 @@ type HashPasswordCmd struct {
 	Cost int `default:"10" help:"bcrypt cost (4..31); each step doubles the time of every check."`
 }
 
-// Run hashes the password read from stdin.
-func (h *HashPasswordCmd) Run(in io.Reader, out io.Writer) error {
+// Run hashes the password: typed twice without echo on a terminal, else
+// the first line of stdin.
+func (h *HashPasswordCmd) Run(in io.Reader, out io.Writer, stderr stderrWriter) error {
 	if h.Cost < bcrypt.MinCost || h.Cost > bcrypt.MaxCost {
 		return fmt.Errorf("hash-password: --cost %d is outside %d..%d", h.Cost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
-	line, err := bufio.NewReader(io.LimitReader(in, 4096)).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("hash-password: read stdin: %w", err)
+	password, err := readSecret(in, stderr, "Password: ")
+	if err != nil {
+		return fmt.Errorf("hash-password: %w", err)
 	}
-	password := strings.TrimRight(line, "\r\n")
-	if password == "" {
-		return errors.New("hash-password: no password on stdin (e.g. printf %s \"$PW\" | rscoord hash-password)")
+	if isTerminal(in) {
+		again, err := readSecret(in, stderr, "Again: ")
+		if err != nil {
+			return fmt.Errorf("hash-password: %w", err)
+		}
+		if again != password {
+			return errors.New("hash-password: the two passwords differ")
+		}
 	}
 	hash, err := auth.HashPassword(password, h.Cost)
 	if err != nil {

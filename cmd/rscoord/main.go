@@ -2,10 +2,14 @@
 // admin CLI.
 //
 //	rscoord serve                       run the coordinator
-//	rscoord stream create|scale|rollback|migrations|status  manage streams
-//	rscoord group get|delete|members|assignments
-//	rscoord hash-password               bcrypt a password from stdin
-//	rscoord version
+//	rscoord stream list|create|scale|rollback|migrations|complete|status
+//	rscoord group list|create|get|delete|members|assignments
+//	rscoord shards|offsets|messages     read shard streams through the coordinator
+//	rscoord audit                       page through the audit log
+//	rscoord login|logout                keep a token for later commands
+//	rscoord completion bash|zsh|fish    print a shell completion script
+//	rscoord hash-password               bcrypt a password (no echo on a terminal)
+//	rscoord version, rscoord --version
 //
 // The admin commands talk to a running coordinator over its HTTP API
 // (/coord/v1, docs/protocol.md §5), with --user/--password or --token
@@ -17,6 +21,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,23 +51,33 @@ var version string
 
 // CLI is the root command line of rscoord.
 type CLI struct {
-	Serve   ServeCmd   `cmd:"" help:"Run the coordinator server."`
-	Stream  StreamCmd  `cmd:"" help:"Create, scale and inspect streams."`
-	Group   GroupCmd   `cmd:"" help:"Inspect and delete consumer groups."`
-	Version VersionCmd `cmd:"" help:"Print the version of this binary and the protocol versions it speaks."`
+	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
-	HashPassword HashPasswordCmd `cmd:"" name:"hash-password" help:"Read a password from stdin and print its bcrypt hash, for the --users file."`
+	Serve    ServeCmd    `cmd:"" help:"Run the coordinator server."`
+	Stream   StreamCmd   `cmd:"" help:"Create, scale and inspect streams."`
+	Group    GroupCmd    `cmd:"" help:"Create, inspect and delete consumer groups."`
+	Shards   ShardsCmd   `cmd:"" help:"Show every shard of a group as Redis has it: length, pending, lag, owners."`
+	Offsets  OffsetsCmd  `cmd:"" help:"Show where a consumer group stands on every shard."`
+	Messages MessagesCmd `cmd:"" help:"Page through the entries of one shard (nothing is delivered or acknowledged)."`
+	Audit    AuditCmd    `cmd:"" help:"Page through the audit log of admin mutations, newest first."`
+	Login    LoginCmd    `cmd:"" help:"Log in and save the token (mode 0600, under the user's config directory) for later commands."`
+	Logout   LogoutCmd   `cmd:"" help:"Forget the token saved for --server."`
+	Version  VersionCmd  `cmd:"" help:"Print the version of this binary and the protocol versions it speaks."`
+
+	Completion   CompletionCmd   `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
+	HashPassword HashPasswordCmd `cmd:"" name:"hash-password" help:"Print the bcrypt hash of a password, for the --users file; reads it without echo on a terminal, else from stdin."`
 }
 
-// AdminFlags are the flags shared by every admin command (stream and group).
+// AdminFlags are the flags shared by every command that talks to a
+// coordinator.
 type AdminFlags struct {
-	Server  string        `default:"http://127.0.0.1:8080" env:"RSCOORD_SERVER" help:"Base URL of the coordinator."`
+	Server  string        `default:"http://127.0.0.1:8080" env:"RSCOORD_SERVER" help:"Coordinator: a base URL, or host:port for http://host:port."`
 	JSON    bool          `name:"json" help:"Print the JSON answer instead of a table."`
 	Timeout time.Duration `default:"10s" help:"Bound on each request to the coordinator (0: none)."`
 
 	User     string `env:"RSCOORD_USER" help:"User name sent with Basic credentials."`
 	Password string `env:"RSCOORD_PASSWORD" help:"Password of --user (prefer the environment variable: ps shows flags)."`
-	Token    string `env:"RSCOORD_TOKEN" help:"Bearer token from /auth/login, instead of --user/--password."`
+	Token    string `env:"RSCOORD_TOKEN" help:"Bearer token from /auth/login, instead of --user/--password (default: the token rscoord login saved for --server)."`
 }
 
 // authorization is the Authorization header the flags ask for: Bearer
@@ -92,6 +107,8 @@ type Admin struct {
 	Out io.Writer
 	// JSON selects JSON output instead of tables.
 	JSON bool
+	// Tokens holds the logins saved by "rscoord login".
+	Tokens tokenStore
 }
 
 // ProvideAdmin builds the [Admin] that kong injects into the Run method of
@@ -104,7 +121,22 @@ func (f *AdminFlags) ProvideAdmin(out io.Writer) (*Admin, error) {
 	if client.authorization, err = f.authorization(); err != nil {
 		return nil, err
 	}
-	return &Admin{Client: client, Out: out, JSON: f.JSON}, nil
+	tokens, err := defaultTokenStore()
+	if err != nil {
+		return nil, err
+	}
+	if client.authorization == "" {
+		// No credentials given: use the token "rscoord login" saved for
+		// this server, if it has not expired.
+		saved, ok, err := tokens.lookup(client.base, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			client.authorization = "Bearer " + saved.AccessToken
+		}
+	}
+	return &Admin{Client: client, Out: out, JSON: f.JSON, Tokens: tokens}, nil
 }
 
 // VersionCmd prints build and protocol versions.
@@ -178,6 +210,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // the exit code. Input comes from stdin (hash-password); output goes to
 // stdout; errors, one line each, to stderr.
 func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	if len(args) == 0 {
+		// A bare rscoord shows what it can do.
+		args = []string{"--help"}
+	}
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("rscoord"),
@@ -185,10 +221,11 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitRequest{code}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.Vars{"requester": defaultRequester()},
+		kong.Vars{"requester": defaultRequester(), "version": "rscoord " + buildVersion()},
 		kong.BindTo(ctx, (*context.Context)(nil)),
 		kong.BindTo(stdout, (*io.Writer)(nil)),
 		kong.BindTo(stdin, (*io.Reader)(nil)),
+		kong.Bind(stderrWriter{stderr}),
 	)
 	if err != nil {
 		// The grammar is ours: a failure here is a programming error.
@@ -210,10 +247,54 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return exitUsage
 	}
 	if err := kctx.Run(); err != nil {
-		fmt.Fprintf(stderr, "rscoord: %s\n", errorLine(err))
+		if jsonRequested(kctx) {
+			writeJSONError(stderr, err)
+		} else {
+			fmt.Fprintf(stderr, "rscoord: %s\n", errorLine(err))
+		}
 		return exitError
 	}
 	return exitOK
+}
+
+// jsonRequested reports whether the command line selected --json.
+func jsonRequested(kctx *kong.Context) bool {
+	for _, f := range kctx.Flags() {
+		if f.Name == "json" {
+			on, _ := kctx.FlagValue(f).(bool)
+			return on
+		}
+	}
+	return false
+}
+
+// jsonError is how a failure is printed under --json: the server's error
+// body (docs/protocol.md §3) with its HTTP status, or errorCode CLI_ERROR
+// for a failure before or outside any answer.
+type jsonError struct {
+	HTTPStatus int                `json:"httpStatus,omitempty"`
+	Status     string             `json:"status,omitempty"`
+	ErrorCode  protocol.ErrorCode `json:"errorCode"`
+	Message    string             `json:"message"`
+	RetryAfter string             `json:"retryAfter,omitempty"`
+}
+
+// writeJSONError prints err as one JSON line on w.
+func writeJSONError(w io.Writer, err error) {
+	out := jsonError{ErrorCode: "CLI_ERROR", Message: errorLine(err)}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		out = jsonError{HTTPStatus: apiErr.StatusCode, Status: apiErr.Body.Status, ErrorCode: apiErr.Body.ErrorCode,
+			Message: apiErr.Body.Message, RetryAfter: apiErr.RetryAfter}
+		if out.ErrorCode == "" {
+			out.ErrorCode = "HTTP_ERROR"
+		}
+		if out.Status == "" {
+			out.Status = protocol.StatusName(apiErr.StatusCode)
+		}
+	}
+	raw, _ := json.Marshal(out) // a struct of strings and ints always encodes
+	fmt.Fprintf(w, "%s\n", raw)
 }
 
 // errorLine is the one-line message of a failed command. An HTTP error is

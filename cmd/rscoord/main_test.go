@@ -214,7 +214,7 @@ func TestUsage(t *testing.T) {
 				"group get", "group delete", "group members", "group assignments", "version"}},
 		{name: "command help shows admin flags", args: []string{"group", "members", "--help"}, wantCode: 0,
 			wantOut: []string{"<prefix>", "<group>", "--server", "RSCOORD_SERVER", "--json", "--timeout=10s"}},
-		{name: "no command", args: nil, wantCode: exitUsage, wantErr: "rscoord: "},
+		{name: "no command shows help", args: nil, wantCode: 0, wantOut: []string{"Usage: rscoord", "stream list", "login", "completion"}},
 		{name: "unknown command", args: []string{"nope"}, wantCode: exitUsage, wantErr: "nope"},
 		{name: "missing argument", args: []string{"group", "get", "orders"}, wantCode: exitUsage, wantErr: "<group>"},
 		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: []string{"rscoord ", "protocol versions 1..1"}},
@@ -257,7 +257,7 @@ func TestServerFromEnv(t *testing.T) {
 }
 
 func TestBadServerFlag(t *testing.T) {
-	for _, server := range []string{"ftp://127.0.0.1:1", "127.0.0.1:8080", "http://", "http://h:1/?q=1"} {
+	for _, server := range []string{"ftp://127.0.0.1:1", "://127.0.0.1:8080", "http://", "http://h:1/?q=1"} {
 		res := runCLI(context.Background(), "group", "get", "orders", "orders", "--server", server)
 		if res.code != exitError || !strings.Contains(res.stderr, "--server") {
 			t.Errorf("--server %q: code %d stderr %q, want %d and a --server error", server, res.code, res.stderr, exitError)

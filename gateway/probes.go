@@ -1,0 +1,46 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Probe answers. They carry no detail on purpose: the probes need no
+// credentials, and why a server is not ready is in /monitoring/health
+// (READ) and in the log.
+const (
+	probeUp       = "UP"
+	probeReady    = "READY"
+	probeNotReady = "NOT_READY"
+)
+
+// readyTimeout bounds one readiness check, so a hung Redis makes the probe
+// answer 503 rather than time out.
+const readyTimeout = 2 * time.Second
+
+// healthz is the liveness probe: the process serves HTTP.
+func healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": probeUp})
+}
+
+// readyz is the readiness probe: 200 when the coordinator can serve (store
+// open, Redis reachable when configured, and Options.Ready, e.g. cluster
+// ownership, satisfied), else 503.
+func (s *server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
+	defer cancel()
+	err := s.coord.Ready(ctx)
+	if err == nil && s.opts.Ready != nil {
+		err = s.opts.Ready(ctx)
+	}
+	if err != nil {
+		s.log.Warn("readiness probe: not ready", slog.Any("error", err))
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": probeNotReady})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": probeReady})
+}
