@@ -616,7 +616,11 @@ func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID str
 	if err != nil {
 		var perr *protocol.Error
 		if errors.As(err, &perr) && (perr.Code == protocol.CodeStreamNotFound || perr.Code == protocol.CodeGroupNotFound) {
-			return assign.UnknownMemberResponse(req, cfg)
+			// Said apart from an unknown member, so that a client can tell
+			// a join that can never succeed from one that can.
+			resp := assign.UnknownMemberResponse(req, cfg)
+			resp.ErrorCode, resp.Message = perr.Code, perr.Message
+			return resp
 		}
 		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		return assign.RetryResponse(req, cfg)

@@ -52,6 +52,10 @@ type groupActor struct {
 	// violation: they only ever grow), newest last, at most maxRegressions.
 	mark        epochMark
 	regressions []string
+	// violations is what the last invariant audit found, and auditedAt
+	// when it ran (see audit).
+	violations int
+	auditedAt  time.Time
 	// rebalanceStart is when the target last changed while the group was
 	// converged; zero while converged. For the rebalance duration metric.
 	rebalanceStart time.Time
@@ -82,7 +86,7 @@ func (a *groupActor) checkEpochs(kind string) {
 		if len(a.regressions) > maxRegressions {
 			a.regressions = a.regressions[1:]
 		}
-		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, len(a.regressions)))
+		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
 	}
 }
 
@@ -178,7 +182,8 @@ func (a *groupActor) start() {
 	a.g, a.revision, a.failed = rec.Group, rec.Revision, nil
 	a.env.failed.forget(a.prefix, a.name)
 	res := assign.Restore(a.g, a.env.now(), a.env.cfg.Group)
-	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, len(a.regressions)))
+	a.audit(res.Changes, true)
+	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
 	a.finish(StepRestore, res)
 }
 
@@ -227,7 +232,9 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 	cfg := a.env.cfg.Group
 	switch {
 	case a.deleted:
-		ctx.Respond(assign.UnknownMemberResponse(req, cfg))
+		resp := assign.UnknownMemberResponse(req, cfg)
+		resp.ErrorCode, resp.Message = protocol.CodeGroupNotFound, "the group was deleted"
+		ctx.Respond(resp)
 		return
 	case a.failed != nil:
 		ctx.Respond(assign.RetryResponse(req, cfg))
@@ -306,7 +313,8 @@ func (a *groupActor) finish(kind string, res assign.Result) {
 	persisted := res.Persist || kind == StepLayout
 	a.env.obs.GroupStep(a.prefix, a.name, GroupStep{Kind: kind, Events: ev, Persisted: persisted})
 	if persisted {
-		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, len(a.regressions)))
+		a.audit(res.Changes, kind == StepLayout)
+		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
 	}
 	a.trackRebalance(ev.Rebalanced)
 	if len(ev.Expired) > 0 || len(ev.Fenced) > 0 || len(ev.Joined) > 0 || len(ev.Left) > 0 || len(ev.Pruned) > 0 {
@@ -318,7 +326,36 @@ func (a *groupActor) finish(kind string, res assign.Result) {
 	if ev.DuplicateMember {
 		a.log().Warn("a second process heartbeats with a live member's id; answered RETRY")
 	}
+	if ev.StaleIncarnation {
+		a.log().Warn("another incarnation heartbeats with a member's id; fenced alone")
+	}
+	if len(ev.Released) > 0 {
+		a.log().Info("shards released after the holder's lease lapsed", slog.Any("members", ev.Released))
+	}
 	a.schedule(res.Next)
+}
+
+// auditInterval is how often, at most, a group's durable steps pay for the
+// full invariant check; in between each step checks only what it changed.
+const auditInterval = 10 * time.Second
+
+// audit keeps the invariant metric honest at the cost of what changed: a
+// step checks the parts it changed (assign.CheckChanged); the whole group
+// is checked (assign.CheckInvariants) when full, when that found something,
+// or when the last full check is older than auditInterval. A group whose
+// steps stop changes nothing, so its last audit stays true.
+func (a *groupActor) audit(changes assign.Changes, full bool) {
+	now := time.Now()
+	if !full && now.Sub(a.auditedAt) < auditInterval {
+		if len(assign.CheckChanged(a.g, changes)) == 0 {
+			return
+		}
+	}
+	v := assign.CheckInvariants(a.g)
+	if len(v) > 0 && len(v) != a.violations {
+		a.log().Error("invariant violated", slog.Any("violations", v))
+	}
+	a.violations, a.auditedAt = len(v), now
 }
 
 // persist writes the group synced: the group record and the parts changes
@@ -398,9 +435,12 @@ func (a *groupActor) delete(force bool) reply {
 	if err := a.unavailable(); err != nil {
 		return reply{err: err}
 	}
-	if n := a.g.LiveMembers(); n > 0 && !force {
+	if n := a.g.HoldingMembers(); n > 0 && !force {
+		// Not only live members: a leaving member that still drains, or a
+		// fenced one whose lease has not lapsed, may still be reading, and
+		// a group registered again would grant its shards at once.
 		return reply{err: protocol.Errorf(protocol.CodeGroupHasActiveMembers,
-			fmt.Sprintf("group %q has %d live members; stop them or delete with force", a.name, n))}
+			fmt.Sprintf("group %q has %d members that are live or still hold shards; stop them or delete with force", a.name, n))}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()

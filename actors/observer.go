@@ -65,13 +65,13 @@ type GroupState struct {
 	InvariantViolations int
 }
 
-// regressions are epoch regressions the actor saw (see groupActor.finish),
-// counted with the state's own invariant violations.
-func groupState(g *assign.Group, regressions int) GroupState {
+// violations are the invariant violations the actor's last audit found
+// plus the epoch regressions it saw (see groupActor.audit).
+func groupState(g *assign.Group, violations int) GroupState {
 	s := GroupState{
 		State: g.State, GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch,
 		MembersByState:      map[protocol.MemberState]int{},
-		InvariantViolations: len(assign.CheckInvariants(g)) + regressions,
+		InvariantViolations: violations,
 	}
 	for _, m := range g.Members {
 		s.MembersByState[m.State]++

@@ -86,3 +86,100 @@ func CheckInvariants(g *Group) []string {
 	}
 	return out
 }
+
+// CheckChanged is [CheckInvariants] restricted to what a step changed (the
+// members c names, and the group-level sets when c.Group): the check the
+// serving path can afford after every durable step. It costs O(members +
+// shards) at most, never O(members × shards), and allocates per changed
+// member only. Violations it cannot see (between two unchanged members)
+// cannot have been caused by the step; a periodic [CheckInvariants] audit
+// covers everything.
+func CheckChanged(g *Group, c Changes) []string {
+	out := []string{}
+	if c.Empty() {
+		return out
+	}
+	if c.Group && !isSet(g.DrainingShards) {
+		out = append(out, fmt.Sprintf("draining shards %v are not a sorted set", g.DrainingShards))
+	}
+	if len(c.Members) == 0 {
+		return out
+	}
+	// Shard → holders and target owners, over every member, in slices
+	// indexed by shard: O(members + shards), no maps.
+	size := 0
+	grow := func(s []int) {
+		if len(s) > 0 && s[len(s)-1]+1 > size {
+			size = s[len(s)-1] + 1
+		}
+	}
+	for id, m := range g.Members {
+		grow(m.Current)
+		grow(m.Revoking)
+		grow(m.Granted)
+		grow(g.Target[id])
+	}
+	holders := make([]uint16, size) // saturating count of members holding
+	grantees := make([]uint16, size)
+	targets := make([]uint16, size)
+	inc := func(v []uint16, s int) {
+		if s >= 0 && s < len(v) && v[s] < 1<<15 {
+			v[s]++
+		}
+	}
+	for id, m := range g.Members {
+		if !isSet(m.Current) || !isSet(m.Revoking) || !isSet(m.Granted) {
+			continue // reported below if m changed, by the audit otherwise
+		}
+		for _, s := range union(union(m.Current, m.Revoking), m.Granted) {
+			inc(holders, s)
+		}
+		for _, s := range m.Granted {
+			inc(grantees, s)
+		}
+		for _, s := range g.Target[id] {
+			inc(targets, s)
+		}
+	}
+	for _, id := range c.Members {
+		m := g.Members[id]
+		if m == nil {
+			out = append(out, fmt.Sprintf("changed member %s is not in the group", id))
+			continue
+		}
+		for i, set := range [][]int{m.Current, m.Revoking, m.Granted, g.Target[id]} {
+			if !isSet(set) {
+				name := [...]string{"current", "revoking", "granted", "target"}[i]
+				out = append(out, fmt.Sprintf("%s set of %s %v is not a sorted set", name, id, set))
+			}
+		}
+		if t := g.Target[id]; len(t) > 0 && !m.State.Live() {
+			out = append(out, fmt.Sprintf("target of %s member %s", m.State, id))
+		}
+		for _, s := range g.Target[id] {
+			if !readable(g, s) {
+				out = append(out, fmt.Sprintf("shard %d in the target of %s is not readable", s, id))
+			}
+			if s >= 0 && s < len(targets) && targets[s] > 1 {
+				out = append(out, fmt.Sprintf("shard %d is in the targets of %s and another member", s, id))
+			}
+		}
+		for _, s := range m.Granted {
+			if s < 0 || s >= len(holders) {
+				continue
+			}
+			if grantees[s] > 1 {
+				out = append(out, fmt.Sprintf("shard %d is granted to %s and another member", s, id))
+			} else if holders[s] > 1 {
+				out = append(out, fmt.Sprintf("shard %d is granted to %s while another member holds it", s, id))
+			}
+		}
+		// A shard m holds that is granted to someone else.
+		for _, s := range union(m.Current, m.Revoking) {
+			if s >= 0 && s < len(grantees) && grantees[s] > 0 && !contains(m.Granted, s) {
+				out = append(out, fmt.Sprintf("shard %d held by %s is granted to another member", s, id))
+			}
+		}
+	}
+	return out
+}

@@ -68,3 +68,30 @@ func TestCheckInvariants(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckChangedAgreesWithTheFullCheck breaks one member of a stable
+// group at a time: the check of what changed finds every violation the full
+// check finds, as long as the broken member is named.
+func TestCheckChangedAgreesWithTheFullCheck(t *testing.T) {
+	breaks := []func(g *Group) string{
+		func(g *Group) string { g.Members["a"].Granted = []int{0, 1, 2, 3}; return "a" },
+		func(g *Group) string { g.Members["b"].Current = []int{3, 1}; return "b" },
+		func(g *Group) string { g.Target["a"] = append(g.Target["a"], 99); return "a" },
+		func(g *Group) string {
+			g.Members["b"].State = protocol.MemberFenced
+			g.Members["a"].Granted = []int{0, 1, 2, 3}
+			return "a"
+		},
+	}
+	for i, br := range breaks {
+		g, _, _ := stable(t, 6, "a", "b")
+		if v := CheckChanged(g, Changes{Group: true, Members: []string{"a", "b"}}); len(v) != 0 {
+			t.Fatalf("case %d: violations before breaking: %v", i, v)
+		}
+		id := br(g)
+		full, changed := CheckInvariants(g), CheckChanged(g, Changes{Members: []string{id}})
+		if len(full) == 0 || len(changed) == 0 {
+			t.Errorf("case %d: full %v, changed-only %v", i, full, changed)
+		}
+	}
+}

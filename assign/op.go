@@ -268,8 +268,14 @@ func (o *op) runAssignor() {
 func (o *op) enforceDeadlines() bool {
 	var check []*Member
 	if o.allDeadlines {
-		for _, id := range sortedIDs(o.g.Members) {
-			check = append(check, o.g.Members[id])
+		// Map order: the outcome does not depend on it (a fence changes
+		// neither targets nor other members), only the order of
+		// Events.Fenced, which is sorted below. No sort of every member id
+		// on each join.
+		for _, m := range o.g.Members {
+			if len(m.Current)+len(m.Revoking) > 0 || !m.RebalanceDeadline.IsZero() {
+				check = append(check, m)
+			}
 		}
 	} else {
 		check = o.touched
@@ -277,6 +283,8 @@ func (o *op) enforceDeadlines() bool {
 	o.allDeadlines = false
 	o.touched = nil
 	fenced := false
+	firstFenced := len(o.ev.Fenced)
+	defer func() { slices.Sort(o.ev.Fenced[firstFenced:]) }()
 	for _, m := range check {
 		if !m.State.Owning() || o.g.Members[m.ID] != m {
 			continue

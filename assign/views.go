@@ -91,12 +91,26 @@ func (g *Group) Assignments() protocol.AssignmentsResponse {
 	current := map[string][]protocol.Shard{}
 	revoking := map[string][]protocol.Shard{}
 	for id, m := range g.Members {
-		if !m.State.Owning() {
+		// A fenced or expired member still holding shards is shown: it may
+		// be reading them until its lease lapses.
+		if !m.State.Owning() && !holds(m) {
 			continue
 		}
-		current[id] = toWire(m.Current)
+		cur := toWire(m.Current)
+		for i := range cur {
+			if s := cur[i].ShardIndex; contains(m.Granted, s) && s < len(g.OwnerEpochs) {
+				cur[i].OwnerEpoch = g.OwnerEpochs[s]
+			}
+		}
+		current[id] = cur
 		if len(m.Revoking) > 0 {
 			revoking[id] = toWire(m.Revoking)
+		}
+	}
+	owners := []protocol.Shard{}
+	for s, e := range g.OwnerEpochs {
+		if e > 0 {
+			owners = append(owners, protocol.Shard{ShardIndex: s, OwnerEpoch: e})
 		}
 	}
 	return protocol.AssignmentsResponse{
@@ -104,6 +118,7 @@ func (g *Group) Assignments() protocol.AssignmentsResponse {
 		CurrentAssignments:  current,
 		RevokeProgress:      revoking,
 		InvariantViolations: CheckInvariants(g),
+		OwnerEpochs:         owners,
 	}
 }
 
@@ -135,6 +150,20 @@ func (g *Group) Consumption() []protocol.ConsumptionRow {
 		}
 	}
 	return out
+}
+
+// HoldingMembers counts the members that are live or still hold, drain
+// or were granted shards (a LEAVING member draining, a FENCED or EXPIRED
+// one whose last lease has not lapsed): while there is one, deleting the
+// group without force is refused (docs/protocol.md, monotonic versions).
+func (g *Group) HoldingMembers() int {
+	n := 0
+	for _, m := range g.Members {
+		if m.State.Live() || holds(m) {
+			n++
+		}
+	}
+	return n
 }
 
 // LiveMembers counts ACTIVE and STARTING members (for DELETE's

@@ -95,6 +95,11 @@ type AssignmentsResponse struct {
 	CurrentAssignments  map[string][]Shard `json:"currentAssignments"`
 	RevokeProgress      map[string][]Shard `json:"revokeProgress"`
 	InvariantViolations []string           `json:"invariantViolations"`
+	// OwnerEpochs (ours) lists every shard that was ever granted with its
+	// current ownership token (ownerEpoch), by shard index. The shards of
+	// currentAssignments carry the same token while their member holds
+	// the grant.
+	OwnerEpochs []Shard `json:"ownerEpochs"`
 }
 
 // ConsumptionResponse answers GET …/consumption.

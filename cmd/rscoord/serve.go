@@ -34,6 +34,7 @@ type ServeCmd struct {
 	RebalanceTimeout     time.Duration `default:"60s" env:"RSCOORD_REBALANCE_TIMEOUT" help:"How long a member may hold revoked shards before it is fenced."`
 	DefaultShards        int           `default:"4" env:"RSCOORD_DEFAULT_SHARDS" help:"Shard count of a stream created without one."`
 	StaleMemberRetention time.Duration `default:"10m" env:"RSCOORD_STALE_MEMBER_RETENTION" help:"How long expired, fenced and left members stay visible."`
+	MaxCorrectionStep    int64         `default:"1000000" env:"RSCOORD_MAX_CORRECTION_STEP" help:"How far past a group's metadataVersion a member's report may move it (a metadata correction); a report further ahead is refused for that member alone."`
 	AutoCreateGroups     bool          `default:"true" negatable:"" env:"RSCOORD_AUTO_CREATE_GROUPS" help:"Register an unknown group of a known stream on its first join."`
 	ShutdownTimeout      time.Duration `default:"30s" env:"RSCOORD_SHUTDOWN_TIMEOUT" help:"How long in-flight requests may take to finish on SIGTERM."`
 	LogLevel             slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written: debug, info, warn or error."`
@@ -124,6 +125,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 			MemberLease:          s.MemberLease,
 			RebalanceTimeout:     s.RebalanceTimeout,
 			StaleMemberRetention: s.StaleMemberRetention,
+			MaxCorrectionStep:    s.MaxCorrectionStep,
 		},
 		DefaultShards:    s.DefaultShards,
 		AutoCreateGroups: s.AutoCreateGroups,

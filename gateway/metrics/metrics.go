@@ -28,6 +28,8 @@ type Metrics struct {
 	fences             prometheus.Counter
 	pruned             prometheus.Counter
 	duplicateMembers   prometheus.Counter
+	staleIncarnations  prometheus.Counter
+	releases           prometheus.Counter
 	rebalances         prometheus.Counter
 	rebalanceDuration  prometheus.Histogram
 	storeWriteDuration *prometheus.HistogramVec
@@ -74,7 +76,9 @@ func New(opts ...Option) *Metrics {
 	m.expirations = counter("rscoord_member_expirations_total", "Members expired after their lease passed.")
 	m.fences = counter("rscoord_member_fences_total", "Members fenced (stale epoch, unauthorized shards, rebalance timeout).")
 	m.pruned = counter("rscoord_member_prunes_total", "Terminal members removed after the retention.")
-	m.duplicateMembers = counter("rscoord_duplicate_member_heartbeats_total", "Join heartbeats naming a live member that already reported (answered RETRY).")
+	m.duplicateMembers = counter("rscoord_duplicate_member_heartbeats_total", "Join heartbeats of another incarnation of a member that still holds its id (answered RETRY).")
+	m.staleIncarnations = counter("rscoord_stale_incarnation_heartbeats_total", "Heartbeats of another incarnation than a member's stored one (fenced alone; the member is untouched).")
+	m.releases = counter("rscoord_member_releases_total", "Members no longer live whose shards were freed when the lease of their last readable answer lapsed.")
 	m.rebalances = counter("rscoord_rebalances_total", "Target assignment changes.")
 	m.rebalanceDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "rscoord_rebalance_duration_seconds", Help: "Time from a target change until the group is STABLE or EMPTY again.",
@@ -147,6 +151,10 @@ func (m *Metrics) GroupStep(_, _ string, step actors.GroupStep) {
 	if ev.DuplicateMember {
 		m.duplicateMembers.Inc()
 	}
+	if ev.StaleIncarnation {
+		m.staleIncarnations.Inc()
+	}
+	m.releases.Add(float64(len(ev.Released)))
 	if ev.Rebalanced {
 		m.rebalances.Inc()
 	}
