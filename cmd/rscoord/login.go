@@ -183,8 +183,22 @@ type LogoutCmd struct {
 	AdminFlags `embed:""`
 }
 
-// Run forgets the token saved for --server.
-func (c *LogoutCmd) Run(a *Admin) error {
+// Run revokes the token saved for --server on the server (POST
+// /auth/logout) and forgets it. A token the server no longer accepts is
+// forgotten all the same.
+func (c *LogoutCmd) Run(ctx context.Context, a *Admin) error {
+	saved, ok, err := a.Tokens.lookup(a.Client.base, time.Now())
+	if err != nil {
+		return fmt.Errorf("logout: %w", err)
+	}
+	if ok {
+		a.Client.authorization = "Bearer " + saved.AccessToken
+		_, err := a.Client.Do(ctx, http.MethodPost, []string{"auth", "logout"}, nil, nil)
+		var apiErr *APIError
+		if err != nil && !(errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized) {
+			return fmt.Errorf("logout: %w (the token is kept; retry)", err)
+		}
+	}
 	found, err := a.Tokens.remove(a.Client.base)
 	if err != nil {
 		return fmt.Errorf("logout: %w", err)
@@ -192,5 +206,5 @@ func (c *LogoutCmd) Run(a *Admin) error {
 	if !found {
 		return printLine(a.Out, "No saved login for %s.", a.Client.base)
 	}
-	return printLine(a.Out, "Forgot the login for %s.", a.Client.base)
+	return printLine(a.Out, "Logged out of %s; the token is revoked and forgotten.", a.Client.base)
 }
