@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/member"
 	"github.com/rscoord/rscoord/protocol"
 )
@@ -20,6 +20,8 @@ import (
 // ConsumerConfig sizes a consumer comparison.
 type ConsumerConfig struct {
 	Coordinator string
+	// Credentials authenticate every call; the zero value sends none.
+	Credentials coordclient.Credentials
 	Redis       redis.UniversalClient
 	// Shards per stream; each phase and round reads a fresh stream.
 	Shards int
@@ -39,7 +41,10 @@ type ConsumerConfig struct {
 // record on the same Redis, both draining a pre-filled stream.
 func RunConsumer(ctx context.Context, cfg ConsumerConfig) (Comparison, error) {
 	cmp := Comparison{Name: "member runtime vs raw XREADGROUP+XACK"}
-	hc := newClient(4)
+	hc, err := newClient(cfg.Coordinator, cfg.Credentials, 4)
+	if err != nil {
+		return cmp, err
+	}
 	defer hc.CloseIdleConnections()
 	for round := range cfg.Rounds {
 		phases := []struct {
@@ -70,8 +75,8 @@ func RunConsumer(ctx context.Context, cfg ConsumerConfig) (Comparison, error) {
 
 // fill creates the stream on the coordinator, its shard keys and consumer
 // group in Redis, and writes the records.
-func fill(ctx context.Context, hc *http.Client, cfg ConsumerConfig, prefix string) error {
-	if err := CreateStream(ctx, hc, cfg.Coordinator, prefix, cfg.Shards); err != nil {
+func fill(ctx context.Context, hc *coordclient.Client, cfg ConsumerConfig, prefix string) error {
+	if err := CreateStream(ctx, hc, prefix, cfg.Shards); err != nil {
 		return err
 	}
 	payload := strings.Repeat("x", 64)
@@ -166,7 +171,7 @@ func consumeMember(ctx context.Context, cfg ConsumerConfig, prefix string) (time
 		return nil
 	}, member.WithCoordinator(cfg.Coordinator), member.WithStream(prefix), member.WithRedis(cfg.Redis),
 		member.WithBaseID("bench"), member.WithMaxWorkers(cfg.Workers), member.WithBatch(cfg.Batch),
-		member.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		member.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), memberAuth(cfg.Credentials))
 	if err != nil {
 		return 0, err
 	}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -27,6 +27,8 @@ const (
 type ConvergeConfig struct {
 	// Server is the coordinator's base URL.
 	Server string
+	// Credentials authenticate every call; the zero value sends none.
+	Credentials coordclient.Credentials `json:"-"`
 	// Prefix names the stream (and its default group); it must not exist.
 	Prefix string
 	// Members is the size of the settled group before each change.
@@ -130,9 +132,12 @@ func RunConverge(ctx context.Context, cfg ConvergeConfig) (ConvergeReport, error
 		cfg.Prefix = "converge"
 	}
 	rep := ConvergeReport{Config: cfg}
-	client := newClient(cfg.Members + cfg.Join*cfg.Rounds + 4)
+	client, err := newClient(cfg.Server, cfg.Credentials, cfg.Members+cfg.Join*cfg.Rounds+4)
+	if err != nil {
+		return rep, err
+	}
 	defer client.CloseIdleConnections()
-	if err := CreateStream(ctx, client, cfg.Server, cfg.Prefix, cfg.Shards); err != nil {
+	if err := CreateStream(ctx, client, cfg.Prefix, cfg.Shards); err != nil {
 		return rep, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
@@ -280,7 +285,7 @@ func (w *convWorld) describe() string {
 }
 
 // loop is one member's heartbeat loop: the first heartbeat after phase.
-func (w *convWorld) loop(ctx context.Context, client *http.Client, cfg ConvergeConfig, m *convMember, phase time.Duration) error {
+func (w *convWorld) loop(ctx context.Context, client *coordclient.Client, cfg ConvergeConfig, m *convMember, phase time.Duration) error {
 	due := time.Now().Add(phase)
 	for {
 		sleepCtx(ctx, time.Until(due))
@@ -300,8 +305,7 @@ func (w *convWorld) loop(ctx context.Context, client *http.Client, cfg ConvergeC
 		req := m.request(time.Now())
 		w.mu.Unlock()
 		sentAt := time.Now()
-		var resp protocol.HeartbeatResponse
-		err := postJSON(ctx, client, memberURL(cfg.Server, cfg.Prefix, m.id), req, &resp)
+		resp, err := client.Heartbeat(ctx, cfg.Prefix, cfg.Prefix, &req)
 		w.mu.Lock()
 		if w.counting {
 			w.rep.Heartbeats++
@@ -374,7 +378,7 @@ func (w *convWorld) claim(holder map[int]string, s int, id string) {
 // leave makes one random live member leave gracefully (package member's
 // rule 13): reads stop, shards drain, then one heartbeat with epoch -1
 // reporting every shard REVOKED.
-func (w *convWorld) leave(ctx context.Context, client *http.Client, cfg ConvergeConfig, rng *rand.Rand) error {
+func (w *convWorld) leave(ctx context.Context, client *coordclient.Client, cfg ConvergeConfig, rng *rand.Rand) error {
 	w.mu.Lock()
 	var live []*convMember
 	for _, m := range w.members {
@@ -403,8 +407,8 @@ func (w *convWorld) leave(ctx context.Context, client *http.Client, cfg Converge
 	w.check() // without the leaver, the others may already be settled
 	w.mu.Unlock()
 	sleepCtx(ctx, cfg.Drain)
-	var resp protocol.HeartbeatResponse
-	if err := postJSON(ctx, client, memberURL(cfg.Server, cfg.Prefix, m.id), req, &resp); err != nil {
+	resp, err := client.Heartbeat(ctx, cfg.Prefix, cfg.Prefix, &req)
+	if err != nil {
 		return err
 	}
 	if resp.Status != protocol.StatusOK {
@@ -429,10 +433,6 @@ func mapKeys[V any](m map[int]V) func(func(int) bool) {
 			}
 		}
 	}
-}
-
-func memberURL(server, prefix, id string) string {
-	return server + protocol.BasePath + "/streams/" + prefix + "/groups/" + prefix + "/members/" + id + "/heartbeat"
 }
 
 // request is the heartbeat the member sends at now; shards whose drain

@@ -4,12 +4,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rscoord/coordclient"
 )
 
 // DataplaneConfig sizes a data-plane comparison. The stream must exist on
 // the coordinator with Shards shards, and its shard keys in Redis.
 type DataplaneConfig struct {
 	Coordinator string
+	// Credentials authenticate every call; the zero value sends none.
+	Credentials coordclient.Credentials
 	Redis       redis.UniversalClient
 	Stream      string
 	Shards      int

@@ -1,18 +1,16 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -20,6 +18,9 @@ import (
 type HeartbeatConfig struct {
 	// Server is the coordinator's base URL, e.g. http://127.0.0.1:8080.
 	Server string
+	// Credentials authenticate every call (the CLI's flags and
+	// environment); the zero value sends none.
+	Credentials coordclient.Credentials `json:"-"`
 	// Groups, Members (per group) and Shards (per stream) size the load.
 	Groups, Members, Shards int
 	// Duration is how long each measured phase runs.
@@ -87,7 +88,10 @@ type PhaseResult struct {
 // the same clients, pacing and duration, alternating over cfg.Rounds.
 func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, error) {
 	cfg.Rounds = max(cfg.Rounds, 1)
-	client := newClient(cfg.Conns)
+	client, err := newClient(cfg.Server, cfg.Credentials, cfg.Conns)
+	if err != nil {
+		return HeartbeatReport{}, err
+	}
 	defer client.CloseIdleConnections()
 	members, err := settle(ctx, client, cfg)
 	if err != nil {
@@ -98,10 +102,16 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, er
 		return HeartbeatReport{}, err
 	}
 	defer stopBase()
+	// Same pool settings and credentials as the coordinator's client.
+	baseClient, err := newClient(baseURL, cfg.Credentials, cfg.Conns)
+	if err != nil {
+		return HeartbeatReport{}, err
+	}
+	defer baseClient.CloseIdleConnections()
 	var notOK atomic.Int64
 	coordinator := func() PhaseResult {
 		return run(ctx, cfg, len(members), func(m int) (bool, error) {
-			resp, err := members[m].beat(ctx, client, cfg.Server)
+			resp, err := members[m].beat(ctx, client)
 			if err != nil {
 				return false, err
 			}
@@ -111,7 +121,7 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, er
 			return true, nil
 		})
 	}
-	base := func() PhaseResult { return baseline(ctx, client, cfg, baseURL, len(members)) }
+	base := func() PhaseResult { return baseline(ctx, baseClient, cfg, len(members)) }
 	rep := HeartbeatReport{Config: cfg}
 	var coordAll, baseAll PhaseResult
 	for r := range cfg.Rounds {
@@ -182,14 +192,23 @@ func run(ctx context.Context, cfg HeartbeatConfig, n int, do func(m int) (bool, 
 	})
 }
 
-func newClient(conns int) *http.Client {
-	return &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, MaxConnsPerHost: conns * 2,
-			IdleConnTimeout: 30 * time.Second,
-		},
+// newClient is a wire-layer client of server for conns concurrent callers.
+func newClient(server string, creds coordclient.Credentials, conns int) (*coordclient.Client, error) {
+	auth, err := creds.Authorization()
+	if err != nil {
+		return nil, err
 	}
+	return coordclient.New([]string{server}, coordclient.Options{
+		Authorization: auth,
+		UserAgent:     "rscoord-bench",
+		HTTPClient: &http.Client{
+			Timeout: 30 * time.Second,
+			Transport: &http.Transport{
+				MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, MaxConnsPerHost: conns * 2,
+				IdleConnTimeout: 30 * time.Second,
+			},
+		},
+	})
 }
 
 // drive runs do from cfg.Conns workers for cfg.Duration and measures it.
@@ -293,7 +312,7 @@ type simMember struct {
 	seq               int
 }
 
-func (m *simMember) beat(ctx context.Context, client *http.Client, server string) (protocol.HeartbeatResponse, error) {
+func (m *simMember) beat(ctx context.Context, client *coordclient.Client) (protocol.HeartbeatResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
@@ -303,9 +322,8 @@ func (m *simMember) beat(ctx context.Context, client *http.Client, server string
 		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 4, AvailableConcurrency: 4},
 		OwnedShards:             m.owned, RevokingShards: m.revoking, ShardProgress: []protocol.ShardProgress{},
 	}
-	url := server + protocol.BasePath + "/streams/" + m.prefix + "/groups/" + m.group + "/members/" + m.id + "/heartbeat"
-	var resp protocol.HeartbeatResponse
-	if err := postJSON(ctx, client, url, req, &resp); err != nil {
+	resp, err := client.Heartbeat(ctx, m.prefix, m.group, &req)
+	if err != nil {
 		return resp, err
 	}
 	switch resp.Status {
@@ -338,45 +356,10 @@ func (m *simMember) beat(ctx context.Context, client *http.Client, server string
 	return resp, nil
 }
 
-func postJSON(ctx context.Context, client *http.Client, url string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	return doJSON(client, req, out)
-}
-
-// doJSON sends req, requires a 2xx and decodes the answer into out (unless
-// out is nil).
-func doJSON(client *http.Client, req *http.Request, out any) error {
-	url := req.URL.String()
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", req.Method, url, resp.StatusCode, raw)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(raw, out)
-}
-
 // settle creates the streams, then joins every member (joinAll).
-func settle(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*simMember, error) {
+func settle(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfig) ([]*simMember, error) {
 	if err := forEach(ctx, cfg.Conns, cfg.Groups, func(g int) error {
-		return CreateStream(ctx, client, cfg.Server, benchPrefix(g), cfg.Shards)
+		return CreateStream(ctx, client, benchPrefix(g), cfg.Shards)
 	}); err != nil {
 		return nil, err
 	}
@@ -385,7 +368,7 @@ func settle(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*s
 
 // joinAll joins cfg's members to their existing streams and heartbeats
 // until each group answers OK with nothing pending to every member.
-func joinAll(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*simMember, error) {
+func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfig) ([]*simMember, error) {
 	var members []*simMember
 	for g := range cfg.Groups {
 		prefix := benchPrefix(g)
@@ -407,7 +390,7 @@ func joinAll(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*
 			go func() {
 				defer func() { <-sem; wg.Done() }()
 				before := len(m.owned)
-				resp, err := m.beat(ctx, client, cfg.Server)
+				resp, err := m.beat(ctx, client)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -432,7 +415,7 @@ func joinAll(ctx context.Context, client *http.Client, cfg HeartbeatConfig) ([]*
 }
 
 // startBaseline serves BaselineHandler on a fresh loopback listener and
-// returns its heartbeat URL.
+// returns its base URL.
 func startBaseline() (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -448,12 +431,12 @@ func startBaseline() (string, func(), error) {
 		srv.Close()
 		<-done
 	}
-	return "http://" + ln.Addr().String() + protocol.BasePath + "/streams/bench/groups/bench/members/m0/heartbeat", stop, nil
+	return "http://" + ln.Addr().String(), stop, nil
 }
 
 // baseline measures BaselineHandler with the same clients, concurrency,
 // pacing and duration as the coordinator phase.
-func baseline(ctx context.Context, client *http.Client, cfg HeartbeatConfig, url string, n int) PhaseResult {
+func baseline(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfig, n int) PhaseResult {
 	req := protocol.HeartbeatRequest{
 		ProtocolVersion: 1, RequestID: "r", MemberID: "m0", MemberEpoch: 5, MetadataVersion: 5,
 		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 4, AvailableConcurrency: 4},
@@ -461,8 +444,8 @@ func baseline(ctx context.Context, client *http.Client, cfg HeartbeatConfig, url
 		ShardProgress: []protocol.ShardProgress{},
 	}
 	return run(ctx, cfg, n, func(int) (bool, error) {
-		var resp protocol.HeartbeatResponse
-		if err := postJSON(ctx, client, url, req, &resp); err != nil {
+		resp, err := client.Heartbeat(ctx, "bench", "bench", &req)
+		if err != nil {
 			return false, err
 		}
 		return resp.Status == protocol.StatusOK, nil

@@ -19,7 +19,7 @@ import (
 // of XADD NOMKSTREAM to the same keys, routed the same way.
 func RunProducer(ctx context.Context, cfg DataplaneConfig) (Comparison, error) {
 	p, err := producer.New(producer.WithCoordinator(cfg.Coordinator), producer.WithStream(cfg.Stream),
-		producer.WithRedis(cfg.Redis))
+		producer.WithRedis(cfg.Redis), producerAuth(cfg.Credentials))
 	if err != nil {
 		return Comparison{}, err
 	}

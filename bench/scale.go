@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -19,6 +20,8 @@ import (
 type ScaleConfig struct {
 	// Server is the coordinator's base URL.
 	Server string
+	// Credentials authenticate every call; the zero value sends none.
+	Credentials coordclient.Credentials
 	// Groups is the number of streams (one default group each); Members
 	// the members in all, spread evenly; Shards the shards per stream.
 	Groups, Members, Shards int
@@ -67,14 +70,17 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleReport, error) {
 		return ScaleReport{}, fmt.Errorf("scale: members (%d) must be a positive multiple of groups (%d)", cfg.Members, cfg.Groups)
 	}
 	rep := ScaleReport{Config: cfg}
-	hb := HeartbeatConfig{Server: cfg.Server, Groups: cfg.Groups, Members: cfg.Members / cfg.Groups,
+	hb := HeartbeatConfig{Server: cfg.Server, Credentials: cfg.Credentials, Groups: cfg.Groups, Members: cfg.Members / cfg.Groups,
 		Shards: cfg.Shards, Conns: cfg.Conns}
-	client := newClient(cfg.Conns)
+	client, err := newClient(cfg.Server, cfg.Credentials, cfg.Conns)
+	if err != nil {
+		return rep, err
+	}
 	defer client.CloseIdleConnections()
 	// The streams first, so that the heap of the empty groups is the
 	// baseline.
 	if err := forEach(ctx, cfg.Conns, cfg.Groups, func(g int) error {
-		return CreateStream(ctx, client, cfg.Server, benchPrefix(g), cfg.Shards)
+		return CreateStream(ctx, client, benchPrefix(g), cfg.Shards)
 	}); err != nil {
 		return rep, err
 	}
@@ -91,7 +97,6 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleReport, error) {
 	client.CloseIdleConnections()
 	rep.HeapMembers = liveHeap()
 	rep.PerMember = (float64(rep.HeapMembers) - float64(rep.HeapGroups)) / float64(rep.Members)
-	server := cfg.Server
 	for range cfg.Restarts {
 		var r RestartResult
 		client.CloseIdleConnections()
@@ -101,13 +106,20 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleReport, error) {
 		}
 		r.Stop = time.Since(t)
 		t = time.Now()
-		if server, err = cfg.Start(ctx); err != nil {
+		server, err := cfg.Start(ctx)
+		if err != nil {
 			return rep, fmt.Errorf("scale: start: %w", err)
 		}
 		r.Start = time.Since(t)
-		if err := forEach(ctx, cfg.Conns, cfg.Groups, func(g int) error {
-			return served(ctx, client, server, benchPrefix(g), hb.Members)
-		}); err != nil {
+		restarted, err := newClient(server, cfg.Credentials, cfg.Conns)
+		if err != nil {
+			return rep, err
+		}
+		err = forEach(ctx, cfg.Conns, cfg.Groups, func(g int) error {
+			return served(ctx, restarted, benchPrefix(g), hb.Members)
+		})
+		restarted.CloseIdleConnections()
+		if err != nil {
 			return rep, fmt.Errorf("scale: after restart: %w", err)
 		}
 		r.Served = time.Since(t)
@@ -128,14 +140,9 @@ func liveHeap() uint64 {
 func benchPrefix(g int) string { return fmt.Sprintf("bench%d", g) }
 
 // served asks for a group until it answers, and checks it has every member.
-func served(ctx context.Context, client *http.Client, server, prefix string, members int) error {
-	url := server + protocol.BasePath + "/streams/" + prefix + "/groups/" + prefix
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
+func served(ctx context.Context, client *coordclient.Client, prefix string, members int) error {
 	var g protocol.GroupResponse
-	if err := doJSON(client, req, &g); err != nil {
+	if _, err := client.Do(ctx, http.MethodGet, coordclient.GroupPath(prefix, prefix), nil, &g); err != nil {
 		return err
 	}
 	if len(g.TargetAssignmentSummary) != members {

@@ -109,6 +109,5 @@
 // # Non-goals
 //
 // Exactly-once processing (delivery is at-least-once), publishing (see
-// package producer), creating streams or Redis consumer groups, and
-// authentication to the coordinator.
+// package producer), and creating streams or Redis consumer groups.
 package member

@@ -299,11 +299,15 @@ func (a *memberActor) send(req protocol.HeartbeatRequest, leave bool) {
 		timeout = max(min(timeout, a.leaveAt-sentAt), 200*time.Millisecond)
 	}
 	root, self, client, hctx, core := a.rs.system.Root, a.self, a.rs.client, a.hbCtx, a.core
+	prefix, group := a.rs.cfg.stream, a.rs.cfg.group
 	a.hbWG.Add(1)
 	go func() {
 		defer a.hbWG.Done()
 		ctx, cancel := context.WithTimeout(hctx, timeout)
-		resp, err := client.heartbeat(ctx, &req)
+		resp, err := client.Heartbeat(ctx, prefix, group, &req)
+		if err != nil {
+			err = fmt.Errorf("heartbeat %s: %w", req.MemberID, err)
+		}
 		cancel()
 		root.Send(self, &answerMsg{core: core, req: req, resp: resp, err: err, sentAt: sentAt, leave: leave})
 	}()

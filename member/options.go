@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -38,7 +37,8 @@ const (
 // config is the checked configuration of a Runtime. Only New writes it;
 // afterwards it is read-only and shared by every goroutine of the Runtime.
 type config struct {
-	coordinator  string // base URL without a trailing slash or BasePath
+	coordinators []string // base URLs as given; checked into client
+	client       *coordclient.Client
 	stream       string
 	group        string
 	rdb          redis.UniversalClient
@@ -65,10 +65,13 @@ type config struct {
 }
 
 // WithCoordinator sets the base URL of the coordinator, e.g.
-// "http://rscoord:8080". The runtime appends the API path (/coord/v1); a
-// URL that already ends with it is accepted. Required; http or https.
-func WithCoordinator(baseURL string) Opt {
-	return optFunc(func(c *config) { c.coordinator = baseURL })
+// "http://rscoord:8080" or "rscoord:8080". The runtime appends the API
+// path (/coord/v1); a URL that already ends with it is accepted. Several
+// URLs (several arguments, or one comma-separated list) are replicas of a
+// coordinator cluster: a heartbeat that cannot connect to one tries the
+// next. Required; http or https.
+func WithCoordinator(baseURLs ...string) Opt {
+	return optFunc(func(c *config) { c.coordinators = baseURLs })
 }
 
 // WithStream sets the stream prefix: shard i is the Redis stream key
@@ -245,11 +248,13 @@ func newConfig(opts []Opt) (config, error) {
 		add("WithBasicAuth and WithBearerToken exclude each other")
 	}
 
-	base, err := coordinatorBase(c.coordinator)
-	if err != nil {
-		errs = append(errs, err)
+	if client, err := coordclient.New(c.coordinators, coordclient.Options{
+		HTTPClient: c.httpClient, Authorization: c.authorization, UserAgent: "rscoord-member",
+	}); err != nil {
+		add("WithCoordinator: %w", err)
+	} else {
+		c.client = client
 	}
-	c.coordinator = base
 	if err := protocol.ValidateStreamPrefix(c.stream); err != nil {
 		add("WithStream: %w", err)
 	}
@@ -291,23 +296,6 @@ func newConfig(opts []Opt) (config, error) {
 		return c, fmt.Errorf("member: invalid options: %w", errors.Join(errs...))
 	}
 	return c, nil
-}
-
-// coordinatorBase checks the coordinator URL and returns it without a
-// trailing slash or API base path.
-func coordinatorBase(raw string) (string, error) {
-	if raw == "" {
-		return "", errors.New("WithCoordinator: the coordinator URL is required")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("WithCoordinator: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("WithCoordinator: %q is not an absolute http or https URL", raw)
-	}
-	base := strings.TrimSuffix(strings.TrimRight(raw, "/"), protocol.BasePath)
-	return strings.TrimRight(base, "/"), nil
 }
 
 // WithBasicAuth sends HTTP Basic credentials to the coordinator on every

@@ -34,8 +34,8 @@ func TestOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rt.cfg.coordinator != "http://h:1" {
-			t.Fatalf("coordinator %q", rt.cfg.coordinator)
+		if got := rt.cfg.client.URLs(); len(got) != 1 || got[0] != "http://h:1" {
+			t.Fatalf("coordinator %q", got)
 		}
 		if got := rt.MemberIDs(); strings.Join(got, ",") != "pod-a-m0,pod-a-m1,pod-a-m2" {
 			t.Fatalf("member ids %v", got)
@@ -50,7 +50,7 @@ func TestOptions(t *testing.T) {
 	}{
 		{"nothing", handler, nil, []string{"WithCoordinator", "WithStream", "WithGroup", "WithRedis"}},
 		{"nil handler", nil, valid, []string{"handler is required"}},
-		{"bad URL", handler, append(valid, WithCoordinator("ftp://x")), []string{"not an absolute http"}},
+		{"bad URL", handler, append(valid, WithCoordinator("ftp://x")), []string{"want host:port"}},
 		{"bad stream", handler, append(valid, WithStream("a{b}")), []string{"WithStream"}},
 		{"bad group", handler, append(valid, WithGroup("a b")), []string{"WithGroup"}},
 		{"bad base id", handler, append(valid, WithBaseID("a/b")), []string{"WithBaseID"}},

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rscoord/rscoord/coordclient"
 )
 
 // Runtime runs the logical members of one process for one stream and
@@ -50,7 +52,7 @@ type runState struct {
 	cfg     *config
 	handler Handler
 	system  *actor.ActorSystem
-	client  *coordClient
+	client  *coordclient.Client
 	acker   *acker
 	hooks   *hooks
 	exits   chan memberExit
@@ -112,13 +114,13 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return log.With(slog.String("component", "protoactor"))
 	}))
 	rs := &runState{
-		cfg: cfg, handler: r.handler, system: system, client: newCoordClient(cfg), acker: ack,
+		cfg: cfg, handler: r.handler, system: system, client: cfg.client, acker: ack,
 		hooks:          &hooks{onAssigned: cfg.onAssigned, onRevoked: cfg.onRevoked, log: log},
 		exits:          make(chan memberExit, cfg.concurrency),
 		requestTimeout: max(cfg.memberLease/3, 500*time.Millisecond),
 		nonce:          strconv.FormatInt(time.Now().UnixMilli(), 36),
 	}
-	log.Info("member runtime starting", slog.String("coordinator", cfg.coordinator),
+	log.Info("member runtime starting", slog.Any("coordinator", cfg.client.URLs()),
 		slog.Any("members", r.MemberIDs()), slog.String("baseIdFrom", cfg.baseIDFrom),
 		slog.Bool("xackdel", ack.native))
 

@@ -2,11 +2,8 @@ package producer
 
 import (
 	"errors"
-	"net/http"
-	"strconv"
-	"strings"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/coordclient"
 )
 
 // Sentinel errors; test with errors.Is.
@@ -29,46 +26,13 @@ var (
 	// ErrInvalidFields: a record's fields are empty or of an unsupported type.
 	ErrInvalidFields = errors.New("invalid record fields")
 	// ErrStreamNotFound matches a CoordinatorError with STREAM_NOT_FOUND.
-	ErrStreamNotFound = errors.New("stream not found")
+	ErrStreamNotFound = coordclient.ErrStreamNotFound
 	// ErrGroupNotFound matches a CoordinatorError with GROUP_NOT_FOUND.
-	ErrGroupNotFound = errors.New("consumer group not found")
+	ErrGroupNotFound = coordclient.ErrGroupNotFound
 )
 
 // CoordinatorError is a non-2xx answer of the coordinator, decoded from its
-// error body (docs/protocol.md §3). errors.Is matches ErrStreamNotFound and
-// ErrGroupNotFound by error code.
-type CoordinatorError struct {
-	// StatusCode is the HTTP status, e.g. 404.
-	StatusCode int
-	// Body is the decoded error body; when the answer was not a §3 body,
-	// ErrorCode is empty and Message holds the start of what was answered.
-	Body protocol.ErrorBody
-	// RetryAfter is the Retry-After header of a 429 or 503, if any.
-	RetryAfter string
-}
-
-// Error reads "404 STREAM_NOT_FOUND: Stream not found".
-func (e *CoordinatorError) Error() string {
-	var b strings.Builder
-	b.WriteString(strconv.Itoa(e.StatusCode))
-	if e.Body.ErrorCode != "" {
-		b.WriteString(" " + string(e.Body.ErrorCode))
-	} else if text := http.StatusText(e.StatusCode); text != "" {
-		b.WriteString(" " + text)
-	}
-	if e.Body.Message != "" {
-		b.WriteString(": " + e.Body.Message)
-	}
-	return b.String()
-}
-
-// Is matches ErrStreamNotFound and ErrGroupNotFound by error code.
-func (e *CoordinatorError) Is(target error) bool {
-	switch target {
-	case ErrStreamNotFound:
-		return e.Body.ErrorCode == protocol.CodeStreamNotFound
-	case ErrGroupNotFound:
-		return e.Body.ErrorCode == protocol.CodeGroupNotFound
-	}
-	return false
-}
+// error body (docs/protocol.md §3): the one error type of the coordinator
+// wire layer. errors.Is matches ErrStreamNotFound and ErrGroupNotFound by
+// error code; RetryAfter is the Retry-After of a 429 or 503.
+type CoordinatorError = coordclient.Error

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -36,7 +35,7 @@ func (f optFunc) apply(c *config) { f(c) }
 
 // config is what the options set; New validates it as a whole.
 type config struct {
-	coordinator     string
+	coordinators    []string
 	prefix          string
 	group           string
 	redis           redis.UniversalClient
@@ -68,10 +67,13 @@ func defaultConfig() config {
 }
 
 // WithCoordinator sets the coordinator's base URL, e.g.
-// "http://127.0.0.1:8080" (required; http or https, no query; a trailing
-// slash is ignored). The producer appends /coord/v1/… itself.
-func WithCoordinator(baseURL string) Opt {
-	return optFunc(func(c *config) { c.coordinator = strings.TrimRight(baseURL, "/") })
+// "http://127.0.0.1:8080" or "127.0.0.1:8080" (required; http or https, no
+// query; a trailing slash is ignored). The producer appends /coord/v1/…
+// itself. Several URLs (arguments, or one comma-separated list) are
+// replicas of a coordinator cluster: a fetch that cannot connect to one
+// tries the next.
+func WithCoordinator(baseURLs ...string) Opt {
+	return optFunc(func(c *config) { c.coordinators = baseURLs })
 }
 
 // WithStream sets the stream prefix to publish to, e.g. "orders" (required;
@@ -164,12 +166,10 @@ func (c *config) validate() error {
 	if c.authSet > 1 {
 		errs = append(errs, errors.New("WithBasicAuth and WithBearerToken exclude each other"))
 	}
-	if c.coordinator == "" {
+	if len(c.coordinators) == 0 {
 		errs = append(errs, errors.New("WithCoordinator is required"))
-	} else if u, err := url.Parse(c.coordinator); err != nil {
-		errs = append(errs, fmt.Errorf("WithCoordinator(%q): %w", c.coordinator, err))
-	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		errs = append(errs, fmt.Errorf("WithCoordinator(%q): want http://host:port or https://host:port, no query", c.coordinator))
+	} else if _, err := coordclient.ParseURLs(c.coordinators...); err != nil {
+		errs = append(errs, fmt.Errorf("WithCoordinator: %w", err))
 	}
 	if c.prefix == "" {
 		errs = append(errs, errors.New("WithStream is required"))

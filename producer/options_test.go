@@ -35,7 +35,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"bad names and url", []producer.Opt{
 			producer.WithCoordinator("ftp://x"), producer.WithStream("or{ders}"),
 			producer.WithGroup("g/1"), producer.WithRedis(nil),
-		}, []string{"WithCoordinator(\"ftp://x\")", "WithStream", "WithGroup", "WithRedis: client is nil"}},
+		}, []string{`coordinator URL "ftp://x"`, "WithStream", "WithGroup", "WithRedis: client is nil"}},
 		{"timing", append(valid,
 			producer.WithRefreshInterval(time.Millisecond), producer.WithFetchTimeout(0)),
 			[]string{"WithRefreshInterval(1ms)", "WithFetchTimeout(0s)"}},

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rscoord/rscoord/coordclient"
 )
 
 // closeWait bounds how long Close waits for the refresher to return.
@@ -26,7 +27,7 @@ const (
 // when done. Its methods are safe for concurrent use.
 type Producer struct {
 	cfg     config
-	http    *http.Client
+	client  *coordclient.Client
 	ownHTTP bool // the HTTP client is ours: Close closes its idle connections
 	log     *slog.Logger
 
@@ -51,7 +52,9 @@ type Producer struct {
 func New(opts ...Opt) (*Producer, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o.apply(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -59,19 +62,21 @@ func New(opts ...Opt) (*Producer, error) {
 	if cfg.group == "" {
 		cfg.group = cfg.prefix
 	}
-	p := &Producer{
+	client, err := coordclient.New(cfg.coordinators, coordclient.Options{
+		HTTPClient: cfg.httpClient, Authorization: cfg.authorization, UserAgent: "rscoord-producer",
+		MaxResponseBytes: maxRoutingBytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("producer: %w", err)
+	}
+	return &Producer{
 		cfg:      cfg,
-		http:     cfg.httpClient,
+		client:   client,
+		ownHTTP:  cfg.httpClient == nil,
 		log:      cfg.logger.With("stream", cfg.prefix, "group", cfg.group),
 		fetching: make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
-	}
-	if p.http == nil {
-		transport := http.DefaultTransport.(*http.Transport).Clone()
-		p.http = &http.Client{Transport: transport}
-		p.ownHTTP = true
-	}
-	return p, nil
+	}, nil
 }
 
 // Start fetches the routing and starts the background refresher. It fails
@@ -132,7 +137,7 @@ func (p *Producer) Close() {
 		}
 	}
 	if p.ownHTTP {
-		p.http.CloseIdleConnections()
+		p.client.CloseIdleConnections()
 	}
 }
 

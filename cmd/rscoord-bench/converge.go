@@ -14,6 +14,7 @@ import (
 // ConvergeCmd runs bench.RunConverge.
 type ConvergeCmd struct {
 	Server    string        `help:"Coordinator base URL; empty starts one in this process."`
+	Creds     Credentials   `embed:""`
 	Members   int           `default:"10" help:"Members of the settled group."`
 	Shards    int           `default:"900" help:"Shards of the stream."`
 	Join      int           `default:"0" help:"Members that join per round."`
@@ -31,6 +32,10 @@ func (c *ConvergeCmd) Run(ctx context.Context, out io.Writer) error {
 	if c.Join <= 0 && c.Leave <= 0 {
 		c.Join = 1
 	}
+	creds, err := c.Creds.wire()
+	if err != nil {
+		return err
+	}
 	server := c.Server
 	if server == "" {
 		co, err := startCoordinator(ctx, assign.Config{HeartbeatInterval: c.Heartbeat, ReconcileInterval: c.Reconcile})
@@ -40,7 +45,7 @@ func (c *ConvergeCmd) Run(ctx context.Context, out io.Writer) error {
 		defer co.stop(ctx)
 		server = co.url
 	}
-	rep, err := bench.RunConverge(ctx, bench.ConvergeConfig{Server: server, Members: c.Members, Shards: c.Shards,
+	rep, err := bench.RunConverge(ctx, bench.ConvergeConfig{Server: server, Credentials: creds, Members: c.Members, Shards: c.Shards,
 		Join: c.Join, Leave: c.Leave, Rounds: c.Rounds, Drain: c.Drain, Seed: c.Seed})
 	if err != nil {
 		return fmt.Errorf("converge bench: %w", err)

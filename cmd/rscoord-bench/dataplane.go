@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 
@@ -18,19 +17,24 @@ import (
 
 // DataplaneCmd runs bench.RunProducer and bench.RunConsumer.
 type DataplaneCmd struct {
-	Server  string `help:"Coordinator base URL; empty starts one in this process."`
-	Redis   string `help:"Redis addresses, comma-separated (several: a cluster); empty starts a redis-server."`
-	Shards  int    `default:"8" help:"Shards of the benchmark streams."`
-	Records int    `default:"50000" help:"Records per phase and round."`
-	Batch   int    `default:"64" help:"Records per pipeline / XREADGROUP COUNT."`
-	Conns   int    `default:"4" help:"Concurrent publishers."`
-	Workers int    `default:"4" help:"Consumer workers (member runtimeMaxConcurrency and raw goroutines)."`
-	Rounds  int    `default:"4" help:"Rounds; the order of subject and baseline alternates."`
-	JSON    bool   `name:"json" help:"Print the report as JSON."`
+	Server  string      `help:"Coordinator base URL; empty starts one in this process."`
+	Creds   Credentials `embed:""`
+	Redis   string      `help:"Redis addresses, comma-separated (several: a cluster); empty starts a redis-server."`
+	Shards  int         `default:"8" help:"Shards of the benchmark streams."`
+	Records int         `default:"50000" help:"Records per phase and round."`
+	Batch   int         `default:"64" help:"Records per pipeline / XREADGROUP COUNT."`
+	Conns   int         `default:"4" help:"Concurrent publishers."`
+	Workers int         `default:"4" help:"Consumer workers (member runtimeMaxConcurrency and raw goroutines)."`
+	Rounds  int         `default:"4" help:"Rounds; the order of subject and baseline alternates."`
+	JSON    bool        `name:"json" help:"Print the report as JSON."`
 }
 
 // Run runs both comparisons and prints them.
 func (d *DataplaneCmd) Run(ctx context.Context, out io.Writer) error {
+	creds, err := d.Creds.wire()
+	if err != nil {
+		return err
+	}
 	server := d.Server
 	if server == "" {
 		c, err := startCoordinator(ctx, assign.Config{})
@@ -49,18 +53,24 @@ func (d *DataplaneCmd) Run(ctx context.Context, out io.Writer) error {
 
 	const stream = "bench-producer"
 	shards := d.Shards
-	if err := bench.CreateStream(ctx, http.DefaultClient, server, stream, shards); err != nil {
+	wire, err := bench.NewClient(server, creds)
+	if err != nil {
+		return err
+	}
+	err = bench.CreateStream(ctx, wire, stream, shards)
+	wire.CloseIdleConnections()
+	if err != nil {
 		return err
 	}
 	if err := redistest.CreateShards(ctx, client, stream, shards, stream); err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
-	prod, err := bench.RunProducer(ctx, bench.DataplaneConfig{Coordinator: server, Redis: client, Stream: stream,
+	prod, err := bench.RunProducer(ctx, bench.DataplaneConfig{Coordinator: server, Credentials: creds, Redis: client, Stream: stream,
 		Shards: shards, Records: d.Records, Batch: d.Batch, Conns: d.Conns, Rounds: d.Rounds})
 	if err != nil {
 		return fmt.Errorf("dataplane producer: %w", err)
 	}
-	cons, err := bench.RunConsumer(ctx, bench.ConsumerConfig{Coordinator: server, Redis: client, Shards: shards,
+	cons, err := bench.RunConsumer(ctx, bench.ConsumerConfig{Coordinator: server, Credentials: creds, Redis: client, Shards: shards,
 		Records: d.Records, Workers: d.Workers, Batch: d.Batch, Rounds: d.Rounds})
 	if err != nil {
 		return fmt.Errorf("dataplane consumer: %w", err)

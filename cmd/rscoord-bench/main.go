@@ -36,6 +36,7 @@ import (
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/bench"
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/persistence"
 )
@@ -50,9 +51,27 @@ type CLI struct {
 	Scale     ScaleCmd     `cmd:"" help:"Heap per idle member and restart time of an in-process coordinator holding many groups."`
 }
 
+// Credentials are the credential flags of the rscoord CLI, with the same
+// names and environment variables, for a coordinator with auth on.
+type Credentials struct {
+	User     string `env:"RSCOORD_USER" help:"User name sent with Basic credentials."`
+	Password string `env:"RSCOORD_PASSWORD" help:"Password of --user (prefer the environment variable: ps shows flags)."`
+	Token    string `env:"RSCOORD_TOKEN" help:"Bearer token from /auth/login, instead of --user/--password."`
+}
+
+// wire checks the flags and returns them for the wire layer.
+func (c Credentials) wire() (coordclient.Credentials, error) {
+	w := coordclient.Credentials{User: c.User, Password: c.Password, Token: c.Token}
+	if _, err := w.Authorization(); err != nil {
+		return w, fmt.Errorf("--user/--password/--token: %w", err)
+	}
+	return w, nil
+}
+
 // HeartbeatCmd runs bench.RunHeartbeat.
 type HeartbeatCmd struct {
 	Server   string        `help:"Coordinator base URL; empty starts one in this process."`
+	Creds    Credentials   `embed:""`
 	Groups   int           `default:"1" help:"Streams (each with its default group)."`
 	Members  int           `default:"1000" help:"Members per group."`
 	Shards   int           `default:"1000" help:"Shards per stream."`
@@ -82,6 +101,10 @@ func verdict(ok bool) string {
 
 // Run runs the benchmark and prints its report.
 func (h *HeartbeatCmd) Run(ctx context.Context, out io.Writer) error {
+	creds, err := h.Creds.wire()
+	if err != nil {
+		return err
+	}
 	server := h.Server
 	if server == "" {
 		c, err := startCoordinator(ctx, assign.Config{})
@@ -92,7 +115,7 @@ func (h *HeartbeatCmd) Run(ctx context.Context, out io.Writer) error {
 		server = c.url
 	}
 	rep, err := bench.RunHeartbeat(ctx, bench.HeartbeatConfig{
-		Server: server, Groups: h.Groups, Members: h.Members, Shards: h.Shards, Duration: h.Duration, Conns: h.Conns,
+		Server: server, Credentials: creds, Groups: h.Groups, Members: h.Members, Shards: h.Shards, Duration: h.Duration, Conns: h.Conns,
 		Interval: h.Interval, Rounds: h.Rounds,
 	})
 	if err != nil {

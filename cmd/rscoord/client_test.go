@@ -38,7 +38,7 @@ func TestAPIErrorText(t *testing.T) {
 	}{
 		{APIError{StatusCode: 409, Body: protocol.NewErrorBody(protocol.CodeGroupAlreadyExists, "Group already exists")},
 			"409 GROUP_ALREADY_EXISTS: Group already exists"},
-		{APIError{StatusCode: 429, Body: protocol.NewErrorBody(protocol.CodeRateLimitExceeded, "Slow down"), RetryAfter: "2"},
+		{APIError{StatusCode: 429, Body: protocol.NewErrorBody(protocol.CodeRateLimitExceeded, "Slow down"), RetryAfter: 2 * time.Second},
 			"429 RATE_LIMIT_EXCEEDED: Slow down (retry after 2s)"},
 		{APIError{StatusCode: 502}, "502 Bad Gateway"},
 		{APIError{StatusCode: 502, Body: protocol.ErrorBody{Message: "upstream down"}}, "502 Bad Gateway: upstream down"},

@@ -31,6 +31,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"strconv"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -285,7 +286,10 @@ func writeJSONError(w io.Writer, err error) {
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
 		out = jsonError{HTTPStatus: apiErr.StatusCode, Status: apiErr.Body.Status, ErrorCode: apiErr.Body.ErrorCode,
-			Message: apiErr.Body.Message, RetryAfter: apiErr.RetryAfter}
+			Message: apiErr.Body.Message}
+		if apiErr.RetryAfter > 0 {
+			out.RetryAfter = strconv.FormatInt(int64(apiErr.RetryAfter/time.Second), 10)
+		}
 		if out.ErrorCode == "" {
 			out.ErrorCode = "HTTP_ERROR"
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
@@ -262,7 +263,7 @@ func (s *Server) JSON(method, path string, body any, want int, out any) {
 // CreateStream creates prefix with shards shards (and its default group).
 func (s *Server) CreateStream(prefix string, shards int) {
 	s.t.Helper()
-	s.JSON(http.MethodPost, protocol.BasePath+"/streams/"+prefix,
+	s.JSON(http.MethodPost, coordclient.StreamPath(prefix),
 		protocol.CreateRequest{InitialShardCount: &shards, RequestedBy: "test"}, http.StatusCreated, nil)
 }
 
@@ -271,8 +272,7 @@ func (s *Server) CreateStream(prefix string, shards int) {
 func (s *Server) Heartbeat(prefix, group string, req protocol.HeartbeatRequest) protocol.HeartbeatResponse {
 	s.t.Helper()
 	var resp protocol.HeartbeatResponse
-	s.JSON(http.MethodPost, protocol.BasePath+"/streams/"+prefix+"/groups/"+group+"/members/"+req.MemberID+"/heartbeat",
-		req, http.StatusOK, &resp)
+	s.JSON(http.MethodPost, coordclient.HeartbeatPath(prefix, group, req.MemberID), req, http.StatusOK, &resp)
 	return resp
 }
 
