@@ -29,9 +29,9 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
-	"strconv"
 	"time"
 
 	"github.com/alecthomas/kong"
