@@ -587,6 +587,11 @@ func (c *Coordinator) Health(ctx context.Context) protocol.Health {
 		h.Store = protocol.ComponentHealth{Status: protocol.HealthDegraded,
 			Message: fmt.Sprintf("%d groups failed closed: %v", len(failed), failed)}
 	}
+	// Err also lets a failed store try to recover.
+	if err := c.env.store.Err(ctx); err != nil {
+		h.Status = protocol.HealthDegraded
+		h.Store = protocol.ComponentHealth{Status: protocol.HealthDown, Message: err.Error()}
+	}
 	if c.Terminating() {
 		h.Status = protocol.HealthDown
 		h.Loop = protocol.ComponentHealth{Status: protocol.HealthDown, Message: "shutting down"}

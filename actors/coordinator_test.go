@@ -237,3 +237,74 @@ func TestWriteFailureAnswers503ToAdmin(t *testing.T) {
 		t.Fatalf("create group after the store healed: %v", err)
 	}
 }
+
+// downStore answers every group call and Err with persistence.ErrFailed
+// while down is set, as a store does between a failed write (a full disk)
+// and its recovery; the real store's recovery is tested in persistence.
+type downStore struct {
+	persistence.Store
+	down atomic.Bool
+}
+
+func (d *downStore) failed() error {
+	return fmt.Errorf("injected: %w", persistence.ErrFailed)
+}
+
+func (d *downStore) SaveGroup(ctx context.Context, g *assign.Group, ch *persistence.Changes, expected uint64) (uint64, error) {
+	if d.down.Load() {
+		return 0, d.failed()
+	}
+	return d.Store.SaveGroup(ctx, g, ch, expected)
+}
+
+func (d *downStore) LoadGroup(ctx context.Context, prefix, name string) (persistence.GroupRecord, error) {
+	if d.down.Load() {
+		return persistence.GroupRecord{}, d.failed()
+	}
+	return d.Store.LoadGroup(ctx, prefix, name)
+}
+
+func (d *downStore) Err(ctx context.Context) error {
+	if d.down.Load() {
+		return d.failed()
+	}
+	return d.Store.Err(ctx)
+}
+
+// TestGroupRecoversWhenTheStoreDoes: a group whose write failed because the
+// store is down answers RETRY and reports the store degraded; once the
+// store serves again the group reloads by itself and health is UP again,
+// without a restart.
+func TestGroupRecoversWhenTheStoreDoes(t *testing.T) {
+	ctx := context.Background()
+	store := &downStore{Store: pebbleStore(t)}
+	c := start(t, store)
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := c.Heartbeat(ctx, "orders", "orders", "a", join("a")); resp.Status != protocol.StatusOK {
+		t.Fatalf("join: %s", resp.Status)
+	}
+	store.down.Store(true)
+	if resp := c.Heartbeat(ctx, "orders", "orders", "b", join("b")); resp.Status != protocol.StatusRetry {
+		t.Fatalf("join while the store is down: %s", resp.Status)
+	}
+	if h := c.Health(ctx); h.Status != protocol.HealthDegraded {
+		t.Fatalf("health while the store is down: %+v", h)
+	}
+	time.Sleep(1500 * time.Millisecond) // a reload attempt fails meanwhile
+	if resp := c.Heartbeat(ctx, "orders", "orders", "b", join("b")); resp.Status != protocol.StatusRetry {
+		t.Fatalf("join while the store is still down: %s", resp.Status)
+	}
+	store.down.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Health(ctx).Status != protocol.HealthUp {
+		if time.Now().After(deadline) {
+			t.Fatalf("health did not come back: %+v", c.Health(ctx))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if resp := c.Heartbeat(ctx, "orders", "orders", "b", join("b")); resp.Status != protocol.StatusOK {
+		t.Fatalf("join after the store recovered: %s", resp.Status)
+	}
+}

@@ -200,6 +200,21 @@ func (a *groupActor) failClosed(err error) {
 	a.env.failed.remember(a.prefix, a.name, err)
 	a.env.obs.GroupRemoved(a.prefix, a.name)
 	a.log().Error("group failed closed", slog.Any("error", err))
+	if storeUnavailable(err) {
+		// The store refuses calls until it recovered from a failed write
+		// (a full disk); reload from it then, never from memory.
+		a.schedule(a.env.now().Add(storeRetryDelay))
+	}
+}
+
+// storeRetryDelay is how often a group that failed closed because the store
+// was unavailable tries to reload.
+const storeRetryDelay = time.Second
+
+// storeUnavailable reports whether err is the store refusing for now (it
+// recovers by itself), not a record that cannot be read.
+func storeUnavailable(err error) bool {
+	return errors.Is(err, persistence.ErrFailed) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // retryOnPanic answers RETRY, at once rather than at the askers' timeout,
@@ -293,6 +308,10 @@ func (a *groupActor) flush(ctx actor.Context) {
 // written before any heartbeat answer can reveal it.
 func (a *groupActor) tick(ctx actor.Context) {
 	a.timer, a.timerAt = nil, time.Time{}
+	if a.failed != nil && storeUnavailable(a.failed) && !a.deleted {
+		a.start()
+		return
+	}
 	if a.failed != nil || a.deleted {
 		return
 	}

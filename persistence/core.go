@@ -2,6 +2,9 @@ package persistence
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -35,10 +38,23 @@ type stripe struct {
 // and for writing by Close alone, so Close waits for calls in flight and no
 // call touches the engine after it is closed.
 type core struct {
+	// kv is the engine; a recovery replaces it (under life held for
+	// writing).
 	kv kv
 	// shared is set when other processes write the same engine, each only
 	// the units it owns (the etcd engine with fences).
 	shared bool
+	// kvClosed is set once kv was closed (a failed recovery attempt leaves
+	// it so). Guarded by life.
+	kvClosed bool
+	// reopen opens the engine again, for recovery after a failed write;
+	// nil for an engine that cannot fail (memory).
+	reopen func() (kv, error)
+	// recoverEvery is the least time between two recovery attempts.
+	recoverEvery time.Duration
+	// lastAttempt is when recovery was last attempted (UnixNano).
+	lastAttempt atomic.Int64
+	log         *slog.Logger
 
 	life   sync.RWMutex
 	closed bool // guarded by life
@@ -57,21 +73,116 @@ type core struct {
 func newCore(engine kv) *core { return &core{kv: engine} }
 
 // enter starts a call: it fails with ErrClosed or ErrFailed, or holds life
-// for reading until the returned func runs.
+// for reading until the returned func runs. A failed store first tries to
+// recover (see recover).
 func (c *core) enter(ctx context.Context) (exit func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.life.RLock()
+	for attempt := 0; ; attempt++ {
+		c.life.RLock()
+		if c.closed {
+			c.life.RUnlock()
+			return nil, ErrClosed
+		}
+		f := c.failed.Load()
+		if f == nil {
+			return c.life.RUnlock, nil
+		}
+		c.life.RUnlock()
+		if attempt > 0 || !c.tryRecover(ctx) {
+			return nil, &recordError{sentinel: ErrFailed, cause: *f}
+		}
+	}
+}
+
+// Err implements [Store.Err].
+func (c *core) Err(ctx context.Context) error {
+	exit, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	exit()
+	return nil
+}
+
+// tryRecover reopens the engine of a failed store, at most once per
+// recoverEvery, and reports whether the store serves again. Everything the
+// store cached is dropped: the engine's contents after a failed write are
+// whatever it recovers at open (the failed commit applied or not, never a
+// part of it), and every group actor that saw the failure reloads its group
+// from there before it serves again. The store serves again only once a
+// synced write succeeded after the reopen.
+func (c *core) tryRecover(ctx context.Context) (ok bool) {
+	if c.reopen == nil {
+		return false
+	}
+	now := time.Now()
+	last := c.lastAttempt.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < c.recoverEvery {
+		return false
+	}
+	c.life.Lock()
+	defer c.life.Unlock()
 	if c.closed {
-		c.life.RUnlock()
-		return nil, ErrClosed
+		return false
 	}
-	if f := c.failed.Load(); f != nil {
-		c.life.RUnlock()
-		return nil, &recordError{sentinel: ErrFailed, cause: *f}
+	if c.failed.Load() == nil {
+		return true
 	}
-	return c.life.RUnlock, nil
+	if last := c.lastAttempt.Load(); last != 0 && now.Sub(time.Unix(0, last)) < c.recoverEvery {
+		return false
+	}
+	c.lastAttempt.Store(now.UnixNano())
+	var err error
+	defer func() {
+		if r := recover(); r != nil {
+			fe, isFatal := r.(*fatalError)
+			if !isFatal {
+				panic(r)
+			}
+			err, ok = fe, false
+		}
+		if err != nil && c.log != nil {
+			c.log.Warn("store still failing; will retry", slog.Duration("after", c.recoverEvery), slog.Any("error", err))
+		}
+	}()
+	if !c.kvClosed {
+		c.kvClosed = true
+		if err := c.kv.close(); err != nil && c.log != nil {
+			c.log.Info("closing the failed engine", slog.Any("error", err))
+		}
+	}
+	engine, err := c.reopen()
+	if err != nil {
+		return false
+	}
+	c.kv, c.kvClosed = engine, false
+	for i := range c.stripes {
+		c.stripes[i].revisions, c.stripes[i].staged = nil, nil
+	}
+	if err = c.open(ctx); err == nil {
+		err = c.probe(ctx)
+	}
+	if err != nil {
+		c.kvClosed = true
+		_ = c.kv.close()
+		return false
+	}
+	c.failed.Store(nil)
+	if c.log != nil {
+		c.log.Info("store recovered after a write error: engine reopened, a synced write succeeded")
+	}
+	return true
+}
+
+// probe proves that a synced write succeeds: it rewrites the layout marker.
+func (c *core) probe(ctx context.Context) error {
+	payload, err := json.Marshal(layoutV1{KeyLayout: keyLayout})
+	if err != nil {
+		return err
+	}
+	return c.commit(ctx, putOp(layoutKey, frame(kindLayout, 1, payload)))
 }
 
 // fail makes the store refuse every later call. Called with the error of a
@@ -268,6 +379,10 @@ func (c *core) Close() (err error) {
 		return nil
 	}
 	c.closed = true
+	if c.kvClosed {
+		return nil
+	}
+	c.kvClosed = true
 	defer c.recoverFatal(&err)
 	return c.kv.close()
 }

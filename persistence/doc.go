@@ -44,15 +44,23 @@
 //     response sent after it tells nothing that is not durable. Run saves of
 //     different groups concurrently (one per group actor): Pebble's commit
 //     pipeline then shares one fsync between them.
-//  5. On [ErrFailed] stop answering from the store: a write failed in a way
-//     that leaves the on-disk state unknown. Only a new process that reopens
-//     the directory learns what is durable.
+//  5. On [ErrFailed] stop answering from what you hold: a write failed in a
+//     way that leaves the on-disk state unknown. The store recovers by
+//     itself (it reopens its engine, at most once per
+//     Options.RecoverInterval, and serves again once a synced write
+//     succeeds; [Store.Err] reports and drives it); reload what you hold
+//     from the store before serving it again.
 //
 // # Invariants
 //
 //   - Every save and delete is synced before it returns; a save that returns
 //     an error did not report success, and after a write error the store
-//     refuses every call ([ErrFailed]).
+//     refuses every call ([ErrFailed]) until it reopened its engine and a
+//     synced write succeeded; nothing it cached before survives that.
+//   - A data directory is 0700 with 0600 files; a pid file beside Pebble's
+//     lock names the process that holds it; a directory that visibly lost
+//     acknowledged state (tables without their manifest marker, fewer
+//     revisions than at its last clean close) is refused at open.
 //   - The revision check and the write are one step per record: of writers
 //     racing with the same expected revision exactly one wins.
 //   - Revisions grow: each write gets a revision above every revision stored
@@ -72,8 +80,8 @@
 //   - No business rules: the store does not check epochs, assignments or
 //     migration steps (package assign does). It checks names, identity and
 //     revisions only.
-//   - No caching of records and no background goroutines of its own (Pebble
-//     runs its own and stops them in Close).
+//   - No caching of records (only of revisions) and no background
+//     goroutines of its own (Pebble runs its own and stops them in Close).
 //   - No stream deletion or history of group snapshots yet; no retention
 //     of audit entries (they are kept for ever).
 //   - No replication of our own: one process owns one Pebble directory.

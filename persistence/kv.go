@@ -30,7 +30,7 @@ import (
 //   - When commit returns an error, the outcome is unknown: none, or (for an
 //     engine that cannot tell) all of its ops may be applied. Never a part.
 //     core then treats the store's contents as unknown until it reopened
-//     the engine (see [core.recover]).
+//     the engine (see [core.tryRecover]).
 //   - Values and keys passed in are not retained after the call returns;
 //     values handed to fn during a scan are valid only during that call,
 //     values returned by get belong to the caller.

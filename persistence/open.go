@@ -92,6 +92,13 @@ func (c *core) recoverRevisions(ctx context.Context) error {
 	if err := scan(lo, hi, kindStage); err != nil {
 		return err
 	}
+	if v, err := c.kv.get(ctx, floorKey); err == nil {
+		if env, err := unframe(v, kindFloor); err == nil {
+			c.observeRevision(env.StoreRevision)
+		}
+	} else if !errors.Is(err, errNoKey) {
+		return err
+	}
 	// Audit entries are keyed by their sequence, which is a revision too:
 	// the newest key alone says how far the counter went.
 	lo, hi = auditBounds()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -32,6 +33,12 @@ type Options struct {
 	// open longer. Default 4 MiB; must be below 4 GiB (Pebble's limit).
 	MemTableSize uint64
 
+	// RecoverInterval is the least time between two attempts to recover
+	// from a failed write (a full disk, an I/O error): the store then
+	// reopens its engine and serves again once a synced write succeeds.
+	// Until then every call fails with [ErrFailed]. Default 1 s.
+	RecoverInterval time.Duration
+
 	// fs is the file system Pebble uses; tests wrap it to inject I/O errors.
 	// Default vfs.Default.
 	fs vfs.FS
@@ -41,6 +48,7 @@ type Options struct {
 const (
 	DefaultCacheSize    int64  = 8 << 20
 	DefaultMemTableSize uint64 = 4 << 20
+	DefaultRecoverInterval     = time.Second
 )
 
 // EnsureDefaults returns o with every zero field set to its default.
@@ -54,6 +62,9 @@ func (o Options) EnsureDefaults() Options {
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
 	}
+	if o.RecoverInterval == 0 {
+		o.RecoverInterval = DefaultRecoverInterval
+	}
 	if o.fs == nil {
 		o.fs = vfs.Default
 	}
@@ -65,6 +76,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("persistence: CacheSize %d is negative", o.CacheSize))
+	}
+	if o.RecoverInterval < 0 {
+		errs = append(errs, fmt.Errorf("persistence: RecoverInterval %v is negative", o.RecoverInterval))
 	}
 	if o.MemTableSize >= math.MaxUint32 {
 		errs = append(errs, fmt.Errorf("persistence: MemTableSize %d is not below 4 GiB", o.MemTableSize))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // formatMajorVersion pins Pebble's on-disk format. Pebble ratchets a store
@@ -22,25 +23,86 @@ const formatMajorVersion = pebble.FormatValueSeparation
 // commit pipeline shares one fsync between them.
 type PebbleStore struct {
 	*core
-	db  *pebble.DB
 	dir string
 }
 
 var _ Store = (*PebbleStore)(nil)
 
 // OpenPebble opens (creating if needed) the store in dir. It refuses a
-// directory written with an unknown key layout ([ErrUnknownSchema]) and one
-// that another process holds open (Pebble's lock file).
+// directory written with an unknown key layout ([ErrUnknownSchema]), one
+// that lost acknowledged state where that can be told (tables or logs
+// without the manifest marker that names them, a write-ahead log damaged
+// before its end: [ErrCorrupt]), and one that another process holds open
+// (Pebble's lock file; the error names the holder's pid from the pid file
+// beside it). The directory is made 0700 and every file in it 0600.
+//
+// A store of key layout 1 is migrated at open (see [core.migrate]).
 func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
 	opts = opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if err := prepareDir(dir); err != nil {
+		return nil, opErr("open "+dir, err)
+	}
+	fs := privateFS{opts.fs}
+	engine, err := openPebbleKV(dir, fs, opts)
+	if err != nil {
+		return nil, opErr("open "+dir, err)
+	}
+	if err := writePIDFile(dir); err != nil {
+		return nil, errors.Join(opErr("open "+dir, err), engine.close())
+	}
+	c := newCore(engine)
+	c.log = opts.Logger
+	c.recoverEvery = opts.RecoverInterval
+	c.reopen = func() (kv, error) {
+		// Pebble leaves a goroutine behind when Open fails part-way (it
+		// registers its compaction scheduler first), so a recovery opens
+		// it only once a synced write to the directory succeeds.
+		if err := probeDisk(fs, dir); err != nil {
+			return nil, err
+		}
+		return openPebbleKV(dir, fs, opts)
+	}
+	err = c.open(context.Background())
+	if err == nil {
+		err = checkFloor(dir, c.revision.Load())
+	}
+	if err != nil {
+		return nil, errors.Join(opErr("open "+dir, err), c.kv.close(), removePIDFile(dir))
+	}
+	return &PebbleStore{core: c, dir: dir}, nil
+}
+
+// Close implements [Store.Close]. A store that closes cleanly records the
+// highest revision it handed out, in the store and in a file beside it, so
+// that the next open notices acknowledged writes that went missing in
+// between (see checkFloor); then it removes the pid file.
+func (s *PebbleStore) Close() error {
+	floor, floorErr := s.core.writeFloor()
+	err := s.core.Close()
+	if floorErr == nil && err == nil && floor > 0 {
+		err = writeFloorFile(s.dir, floor)
+	}
+	return errors.Join(err, removePIDFile(s.dir))
+}
+
+// db is the current Pebble database (a recovery replaces it).
+func (s *PebbleStore) db() *pebble.DB {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	return s.kv.(*pebbleKV).db
+}
+
+// openPebbleKV opens the Pebble database in dir. A fatal error during open
+// (Pebble's Fatalf) is returned, not raised.
+func openPebbleKV(dir string, fs vfs.FS, opts Options) (kv *pebbleKV, err error) {
 	logger := pebbleLogger{opts.Logger.With("component", "pebble")}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	popts := &pebble.Options{
-		FS:                 opts.fs,
+		FS:                 fs,
 		Cache:              cache,
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: formatMajorVersion,
@@ -68,18 +130,17 @@ func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
 			if !ok {
 				panic(r)
 			}
-			store, err = nil, opErr("open "+dir, fe)
+			kv, err = nil, fe
 		}
 	}()
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
-		return nil, opErr("open "+dir, err)
+		if isLockError(err) {
+			return nil, fmt.Errorf("the data directory is in use by %s: %w", pidFileHolder(dir), err)
+		}
+		return nil, corruption(err)
 	}
-	c := newCore(&pebbleKV{db: db})
-	if err := c.open(context.Background()); err != nil {
-		return nil, errors.Join(opErr("open "+dir, err), db.Close())
-	}
-	return &PebbleStore{core: c, db: db, dir: dir}, nil
+	return &pebbleKV{db: db}, nil
 }
 
 // pebbleKV is the kv of a Pebble database.
@@ -157,7 +218,20 @@ func (p *pebbleKV) scanReverse(_ context.Context, lower, upper []byte, fn func(k
 	return corruption(it.Error())
 }
 
-func (p *pebbleKV) close() error { return p.db.Close() }
+// close closes the database; a Pebble whose commit pipeline broke may
+// panic (Fatalf) or fail here, which is returned.
+func (p *pebbleKV) close() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(*fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fe
+		}
+	}()
+	return p.db.Close()
+}
 
 // corruption marks Pebble's corruption errors (a failed block checksum) with
 // ErrCorrupt so that callers fail closed on them as on a corrupt record.
@@ -189,3 +263,4 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(msg, "fatal", true)
 	panic(&fatalError{msg: msg})
 }
+

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -23,15 +24,22 @@ type walFault struct {
 	armed atomic.Bool
 	kinds []errorfs.OpKind
 	hits  atomic.Int32
+	// err is the error injected; errorfs.ErrInjected when nil.
+	err error
+	// allFiles extends the fault from the WAL to every file.
+	allFiles bool
 }
 
 func (f *walFault) MaybeError(op errorfs.Op) error {
-	if !f.armed.Load() || !strings.HasSuffix(op.Path, ".log") {
+	if !f.armed.Load() || (!f.allFiles && !strings.HasSuffix(op.Path, ".log")) {
 		return nil
 	}
 	for _, k := range f.kinds {
 		if op.Kind == k {
 			f.hits.Add(1)
+			if f.err != nil {
+				return f.err
+			}
 			return errorfs.ErrInjected
 		}
 	}
@@ -40,16 +48,17 @@ func (f *walFault) MaybeError(op errorfs.Op) error {
 
 func (f *walFault) String() string { return fmt.Sprintf("wal fault %v", f.kinds) }
 
-// TestWriteErrorFailsTheStore: a WAL write or sync error is reported by
-// SaveGroup (never a success), the store refuses everything after it, and a
-// reopen shows the last write that was reported durable.
-func TestWriteErrorFailsTheStore(t *testing.T) {
+// TestWriteErrorFailsThenRecovers: a WAL write or sync error is reported by
+// SaveGroup (never a success); the store refuses every call while writes
+// keep failing, and once they succeed again it reopens Pebble by itself and
+// serves the last write reported durable, without a new process.
+func TestWriteErrorFailsThenRecovers(t *testing.T) {
 	cases := []struct {
 		name  string
 		kinds []errorfs.OpKind
-		// lost: the failed write never reached the file, so after a reopen
-		// the group must be at the previous revision. A failed sync gives no
-		// such promise either way.
+		// lost: the failed write never reached the file, so after recovery
+		// the group must be at the previous revision. A failed sync gives
+		// no such promise either way.
 		lost bool
 	}{
 		{"write", []errorfs.OpKind{errorfs.OpFileWrite, errorfs.OpFileWriteAt}, true},
@@ -59,10 +68,11 @@ func TestWriteErrorFailsTheStore(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			fault := &walFault{kinds: c.kinds}
-			s, err := OpenPebble(dir, Options{Logger: testLogger(t), fs: errorfs.Wrap(vfs.Default, fault)})
+			s, err := OpenPebble(dir, Options{Logger: testLogger(t), fs: errorfs.Wrap(vfs.Default, fault), RecoverInterval: 20 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer s.Close()
 			g := richGroup("orders", "g")
 			rev := mustSaveGroup(t, s, g, 0)
 			other := mustSaveGroup(t, s, richGroup("orders", "other"), 0)
@@ -79,32 +89,41 @@ func TestWriteErrorFailsTheStore(t *testing.T) {
 			if fault.hits.Load() == 0 {
 				t.Fatal("the fault was never hit")
 			}
-			fault.armed.Store(false)
-
-			// The failed batch may be in Pebble's memtable: nothing may be read
-			// or written through this store any more.
-			if _, err := s.LoadGroup(ctx, "orders", "g"); !errors.Is(err, ErrFailed) {
-				t.Fatalf("LoadGroup after the failure: %v", err)
-			}
-			if _, err := s.SaveGroup(ctx, richGroup("orders", "other"), nil, other); !errors.Is(err, ErrFailed) {
-				t.Fatalf("SaveGroup after the failure: %v", err)
-			}
-			if _, err := s.LoadStreams(ctx); !errors.Is(err, ErrFailed) {
-				t.Fatalf("LoadStreams after the failure: %v", err)
-			}
-			t.Logf("close after failure: %v", s.Close()) // may report the WAL error again
-
-			s2 := openTestPebble(t, dir)
-			rec := mustLoadGroup(t, s2, "orders", "g")
-			if c.lost {
-				if rec.Revision != rev || rec.Group.GroupEpoch != 42 {
-					t.Fatalf("after reopen: revision %d epoch %d, want the last durable revision %d epoch 42",
-						rec.Revision, rec.Group.GroupEpoch, rev)
+			// While writes keep failing, nothing is served, also after
+			// several recovery attempts.
+			for range 3 {
+				time.Sleep(25 * time.Millisecond)
+				if _, err := s.LoadGroup(ctx, "orders", "g"); !errors.Is(err, ErrFailed) {
+					t.Fatalf("LoadGroup while the WAL fails: %v", err)
+				}
+				if err := s.Err(ctx); !errors.Is(err, ErrFailed) {
+					t.Fatalf("Err while the WAL fails: %v", err)
 				}
 			}
-			r2 := mustSaveGroup(t, s2, rec.Group, rec.Revision)
+
+			fault.armed.Store(false)
+			deadline := time.Now().Add(5 * time.Second)
+			for s.Err(ctx) != nil {
+				if time.Now().After(deadline) {
+					t.Fatalf("the store did not recover: %v", s.Err(ctx))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			rec := mustLoadGroup(t, s, "orders", "g")
+			if c.lost && (rec.Revision != rev || rec.Group.GroupEpoch != 42) {
+				t.Fatalf("after recovery: revision %d epoch %d, want the last durable revision %d epoch 42",
+					rec.Revision, rec.Group.GroupEpoch, rev)
+			}
+			r2 := mustSaveGroup(t, s, rec.Group, rec.Revision)
 			if r2 <= rev || r2 <= other {
-				t.Fatalf("revision after reopen %d not above %d, %d", r2, rev, other)
+				t.Fatalf("revision after recovery %d not above %d, %d", r2, rev, other)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2 := openTestPebble(t, dir)
+			if got := mustLoadGroup(t, s2, "orders", "g"); got.Revision != r2 {
+				t.Fatalf("after reopen: revision %d, want %d", got.Revision, r2)
 			}
 		})
 	}
@@ -148,7 +167,7 @@ func TestOpenRefusesUnknownKeyLayout(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestPebble(t, dir)
 	v := frame(kindLayout, 1, []byte(`{"keyLayout":3}`))
-	if err := s.db.Set(layoutKey, v, pebble.Sync); err != nil {
+	if err := s.db().Set(layoutKey, v, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

@@ -26,7 +26,8 @@ import (
 // reuses a revision a caller may still hold. Revision 0 means "no record".
 //
 // Every method but Close returns [ErrClosed] after Close and [ErrFailed]
-// after a write failure left the store's contents unknown. A cancelled ctx
+// after a write failure left the store's contents unknown, until the store
+// recovered (see [Store.Err]). A cancelled ctx
 // is checked before any work; a write that has started is not abandoned.
 type Store interface {
 	// LoadStreams returns every stream record, sorted by prefix. A record that
@@ -86,6 +87,14 @@ type Store interface {
 	// match q (see [AuditQuery]). An entry that does not decode is returned
 	// with Err set instead of failing the list.
 	ListAudit(ctx context.Context, q AuditQuery) ([]AuditRecord, error)
+	// Err returns nil while the store serves, else why not: [ErrClosed], or
+	// [ErrFailed] after a write failed (a full disk, an I/O error) until
+	// the store recovered. A failed store recovers by itself: a call made
+	// at least Options.RecoverInterval after the last attempt reopens the
+	// engine and, once a synced write succeeds, serves again (health
+	// checks call Err for that). Callers reload what they hold from the
+	// store before they serve it again.
+	Err(ctx context.Context) error
 	// WriteStats returns what the store wrote to its engine since it was
 	// opened (commits, keys, bytes).
 	WriteStats() WriteStats
