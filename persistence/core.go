@@ -3,13 +3,13 @@ package persistence
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"time"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // lockStripes is the number of record locks. A write holds the lock of its

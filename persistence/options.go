@@ -46,9 +46,9 @@ type Options struct {
 
 // Defaults of [Options].
 const (
-	DefaultCacheSize    int64  = 8 << 20
-	DefaultMemTableSize uint64 = 4 << 20
-	DefaultRecoverInterval     = time.Second
+	DefaultCacheSize       int64  = 8 << 20
+	DefaultMemTableSize    uint64 = 4 << 20
+	DefaultRecoverInterval        = time.Second
 )
 
 // EnsureDefaults returns o with every zero field set to its default.

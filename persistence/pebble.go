@@ -263,4 +263,3 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(msg, "fatal", true)
 	panic(&fatalError{msg: msg})
 }
-
