@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,11 +13,14 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/redistest"
 	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/redisops"
 )
 
 func TestMain(m *testing.M) {
@@ -175,4 +179,137 @@ func TestScriptRequestsGetNoBasicChallenge(t *testing.T) {
 			t.Fatalf("script=%v: %d with WWW-Authenticate %q", script, resp.StatusCode, challenge)
 		}
 	}
+}
+
+// TestConsoleLagHeartbeatAgeAndAction drives the console of a coordinator
+// with Redis in headless Chromium as a WRITE user: each shard's lag comes
+// from Redis, each member's last heartbeat and lease read as ages, and a
+// stream created through the page (after its confirmation) exists and is
+// audited under the user's name. With RSCOORD_CONSOLE_SCREENSHOT=FILE it
+// also saves a screenshot (docs/console.png is made that way).
+func TestConsoleLagHeartbeatAgeAndAction(t *testing.T) {
+	browser := chromium(t)
+	ctx := context.Background()
+	rdb := redistest.Standalone(t).Client()
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Redis: redisops.Wrap(rdb),
+		Group: assign.Config{MemberLease: 10 * time.Minute}})
+	s.CreateStream("orders", 4)
+	for i := range 3 {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "orders:0", Values: []any{"order", fmt.Sprint(i)}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := coordtest.NewMember("pod-a-m0", "orders", "orders")
+	b := coordtest.NewMember("pod-b-m0", "orders", "orders")
+	a.Beat(s)
+	b.Beat(s)
+	coordtest.Converge(t, s, 6, a, b)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1100),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true))
+	defer cancelAlloc()
+	bctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	defer cancelTimeout()
+
+	group := chromedp.CSS(`#groups tbody tr[data-key="orders/orders"]`)
+	lagOfShard0 := `document.querySelector("#assignment tbody tr:nth-child(1) td:nth-child(8)")?.textContent === "3"`
+	steps := []struct {
+		what string
+		do   chromedp.Action[chromedp.Void]
+	}{
+		{"open the page", chromedp.Navigate(s.URL + "/console")},
+		{"see the sign-in form", chromedp.WaitVisible(chromedp.ID("username"))},
+		{"type the user", chromedp.SendKeys(chromedp.ID("username"), coordtest.UserWriter)},
+		{"type the password", chromedp.SendKeys(chromedp.ID("password"), coordtest.Password(coordtest.UserWriter))},
+		{"sign in", chromedp.Click(chromedp.ID("signin-button"))},
+		{"see the group", chromedp.WaitVisible(group)},
+		{"pick the group", chromedp.Click(group)},
+		{"see four shards", chromedp.WaitVisible(chromedp.CSS(`#assignment tbody tr:nth-child(4)`))},
+		{"see shard 0's lag of 3", pollTrue(lagOfShard0)},
+		{"see the Redis health", pollTrue(`document.getElementById("health").textContent.includes("Redis UP")`)},
+		{"browse shard 0", chromedp.Click(chromedp.ID("browse-button"))},
+		{"see its three messages", chromedp.WaitVisible(chromedp.CSS(`#messages tbody tr:nth-child(3)`))},
+	}
+	run := func(what string, do chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, do); err != nil {
+			body, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\npage:\n%s", what, err, body)
+		}
+	}
+	for _, step := range steps {
+		run(step.what, step.do)
+	}
+	members, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID("members")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*coordtest.Member{a, b} {
+		row := lineWith(members, m.ID)
+		if !strings.Contains(row, " s ago") || !strings.Contains(row, " min left") {
+			t.Errorf("member row %q lacks its heartbeat age and lease left", row)
+		}
+	}
+	if path := os.Getenv("RSCOORD_CONSOLE_SCREENSHOT"); path != "" {
+		png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// An action end to end: create a stream, confirm, see it done.
+	for _, step := range []struct {
+		what string
+		do   chromedp.Action[chromedp.Void]
+	}{
+		{"type the prefix", chromedp.SendKeys(chromedp.ID("create-prefix"), "payments")},
+		{"set the shards", chromedp.SetValue(chromedp.ID("create-shards"), "2")},
+		{"type the reason", chromedp.SendKeys(chromedp.ID("create-reason"), "console test")},
+		{"ask to create", chromedp.Click(chromedp.ID("create-button"))},
+		{"see the confirmation", chromedp.WaitVisible(chromedp.ID("confirm-yes"))},
+		{"confirm", chromedp.Click(chromedp.ID("confirm-yes"))},
+		{"see it done", pollTrue(`document.getElementById("action-result").textContent.startsWith("Done: create stream payments with 2 shards")`)},
+	} {
+		run(step.what, step.do)
+	}
+	var g protocol.GroupResponse
+	s.JSON(http.MethodGet, protocol.BasePath+"/streams/payments/groups/payments", nil, http.StatusOK, &g)
+	if g.ShardCount != 2 {
+		t.Errorf("payments has %d shards, want 2", g.ShardCount)
+	}
+	var audit protocol.AuditPage
+	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/audit?streamPrefix=payments", nil, http.StatusOK, &audit)
+	if len(audit.Entries) != 1 || audit.Entries[0].Operation != protocol.AuditCreateStream ||
+		audit.Entries[0].Principal != coordtest.UserWriter || audit.Entries[0].RequestedBy != coordtest.UserWriter ||
+		audit.Entries[0].Reason != "console test" || audit.Entries[0].Result.Outcome != protocol.AuditAccepted {
+		t.Errorf("audit of the console's create: %+v", audit.Entries)
+	}
+}
+
+// pollTrue waits until a JavaScript expression is true.
+func pollTrue(expr string) chromedp.Action[chromedp.Void] {
+	poll := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))
+	return func(ctx context.Context, target *chromedp.Target) (chromedp.Void, error) {
+		_, err := poll(ctx, target)
+		return chromedp.Void{}, err
+	}
+}
+
+// lineWith is the first line of text containing s.
+func lineWith(text, s string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, s) {
+			return line
+		}
+	}
+	return ""
 }

@@ -4,7 +4,7 @@
 
 const api = "/coord/v1";
 const refreshMs = 2000;
-const state = { token: sessionStorage.getItem("rscoord.token"), selected: null, timer: null };
+const state = { token: sessionStorage.getItem("rscoord.token"), selected: null, timer: null, user: "", canWrite: false, pending: null, browse: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -33,6 +33,9 @@ async function start() {
   try {
     const session = await call("/monitoring/session");
     $("who").textContent = session.authenticated ? session.username + " (" + session.roles.join(", ") + ")" : "authentication off";
+    state.user = session.username;
+    state.canWrite = session.roles.includes("WRITE") || session.roles.includes("ADMIN");
+    for (const el of document.querySelectorAll(".write-only")) el.hidden = !state.canWrite;
     show(true);
     refresh();
     state.timer = setInterval(refresh, refreshMs);
@@ -92,11 +95,24 @@ function fill(tableId, items, render) {
 }
 
 const shards = (list) => (list || []).map((s) => s.shardIndex).join(",");
+
+// Human-readable times: "12 s ago", "3 s left", and local clock times.
+function span(ms) {
+  const s = Math.round(Math.abs(ms) / 1000);
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.round(s / 60) + " min";
+  return Math.round(s / 3600) + " h";
+}
+const ago = (iso) => (iso ? span(Date.now() - Date.parse(iso)) + " ago" : "never");
+const clock = (iso) => (iso ? new Date(iso).toLocaleString() : "");
 const enc = encodeURIComponent;
 
 async function refresh() {
   try {
-    const { groups } = await call("/monitoring/groups");
+    const [{ groups }, health] = await Promise.all([call("/monitoring/groups"), call("/monitoring/health")]);
+    $("health").textContent = "Coordinator " + health.status + " · Redis " + health.redis.status +
+      (health.redis.message ? " (" + health.redis.message + ")" : "") + " · Store " + health.store.status;
+    $("health").className = health.status === "UP" ? "ok" : "error";
     fill("groups", groups, (row, g) => {
       const key = g.streamPrefix + "/" + g.consumerGroup;
       row.dataset.key = key;
@@ -122,29 +138,42 @@ async function refresh() {
 async function refreshGroup(key) {
   const [prefix, group] = key.split("/");
   const base = "/monitoring/streams/" + enc(prefix) + "/groups/" + enc(group);
-  const [members, assignments, migrations, audit] = await Promise.all([
+  const [members, assignments, migrations, live, audit] = await Promise.all([
     call(base + "/members"),
     call(base + "/assignments"),
     call(base + "/migrations"),
+    // Length, pending and lag come from Redis: absent without --redis.
+    call(base + "/shards").catch((err) => ({ error: err.message, shards: [] })),
     call("/monitoring/audit?limit=20&streamPrefix=" + enc(prefix)).catch(() => ({ entries: [] })),
   ]);
   $("group").hidden = false;
   $("group-title").textContent = prefix + " / " + group;
+  const now = Date.now();
   fill("members", members.members, (row, m) => {
+    // A live member whose lease has passed is dead, whatever the
+    // coordinator recorded: it stopped reading on its own (fail closed).
+    const leaseLeft = m.memberLeaseExpiresAt ? Date.parse(m.memberLeaseExpiresAt) - now : null;
+    const pastLease = leaseLeft !== null && leaseLeft <= 0 && (m.state === "ACTIVE" || m.state === "STARTING" || m.state === "LEAVING");
+    row.className = pastLease ? "dead" : "";
     cell(row, m.memberId);
-    cell(row, m.state);
+    cell(row, pastLease ? "PAST LEASE (recorded " + m.state + ")" : m.state);
     cell(row, m.memberEpoch);
     cell(row, shards(m.currentAssignment));
     cell(row, shards(m.revoking));
-    cell(row, m.memberLeaseExpiresAt || "");
+    cell(row, ago(m.lastHeartbeatAt)).title = clock(m.lastHeartbeatAt);
+    cell(row, leaseLeft === null ? "" : leaseLeft > 0 ? span(leaseLeft) + " left" : "expired " + span(leaseLeft) + " ago").title = clock(m.memberLeaseExpiresAt);
   });
-  // One row per shard: who should own it, who reports owning it.
+  // One row per shard: who should own it, who reports owning it, its
+  // ownership token, and what Redis says.
   const perShard = new Map();
-  const at = (s) => { if (!perShard.has(s)) perShard.set(s, { target: [], current: [], revoking: [] }); return perShard.get(s); };
+  const at = (s) => { if (!perShard.has(s)) perShard.set(s, { target: [], current: [], revoking: [], ownerEpoch: "", redis: null }); return perShard.get(s); };
   for (const [member, list] of Object.entries(assignments.targetAssignment)) for (const s of list) at(s.shardIndex).target.push(member);
   for (const [member, list] of Object.entries(assignments.currentAssignments)) for (const s of list) at(s.shardIndex).current.push(member);
   for (const [member, list] of Object.entries(assignments.revokeProgress)) for (const s of list) at(s.shardIndex).revoking.push(member);
+  for (const s of assignments.ownerEpochs || []) at(s.shardIndex).ownerEpoch = s.ownerEpoch;
+  for (const s of live.shards || []) at(s.shardIndex).redis = s;
   const rows = [...perShard.entries()].sort((a, b) => a[0] - b[0]);
+  $("shards-note").textContent = live.error ? "Redis figures unavailable: " + live.error : "";
   fill("assignment", rows, (row, [shard, who]) => {
     const settled = who.target.join(",") === who.current.join(",") && who.revoking.length === 0;
     row.className = settled ? "" : "mismatch";
@@ -152,23 +181,115 @@ async function refreshGroup(key) {
     cell(row, who.target.join(", "));
     cell(row, who.current.join(", "));
     cell(row, who.revoking.join(", "));
+    cell(row, who.ownerEpoch);
+    const r = who.redis;
+    cell(row, r ? (r.exists ? r.length : "missing") : "");
+    cell(row, r ? r.pending : "");
+    cell(row, r ? (r.lag === null ? "unknown" : r.lag) : "");
   });
   $("violations").textContent = assignments.invariantViolations.length ? "Invariant violations: " + assignments.invariantViolations.join("; ") : "";
   fill("migrations", migrations.migrations, (row, m) => {
     cell(row, m.reshardingId);
-    cell(row, m.fromShardCount);
-    cell(row, m.toShardCount);
+    cell(row, m.fromShardCount + " → " + m.toShardCount);
     cell(row, m.state);
-    cell(row, m.updatedAt);
+    cell(row, m.detail || "");
+    cell(row, clock(m.createdAt));
+    cell(row, ago(m.updatedAt)).title = clock(m.updatedAt);
   });
   fill("audit", audit.entries || [], (row, e) => {
-    cell(row, e.time);
+    cell(row, ago(e.time)).title = clock(e.time);
     cell(row, e.operation);
-    cell(row, e.principal);
-    cell(row, e.consumerGroup);
+    cell(row, e.requestedBy + (e.principal && e.principal !== e.requestedBy ? " (" + e.principal + ")" : ""));
+    cell(row, e.consumerGroup + (e.reshardingId ? " " + e.reshardingId : ""));
     cell(row, e.result.outcome + " " + e.result.status + (e.result.errorCode ? " " + e.result.errorCode : ""));
     cell(row, e.reason);
   });
 }
+
+// Message browser: one page of a shard's entries (nothing is delivered
+// or acknowledged); "Next" follows the server's cursor.
+async function browse(cursor) {
+  if (!state.selected) return;
+  const [prefix, group] = state.selected.split("/");
+  const shard = $("browse-shard").value;
+  let path = "/monitoring/streams/" + enc(prefix) + "/groups/" + enc(group) + "/shards/" + enc(shard) +
+    "/messages?limit=20&direction=" + ($("browse-backward").checked ? "BACKWARD" : "FORWARD");
+  if (cursor) path += "&cursor=" + enc(cursor);
+  try {
+    const page = await call(path);
+    $("browse-error").textContent = "";
+    fill("messages", page.messages, (row, m) => {
+      cell(row, m.id);
+      cell(row, Object.entries(m.fields).map(([k, v]) => k + "=" + v).join(" "));
+    });
+    state.browse = page.nextCursor;
+    $("browse-next").hidden = !page.nextCursor;
+  } catch (err) {
+    $("browse-error").textContent = err.message;
+  }
+}
+$("browse-form").addEventListener("submit", (ev) => { ev.preventDefault(); browse(""); });
+$("browse-next").addEventListener("click", () => browse(state.browse));
+
+// Actions (WRITE role). Each form first shows what it will do; only the
+// confirmation sends it. Every mutation carries requestedBy and a reason,
+// and the server audits it.
+function ask(summary, send) {
+  state.pending = send;
+  $("confirm-text").textContent = summary;
+  $("confirm").hidden = false;
+  $("action-result").textContent = "";
+}
+$("confirm-no").addEventListener("click", () => { state.pending = null; $("confirm").hidden = true; });
+$("confirm-yes").addEventListener("click", async () => {
+  const send = state.pending;
+  state.pending = null;
+  $("confirm").hidden = true;
+  if (!send) return;
+  try {
+    await send();
+    $("action-result").className = "ok";
+    $("action-result").textContent = "Done: " + $("confirm-text").textContent;
+    refresh();
+  } catch (err) {
+    $("action-result").className = "error";
+    $("action-result").textContent = "Refused: " + err.message;
+  }
+});
+const post = (path, body, method) => call(path, { method: method || "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+const selectedRef = () => (state.selected || "/").split("/");
+const reason = (id) => $(id).value.trim();
+
+$("create-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const prefix = $("create-prefix").value.trim();
+  const count = parseInt($("create-shards").value, 10);
+  ask("create stream " + prefix + " with " + count + " shards", () =>
+    post("/streams/" + enc(prefix), { initialShardCount: count, requestedBy: state.user, reason: reason("create-reason") }));
+});
+$("scale-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const [prefix] = selectedRef();
+  const count = parseInt($("scale-count").value, 10);
+  ask("scale stream " + prefix + " to " + count + " shards", () =>
+    post("/streams/" + enc(prefix) + "/scale", { targetShardCount: count, requestedBy: state.user, reason: reason("scale-reason") }));
+});
+$("migration-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const [prefix, group] = selectedRef();
+  const id = $("migration-id").value.trim();
+  const op = ev.submitter && ev.submitter.value === "complete" ? "complete" : "rollback";
+  const path = op === "complete"
+    ? "/streams/" + enc(prefix) + "/migrations/" + enc(id) + "/complete"
+    : "/streams/" + enc(prefix) + "/groups/" + enc(group) + "/migrations/" + enc(id) + "/rollback";
+  ask(op + " migration " + id + " of " + prefix, () => post(path, { requestedBy: state.user, reason: reason("migration-reason") }));
+});
+$("delete-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const [prefix, group] = selectedRef();
+  const force = $("delete-force").checked;
+  ask("delete group " + group + " of " + prefix + (force ? " (force)" : ""), () =>
+    post("/streams/" + enc(prefix) + "/groups/" + enc(group), { requestedBy: state.user, reason: reason("delete-reason"), force }, "DELETE"));
+});
 
 start();
