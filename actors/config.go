@@ -56,7 +56,14 @@ type Config struct {
 	// RedisTimeout bounds one Redis step (a provisioning, one drain check).
 	// Default 5s.
 	RedisTimeout time.Duration
+	// MaxHeldHeartbeats bounds the heartbeats one group holds (waitMs,
+	// PROTOCOL.md §9.5); past it heartbeats are answered at once. Each
+	// costs a stored request and a timer. Default 65536.
+	MaxHeldHeartbeats int
 }
+
+// DefaultMaxHeldHeartbeats is [Config.MaxHeldHeartbeats] when unset.
+const DefaultMaxHeldHeartbeats = 65536
 
 // EnsureDefaults returns c with zero fields set to their defaults.
 func (c Config) EnsureDefaults() Config {
@@ -85,6 +92,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.RedisTimeout <= 0 {
 		c.RedisTimeout = 5 * time.Second
 	}
+	if c.MaxHeldHeartbeats == 0 {
+		c.MaxHeldHeartbeats = DefaultMaxHeldHeartbeats
+	}
 	return c
 }
 
@@ -103,6 +113,9 @@ func (c Config) Validate() error {
 	}
 	if g.ReconcileInterval > g.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("reconcile interval %v must not exceed the heartbeat interval %v", g.ReconcileInterval, g.HeartbeatInterval))
+	}
+	if c.MaxHeldHeartbeats < 0 {
+		errs = append(errs, fmt.Errorf("max held heartbeats %d must not be negative", c.MaxHeldHeartbeats))
 	}
 	if c.ProducerRoutingLease < 0 {
 		errs = append(errs, fmt.Errorf("producer routing lease %v must not be negative", c.ProducerRoutingLease))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,9 +24,8 @@ type Coordinator struct {
 	env *env
 	// createMu serializes stream creation, the only change that is not
 	// owned by an existing actor.
-	createMu    sync.Mutex
-	terminating atomic.Bool
-	closeOnce   sync.Once
+	createMu  sync.Mutex
+	closeOnce sync.Once
 
 	// routed remembers, per "prefix\x00group", the metadata version whose
 	// shard streams producer routing last made sure exist in Redis.
@@ -92,11 +90,19 @@ func (c *Coordinator) spawnStream(ctx context.Context, init *streamInit) error {
 
 // BeginShutdown makes every later mutation fail with
 // COORDINATOR_TERMINATING and every heartbeat answer RETRY, while requests
-// already inside finish.
-func (c *Coordinator) BeginShutdown() { c.terminating.Store(true) }
+// already inside finish. Held heartbeats are answered RETRY at once, so
+// that they do not hold up a graceful HTTP shutdown.
+func (c *Coordinator) BeginShutdown() {
+	if c.env.terminating.Swap(true) {
+		return
+	}
+	for _, ref := range c.env.dir.allGroups() {
+		c.env.system.Root.Send(ref.pid, &releaseHeldMsg{})
+	}
+}
 
 // Terminating reports whether shutdown has begun.
-func (c *Coordinator) Terminating() bool { return c.terminating.Load() }
+func (c *Coordinator) Terminating() bool { return c.env.terminating.Load() }
 
 // Close stops every actor, letting each finish the message it is handling,
 // then the actor system. It does not close the store, which the caller
@@ -144,7 +150,11 @@ func waitFuture(ctx context.Context, f *actor.Future) error {
 // ask sends msg to pid and waits for the answer, no longer than ctx allows
 // and AskTimeout.
 func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any) (any, error) {
-	timeout := c.env.cfg.AskTimeout
+	return c.askFor(ctx, pid, msg, c.env.cfg.AskTimeout)
+}
+
+// askFor is ask with its own timeout instead of AskTimeout.
+func (c *Coordinator) askFor(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		if left := time.Until(deadline); left < timeout {
 			timeout = left
@@ -630,12 +640,28 @@ func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID str
 		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		return assign.RetryResponse(req, cfg)
 	}
-	res, err := c.ask(ctx, pid, &heartbeatMsg{req: req})
+	res, err := c.askFor(ctx, pid, &heartbeatMsg{req: req}, c.HeartbeatBudget(req))
 	if err != nil {
 		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		return assign.RetryResponse(req, cfg)
 	}
 	return res.(protocol.HeartbeatResponse)
+}
+
+// HeartbeatBudget is how long answering req may take: the ask timeout, plus
+// the time a held heartbeat (waitMs) may be held. The HTTP layer keeps its
+// write deadline past it, so that a held answer is not cut.
+func (c *Coordinator) HeartbeatBudget(req *protocol.HeartbeatRequest) time.Duration {
+	return c.env.cfg.AskTimeout + MaxHold(req, c.env.cfg.Group)
+}
+
+// MaxHold is the longest a group may hold the answer to req: its waitMs,
+// at most the heartbeat interval (PROTOCOL.md §9.5).
+func MaxHold(req *protocol.HeartbeatRequest, cfg assign.Config) time.Duration {
+	if req.WaitMs <= 0 {
+		return 0
+	}
+	return time.Duration(min(req.WaitMs, cfg.HeartbeatInterval.Milliseconds())) * time.Millisecond
 }
 
 // GroupConfig is the timing every group runs with.

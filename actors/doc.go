@@ -16,7 +16,16 @@
 //     told anything that is not durable. Admin calls flush first, so they
 //     act on durable state;
 //  4. a timer for the result's next deadline (lease expiry, rebalance
-//     deadline, pruning), delivered back to the actor as a message.
+//     deadline, pruning), delivered back to the actor as a message;
+//  5. held heartbeats (waitMs, PROTOCOL.md §9.5): an answer that would tell
+//     its member nothing new is parked (the asker's PID, the request and a
+//     timer message to self) instead of sent. After every step that changed
+//     the group, each parked answer that would now say something new
+//     (assign.Unchanged) is computed afresh by running its heartbeat again
+//     and sent through step 3; the rest go out, computed afresh too, when
+//     their wait ends. Parked answers are bounded per group and answered
+//     RETRY on shutdown, a failed write, a panic, and when the same member
+//     heartbeats again.
 //
 // A group whose snapshot is corrupt or of an unknown schema fails closed:
 // heartbeats answer RETRY, admin and monitoring calls 503, and nothing is

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,6 +23,9 @@ type env struct {
 	dir    *directory
 	failed *failedGroups
 	obs    Observer
+	// terminating is set once shutdown has begun: no heartbeat is held
+	// any more.
+	terminating atomic.Bool
 	// testHooks are set by this package's tests only.
 	testHooks testHooks
 }

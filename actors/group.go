@@ -43,6 +43,10 @@ type groupActor struct {
 	changes     persistence.Changes
 	held        []heldAnswer
 	flushQueued bool
+	// parked are the held heartbeats (waitMs) by member id, waiting for
+	// news or for their wait to end; see held.go.
+	parked  map[string]*parkedAnswer
+	parkSeq uint64
 
 	self    *actor.PID
 	timer   *time.Timer
@@ -116,7 +120,7 @@ func (a *groupActor) log() *slog.Logger {
 func (a *groupActor) Receive(ctx actor.Context) {
 	defer a.retryOnPanic(ctx)
 	switch ctx.Message().(type) {
-	case *heartbeatMsg, *tickMsg, *flushMsg, *actor.Started, *actor.Restarting:
+	case *heartbeatMsg, *tickMsg, *flushMsg, *heldExpiredMsg, *releaseHeldMsg, *actor.Started, *actor.Restarting:
 	default:
 		// Admin calls and stopping see, and act on, durable state only.
 		a.flush(ctx)
@@ -127,8 +131,13 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		a.start()
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
+		a.releaseAll(ctx)
 	case *heartbeatMsg:
 		a.heartbeat(ctx, m.req)
+	case *heldExpiredMsg:
+		a.heldExpired(ctx, m)
+	case *releaseHeldMsg:
+		a.releaseAll(ctx)
 	case *flushMsg:
 		a.flush(ctx)
 	case *tickMsg:
@@ -151,8 +160,10 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		}))
 	case *deleteGroupMsg:
 		ctx.Respond(a.delete(m.force))
+		a.wake(ctx)
 	case *setLayoutMsg:
 		ctx.Respond(a.setLayout(m))
+		a.wake(ctx)
 	case *layoutStatusMsg:
 		ctx.Respond(a.view(func(g *assign.Group) any {
 			return layoutStatus{shardCount: g.ShardCount, draining: slices.Clone(g.DrainingShards), state: g.State}
@@ -236,15 +247,24 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 		ctx.Send(h.to, assign.RetryResponse(h.req, cfg))
 	}
 	a.held, a.dirty, a.changes = nil, false, persistence.Changes{}
+	a.releaseAll(ctx)
 	panic(r)
 }
 
-// heartbeat runs one heartbeat through the pure state machine. Its answer
-// goes out at once when nothing is waiting to be written; otherwise it is
-// held until flush has made the group durable, because it may build on
-// those changes.
+// heartbeat runs one heartbeat through the pure state machine. An answer
+// that tells a member asking to wait (waitMs) nothing new is parked (see
+// held.go). Otherwise it goes out at once when nothing is waiting to be
+// written, else it is held until flush has made the group durable, because
+// it may build on those changes.
 func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest) {
 	cfg := a.env.cfg.Group
+	if p := a.parked[req.MemberID]; p != nil {
+		// The member asks again (its client gave up on the parked answer,
+		// or a second process uses the id): the older request is answered
+		// RETRY rather than replayed on top of the newer one.
+		a.unpark(p)
+		ctx.Send(p.to, assign.RetryResponse(p.req, cfg))
+	}
 	switch {
 	case a.deleted:
 		resp := assign.UnknownMemberResponse(req, cfg)
@@ -260,13 +280,33 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 		hook(req)
 	}
 	a.finish(StepHeartbeat, res)
+	if wait := a.holdFor(req, &res.Response); wait > 0 {
+		if res.Persist {
+			a.dirty = true
+			a.changes.Add(res.Changes)
+			a.queueFlush(ctx)
+		}
+		a.park(ctx.Sender(), req, res.Response, wait)
+	} else {
+		a.answer(ctx, ctx.Sender(), req, res)
+	}
+	if res.Persist {
+		a.wake(ctx)
+	}
+}
+
+// answer sends res's response to to: at once while nothing is dirty, else
+// once flush has written the group.
+func (a *groupActor) answer(ctx actor.Context, to *actor.PID, req *protocol.HeartbeatRequest, res assign.Result) {
 	a.dirty = a.dirty || res.Persist
 	a.changes.Add(res.Changes)
 	if !a.dirty {
-		ctx.Respond(res.Response)
+		if to != nil {
+			ctx.Send(to, res.Response)
+		}
 		return
 	}
-	a.held = append(a.held, heldAnswer{to: ctx.Sender(), req: req, resp: res.Response})
+	a.held = append(a.held, heldAnswer{to: to, req: req, resp: res.Response})
 	a.queueFlush(ctx)
 }
 
@@ -292,6 +332,10 @@ func (a *groupActor) flush(ctx actor.Context) {
 	a.changes = persistence.Changes{}
 	err := a.persist(&changes)
 	cfg := a.env.cfg.Group
+	if err != nil {
+		// The parked answers were computed on changes now dropped.
+		a.releaseAll(ctx)
+	}
 	for _, h := range a.held {
 		resp := h.resp
 		if err != nil {
@@ -321,6 +365,7 @@ func (a *groupActor) tick(ctx actor.Context) {
 	if res.Persist {
 		a.dirty = true
 		a.queueFlush(ctx)
+		a.wake(ctx)
 	}
 }
 

@@ -39,11 +39,14 @@ const (
 	StepTick      = "tick"
 	StepLayout    = "layout"
 	StepRestore   = "restore"
+	// StepHeldAnswer is a held heartbeat (waitMs) run again to answer it.
+	StepHeldAnswer = "held"
 )
 
 // GroupStep is one step of a group's state machine.
 type GroupStep struct {
-	// Kind is StepHeartbeat, StepTick, StepLayout or StepRestore.
+	// Kind is StepHeartbeat, StepTick, StepLayout, StepRestore or
+	// StepHeldAnswer.
 	Kind string
 	// Events is what the step did.
 	Events assign.Events

@@ -37,10 +37,21 @@ func (s *server) heartbeat(c *gin.Context) {
 		c.JSON(http.StatusOK, resp)
 		return
 	}
+	if req.WaitMs > 0 {
+		// A held answer (waitMs) legitimately takes up to the wait: the
+		// server's write timeout, counted from the request, must not cut
+		// it. The deadline moves past the longest the coordinator may take.
+		rc := http.NewResponseController(c.Writer)
+		_ = rc.SetWriteDeadline(time.Now().Add(s.coord.HeartbeatBudget(&req) + heldWriteSlack))
+	}
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, time.Since(start))
 	c.JSON(http.StatusOK, resp)
 }
+
+// heldWriteSlack is the time a held heartbeat's answer gets to be written
+// once the coordinator has it.
+const heldWriteSlack = 5 * time.Second
 
 // readBodyAnyType is readBody without the content-type check.
 func readBodyAnyType(c *gin.Context) ([]byte, *protocol.Error) {

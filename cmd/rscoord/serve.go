@@ -59,6 +59,7 @@ type ServeCmd struct {
 	ProducerRoutingLease time.Duration `default:"60s" env:"RSCOORD_PRODUCER_ROUTING_LEASE" help:"No removed shard retires sooner than this after its scale-in became ACTIVE: the longest a producer may publish on stale routing."`
 	DrainCheckInterval   time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
 	RetireRemovedShards  bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
+	MaxHeldHeartbeats    int           `default:"65536" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats one group holds for their waitMs; past it heartbeats are answered at once."`
 }
 
 // Environment variables read by serve that are not flags: secrets do not
@@ -119,6 +120,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 		ProducerRoutingLease: s.ProducerRoutingLease,
 		DrainCheckInterval:   s.DrainCheckInterval,
 		RetireRemovedShards:  s.RetireRemovedShards,
+		MaxHeldHeartbeats:    s.MaxHeldHeartbeats,
 		Store:                store,
 		Group: assign.Config{
 			HeartbeatInterval:    s.HeartbeatInterval,
@@ -209,6 +211,9 @@ func (s *ServeCmd) validate() error {
 	}
 	if s.MetricsMaxMembers < 0 {
 		errs = append(errs, fmt.Errorf("--metrics-max-members %d must not be negative", s.MetricsMaxMembers))
+	}
+	if s.MaxHeldHeartbeats < 1 {
+		errs = append(errs, fmt.Errorf("--max-held-heartbeats %d must be at least 1", s.MaxHeldHeartbeats))
 	}
 	for _, a := range s.Redis {
 		if strings.TrimSpace(a) == "" {

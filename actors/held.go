@@ -1,0 +1,163 @@
+package actors
+
+import (
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// Held heartbeats (PROTOCOL.md §9.5, waitMs). A heartbeat carrying waitMs is
+// recorded at once like any other (lease, progress, assignment). When its
+// answer tells the member nothing new it is parked instead of sent: the
+// group actor keeps the asker's PID and the request, and sends the answer,
+// computed afresh by running the heartbeat again, as soon as a change of the
+// group would tell the member something (assign.Unchanged turns false) or
+// when the wait ends (a timer message to self). Nothing here blocks the
+// mailbox: a parked answer is a stored reply address and a timer.
+//
+// Parked answers are released RETRY on shutdown, on a failed write, on a
+// panic of the actor and when the same member heartbeats again; a deleted
+// group answers them as it answers any heartbeat (UNKNOWN_MEMBER_ID).
+
+// parkedAnswer is a held heartbeat waiting for news or for its wait to end.
+type parkedAnswer struct {
+	to  *actor.PID
+	req *protocol.HeartbeatRequest
+	// resp is the answer as computed when the heartbeat arrived; the
+	// answer sent is computed afresh.
+	resp  protocol.HeartbeatResponse
+	seq   uint64
+	timer *time.Timer
+}
+
+// Messages of held heartbeats.
+type (
+	// heldExpiredMsg is a parked answer's wait ending.
+	heldExpiredMsg struct {
+		member string
+		seq    uint64
+	}
+	// releaseHeldMsg answers every parked heartbeat RETRY: the
+	// coordinator is shutting down, or the group is moving.
+	releaseHeldMsg struct{}
+)
+
+// holdFor says how long the answer resp to req may be held: zero when it
+// must go out at once. It is held only when the member asked for it and the
+// answer says nothing the request does not already show: status OK, the
+// same epoch and metadata version, and assigned shards equal to the owned
+// ones (so nothing granted, nothing revoked). A member still revoking shards
+// is answered at once: it will report them terminal soon and must not wait
+// for its own held answer to do so.
+func (a *groupActor) holdFor(req *protocol.HeartbeatRequest, resp *protocol.HeartbeatResponse) time.Duration {
+	if req.WaitMs <= 0 || a.env.terminating.Load() || len(a.parked) >= a.env.cfg.MaxHeldHeartbeats {
+		return 0
+	}
+	if resp.Status != protocol.StatusOK || resp.MemberEpoch != req.MemberEpoch || resp.MetadataVersion != req.MetadataVersion {
+		return 0
+	}
+	for _, r := range req.RevokingShards {
+		if !r.Terminal() {
+			return 0
+		}
+	}
+	if !sameShards(resp.Assignment.AssignedShards, req.OwnedShards) {
+		return 0
+	}
+	// The wait never exceeds the interval the answer carries: a member in a
+	// hand-off (short interval) is held no longer than it would sleep.
+	return time.Duration(min(req.WaitMs, resp.HeartbeatIntervalMs)) * time.Millisecond
+}
+
+// sameShards reports whether two wire shard lists name the same set.
+func sameShards(a, b []protocol.Shard) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := protocol.Indexes(a), protocol.Indexes(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// park holds the answer to req for at most wait.
+func (a *groupActor) park(to *actor.PID, req *protocol.HeartbeatRequest, resp protocol.HeartbeatResponse, wait time.Duration) {
+	if a.parked == nil {
+		a.parked = map[string]*parkedAnswer{}
+	}
+	a.parkSeq++
+	p := &parkedAnswer{to: to, req: req, resp: resp, seq: a.parkSeq}
+	self, root, member, seq := a.self, a.env.system.Root, req.MemberID, p.seq
+	p.timer = time.AfterFunc(wait, func() { root.Send(self, &heldExpiredMsg{member: member, seq: seq}) })
+	a.parked[member] = p
+}
+
+// unpark forgets p and stops its timer.
+func (a *groupActor) unpark(p *parkedAnswer) {
+	p.timer.Stop()
+	delete(a.parked, p.req.MemberID)
+}
+
+// heldExpired sends a parked answer whose wait ended.
+func (a *groupActor) heldExpired(ctx actor.Context, m *heldExpiredMsg) {
+	p := a.parked[m.member]
+	if p == nil || p.seq != m.seq {
+		return // answered meanwhile
+	}
+	if a.release(ctx, p) {
+		a.wake(ctx)
+	}
+}
+
+// release sends p's answer, computed afresh by running its heartbeat again
+// on the current state: a held answer is never older than what it reports.
+// Like any answer it waits for the group's pending write. It reports
+// whether the run changed the group durably.
+func (a *groupActor) release(ctx actor.Context, p *parkedAnswer) bool {
+	a.unpark(p)
+	cfg := a.env.cfg.Group
+	switch {
+	case a.deleted:
+		ctx.Send(p.to, assign.UnknownMemberResponse(p.req, cfg))
+		return false
+	case a.failed != nil:
+		ctx.Send(p.to, assign.RetryResponse(p.req, cfg))
+		return false
+	}
+	res := assign.Heartbeat(a.g, p.req, a.env.now(), cfg)
+	a.finish(StepHeldAnswer, res)
+	a.answer(ctx, p.to, p.req, res)
+	return res.Persist
+}
+
+// wake sends every parked answer that would now tell its member something
+// new. Sending one may change the group (a re-run heartbeat can persist),
+// which may wake others: it repeats until nothing more changes. Each parked
+// answer is sent at most once, so it ends.
+func (a *groupActor) wake(ctx actor.Context) {
+	for changed := true; changed && len(a.parked) > 0; {
+		changed = false
+		for _, p := range a.parked {
+			if a.g != nil && !a.deleted && a.failed == nil && assign.Unchanged(a.g, &p.resp) {
+				continue
+			}
+			if a.release(ctx, p) {
+				changed = true
+			}
+		}
+	}
+}
+
+// releaseAll answers every parked heartbeat RETRY: the member keeps its
+// shards and heartbeats again.
+func (a *groupActor) releaseAll(ctx actor.Context) {
+	cfg := a.env.cfg.Group
+	for _, p := range a.parked {
+		a.unpark(p)
+		ctx.Send(p.to, assign.RetryResponse(p.req, cfg))
+	}
+}

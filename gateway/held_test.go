@@ -1,0 +1,175 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// heldAnswer is the outcome of a heartbeat posted in the background.
+type heldAnswer struct {
+	resp protocol.HeartbeatResponse
+	at   time.Time
+	err  error
+}
+
+// postBackground posts req for its member from another goroutine, so that
+// the test can act while the coordinator holds the answer.
+func postBackground(s *coordtest.Server, prefix, group string, req protocol.HeartbeatRequest) <-chan heldAnswer {
+	out := make(chan heldAnswer, 1)
+	go func() {
+		var a heldAnswer
+		defer func() { a.at = time.Now(); out <- a }()
+		raw, err := json.Marshal(req)
+		if err != nil {
+			a.err = err
+			return
+		}
+		url := s.URL + protocol.BasePath + "/streams/" + prefix + "/groups/" + group + "/members/" + req.MemberID + "/heartbeat"
+		httpResp, err := http.Post(url, "application/json", bytes.NewReader(raw))
+		if err != nil {
+			a.err = err
+			return
+		}
+		defer httpResp.Body.Close()
+		if httpResp.StatusCode != http.StatusOK {
+			a.err = fmt.Errorf("status %d", httpResp.StatusCode)
+			return
+		}
+		a.err = json.NewDecoder(httpResp.Body).Decode(&a.resp)
+	}()
+	return out
+}
+
+func wait(t *testing.T, ch <-chan heldAnswer, within time.Duration) heldAnswer {
+	t.Helper()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			t.Fatalf("held heartbeat: %v", a.err)
+		}
+		return a
+	case <-time.After(within):
+		t.Fatalf("held heartbeat not answered within %v", within)
+		return heldAnswer{}
+	}
+}
+
+// settled is a member that converged alone on a stream of shards shards.
+func settled(t *testing.T, s *coordtest.Server, shards int) *coordtest.Member {
+	t.Helper()
+	s.CreateStream("orders", shards)
+	a := coordtest.NewMember("a", "orders", "orders")
+	a.Beat(s)
+	coordtest.Converge(t, s, 5, a)
+	return a
+}
+
+func TestHeldHeartbeatWithNothingNewIsAnsweredAfterWaitMs(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	a := settled(t, s, 4)
+
+	req := a.Request()
+	req.WaitMs = 400
+	start := time.Now()
+	got := wait(t, postBackground(s, "orders", "orders", req), 5*time.Second)
+	took := got.at.Sub(start)
+	if took < 400*time.Millisecond || took > 1500*time.Millisecond {
+		t.Fatalf("held heartbeat with nothing new answered after %v, want about 400ms", took)
+	}
+	if got.resp.Status != protocol.StatusOK || got.resp.MemberEpoch != a.Epoch ||
+		!slices.Equal(protocol.Indexes(got.resp.Assignment.AssignedShards), a.Owned) {
+		t.Fatalf("held answer %+v, member epoch %d owns %v", got.resp, a.Epoch, a.Owned)
+	}
+	a.Apply(req, got.resp)
+
+	// A reference client (no waitMs) is answered at once, as before.
+	start = time.Now()
+	if resp := a.Beat(s); resp.Status != protocol.StatusOK || time.Since(start) > 300*time.Millisecond {
+		t.Fatalf("heartbeat without waitMs: %s after %v", resp.Status, time.Since(start))
+	}
+
+	// waitMs beyond the answered interval is held no longer than it.
+	req = a.Request()
+	req.WaitMs = 60_000
+	start = time.Now()
+	got = wait(t, postBackground(s, "orders", "orders", req), 10*time.Second)
+	if took := got.at.Sub(start); took < protocol.DefaultHeartbeatInterval-100*time.Millisecond || took > protocol.DefaultHeartbeatInterval+time.Second {
+		t.Fatalf("waitMs 60000 held %v, want the heartbeat interval %v", took, protocol.DefaultHeartbeatInterval)
+	}
+}
+
+func TestHeldHeartbeatIsAnsweredWhenAJoinShrinksItsTarget(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 6)
+	a := coordtest.NewMember("a", "orders", "orders")
+	b := coordtest.NewMember("b", "orders", "orders")
+	a.Beat(s)
+	b.Beat(s)
+	coordtest.Converge(t, s, 8, a, b)
+	if len(a.Owned) != 3 {
+		t.Fatalf("a owns %v, want 3 shards", a.Owned)
+	}
+
+	req := a.Request()
+	req.WaitMs = 3000
+	held := postBackground(s, "orders", "orders", req)
+	// The answer must still be held: it has nothing new yet.
+	select {
+	case got := <-held:
+		t.Fatalf("held heartbeat answered at once: %+v (%v)", got.resp, got.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	c := coordtest.NewMember("c", "orders", "orders")
+	joined := time.Now()
+	c.Beat(s)
+	got := wait(t, held, 3*time.Second)
+	if took := got.at.Sub(joined); took > 300*time.Millisecond {
+		t.Fatalf("held heartbeat answered %v after the join, want within 300ms", took)
+	}
+	assigned := protocol.Indexes(got.resp.Assignment.AssignedShards)
+	if got.resp.Status != protocol.StatusOK || len(assigned) >= len(a.Owned) || got.resp.MemberEpoch <= req.MemberEpoch {
+		t.Fatalf("held answer after the join: %+v; a owned %v", got.resp, a.Owned)
+	}
+	a.Apply(req, got.resp)
+	coordtest.CheckNoOverlap(t, a, b, c)
+	coordtest.Converge(t, s, 8, a, b, c)
+}
+
+func TestHeldHeartbeatIsReleasedByTheNextOneAndByShutdown(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	a := settled(t, s, 2)
+
+	first := a.Request()
+	first.WaitMs = 3000
+	held := postBackground(s, "orders", "orders", first)
+	time.Sleep(200 * time.Millisecond)
+	// The member asks again (its client gave up): the older request is
+	// answered RETRY at once, the newer one normally.
+	second := a.Request()
+	if resp := s.Heartbeat("orders", "orders", second); resp.Status != protocol.StatusOK {
+		t.Fatalf("second heartbeat: %+v", resp)
+	}
+	if got := wait(t, held, time.Second); got.resp.Status != protocol.StatusRetry {
+		t.Fatalf("superseded held heartbeat answered %s, want RETRY", got.resp.Status)
+	}
+
+	third := a.Request()
+	third.WaitMs = 3000
+	held = postBackground(s, "orders", "orders", third)
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	s.Coord.BeginShutdown()
+	got := wait(t, held, time.Second)
+	if got.resp.Status != protocol.StatusRetry || got.at.Sub(start) > 500*time.Millisecond {
+		t.Fatalf("held heartbeat at shutdown: %s after %v, want RETRY at once", got.resp.Status, got.at.Sub(start))
+	}
+}
