@@ -16,19 +16,20 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
-	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/redisops"
 )
 
 // ServeCmd runs the coordinator server. Every flag can also be set from the
 // RSCOORD_… environment variable named in its tag.
 type ServeCmd struct {
-	Listen               string        `default:"127.0.0.1:8080" env:"RSCOORD_LISTEN" help:"Address the HTTP API listens on."`
-	DataDir              string        `default:"./data" env:"RSCOORD_DATA_DIR" help:"Directory of the embedded Pebble store."`
+	Listen               string `default:"127.0.0.1:8080" env:"RSCOORD_LISTEN" help:"Address the HTTP API listens on."`
+	DataDir              string `default:"./data" env:"RSCOORD_DATA_DIR" help:"Directory of the embedded Pebble store (and of the token secret and bootstrap admin when they are not given)."`
+	StoreFlags           `embed:""`
 	HeartbeatInterval    time.Duration `default:"3s" env:"RSCOORD_HEARTBEAT_INTERVAL" help:"Heartbeat interval answered to members."`
 	MemberLease          time.Duration `default:"15s" env:"RSCOORD_MEMBER_LEASE" help:"Member lease TTL."`
 	RebalanceTimeout     time.Duration `default:"60s" env:"RSCOORD_REBALANCE_TIMEOUT" help:"How long a member may hold revoked shards before it is fenced."`
@@ -96,9 +97,28 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := s.logger()
-	store, err := persistence.OpenPebble(s.DataDir, persistence.Options{Logger: log})
+	store, rep, ok, err := s.openStore(ctx, log)
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)
+	}
+	if !ok {
+		log.Info("stopped while standing by")
+		return nil
+	}
+	// A replica whose lease is lost stops: its writes are refused already,
+	// and a fresh process rejoins as a standby.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if rep != nil {
+		defer rep.close(context.Background()) // error paths; a no-op after shutdown closed it
+		go func() {
+			select {
+			case <-rep.node.Done():
+				log.Error("replica lease lost: stopping")
+				stop(cluster.ErrLeaseLost)
+			case <-ctx.Done():
+			}
+		}()
 	}
 	var redisOps *redisops.Client
 	var streamRedis actors.StreamRedis
@@ -144,13 +164,17 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(closeCtx), store.Close())
 	}
 	gin.SetMode(gin.ReleaseMode)
+	var handler http.Handler = gateway.New(coord, gateway.Options{
+		Logger: log, Auth: authn, NoMemberAuth: !s.MemberAuth, Metrics: m, MetricsPublic: s.MetricsPublic,
+		AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
+		LoginFailureLimit: s.LoginFailureLimit, LoginAddressFailureLimit: s.LoginAddressFailureLimit,
+		LoginFailureWindow: s.LoginFailureWindow,
+	})
+	if rep != nil {
+		handler = rep.guard(handler)
+	}
 	srv := &http.Server{
-		Handler: gateway.New(coord, gateway.Options{
-			Logger: log, Auth: authn, NoMemberAuth: !s.MemberAuth, Metrics: m, MetricsPublic: s.MetricsPublic,
-			AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
-			LoginFailureLimit: s.LoginFailureLimit, LoginAddressFailureLimit: s.LoginAddressFailureLimit,
-			LoginFailureWindow: s.LoginFailureWindow,
-		}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -179,6 +203,12 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
 	coord.BeginShutdown()
+	var leaveErr error
+	if rep != nil {
+		// Owner key first: the next replica takes over while this one
+		// drains its requests (answered RETRY / 503 from now on).
+		leaveErr = rep.close(closeCtx)
+	}
 	stopCollecting()
 	<-collected // validated with the flags: it ends only when told to
 	httpErr := srv.Shutdown(closeCtx)
@@ -188,7 +218,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	err = errors.Join(serveErr, httpErr, coord.Close(closeCtx), store.Close(), authn.Close())
+	err = errors.Join(serveErr, httpErr, coord.Close(closeCtx), store.Close(), authn.Close(), leaveErr, lostLease(ctx))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -240,6 +270,7 @@ func (s *ServeCmd) validate() error {
 			errs = append(errs, fmt.Errorf("%s needs a positive window, not %v", l.name, l.window))
 		}
 	}
+	errs = append(errs, s.StoreFlags.validate(s.MemberLease)...)
 	return errors.Join(errs...)
 }
 

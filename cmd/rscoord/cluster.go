@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/rscoord/rscoord/cluster"
+	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// envEtcdPassword holds the etcd password: secrets stay off the command
+// line.
+const envEtcdPassword = "RSCOORD_ETCD_PASSWORD"
+
+// coordinatorUnit is the one placement unit of this build's cluster mode:
+// the replica holding its owner key runs every group and stream; the others
+// stand by (see docs/protocol-notes.md, cluster mode).
+const coordinatorUnit = "coordinator"
+
+// StoreFlags choose and configure the store.
+type StoreFlags struct {
+	Store         string        `default:"pebble" enum:"pebble,etcd" env:"RSCOORD_STORE" help:"Store engine: pebble (embedded, one process) or etcd (the cluster mode: several replicas share one etcd cluster)."`
+	EtcdEndpoints []string      `placeholder:"URL,…" sep:"," env:"RSCOORD_ETCD_ENDPOINTS" help:"etcd client URLs (--store etcd); list every member, so losing one does not matter."`
+	EtcdPrefix    string        `default:"/rscoord/" env:"RSCOORD_ETCD_PREFIX" help:"Key prefix of this coordinator cluster in etcd; every replica of one cluster uses the same."`
+	EtcdUsername  string        `env:"RSCOORD_ETCD_USERNAME" help:"etcd user (its password comes from RSCOORD_ETCD_PASSWORD)."`
+	EtcdCA        string        `placeholder:"FILE" env:"RSCOORD_ETCD_CA" help:"PEM CA bundle that signs the etcd servers' certificates (turns TLS on)."`
+	EtcdCert      string        `placeholder:"FILE" env:"RSCOORD_ETCD_CERT" help:"PEM client certificate for etcd (with --etcd-key)."`
+	EtcdKey       string        `placeholder:"FILE" env:"RSCOORD_ETCD_KEY" help:"PEM private key of --etcd-cert."`
+	EtcdLeaseTTL  time.Duration `default:"3s" env:"RSCOORD_ETCD_LEASE_TTL" help:"etcd lease of this replica: how long a dead or frozen replica keeps ownership. Keep it well under --member-lease."`
+	AdvertiseURL  string        `placeholder:"URL" env:"RSCOORD_ADVERTISE_URL" help:"http(s) URL other replicas and clients reach this replica at (--store etcd)."`
+	ReplicaID     string        `env:"RSCOORD_REPLICA_ID" help:"Unique name of this replica (--store etcd); default: the advertise URL's host and port."`
+}
+
+// validate reports every problem of the store flags.
+func (f *StoreFlags) validate(memberLease time.Duration) []error {
+	if f.Store != "etcd" {
+		return nil
+	}
+	var errs []error
+	if len(f.EtcdEndpoints) == 0 {
+		errs = append(errs, errors.New("--store etcd needs --etcd-endpoints"))
+	}
+	if f.AdvertiseURL == "" {
+		errs = append(errs, errors.New("--store etcd needs --advertise-url"))
+	}
+	if (f.EtcdCert == "") != (f.EtcdKey == "") {
+		errs = append(errs, errors.New("--etcd-cert and --etcd-key go together"))
+	}
+	if f.EtcdLeaseTTL < cluster.MinLeaseTTL {
+		errs = append(errs, fmt.Errorf("--etcd-lease-ttl %v is below %v", f.EtcdLeaseTTL, cluster.MinLeaseTTL))
+	}
+	if f.EtcdLeaseTTL*2 > memberLease {
+		errs = append(errs, fmt.Errorf("--etcd-lease-ttl %v is over half of --member-lease %v: members would fail closed before a dead replica's groups move", f.EtcdLeaseTTL, memberLease))
+	}
+	if !strings.HasSuffix(f.EtcdPrefix, "/") {
+		errs = append(errs, fmt.Errorf("--etcd-prefix %q must end in /", f.EtcdPrefix))
+	}
+	return errs
+}
+
+// etcdClient dials the etcd cluster with the TLS and user flags.
+func (f *StoreFlags) etcdClient() (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints:   f.EtcdEndpoints,
+		DialTimeout: 5 * time.Second,
+		Username:    f.EtcdUsername,
+		Password:    os.Getenv(envEtcdPassword),
+		Logger:      zap.NewNop(),
+	}
+	if f.EtcdCA != "" || f.EtcdCert != "" {
+		t := &tls.Config{MinVersion: tls.VersionTLS12}
+		if f.EtcdCA != "" {
+			pem, err := os.ReadFile(f.EtcdCA)
+			if err != nil {
+				return nil, fmt.Errorf("--etcd-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--etcd-ca %s: no PEM certificate", f.EtcdCA)
+			}
+			t.RootCAs = pool
+		}
+		if f.EtcdCert != "" {
+			cert, err := tls.LoadX509KeyPair(f.EtcdCert, f.EtcdKey)
+			if err != nil {
+				return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+			}
+			t.Certificates = []tls.Certificate{cert}
+		}
+		cfg.TLS = t
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return cli, nil
+}
+
+// replica is this process's place in the cluster mode: the etcd client,
+// the cluster node and, once claimed, the coordinator unit.
+type replica struct {
+	cli  *clientv3.Client
+	node *cluster.Node
+	log  *slog.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// openStore opens the store the flags name. With --store etcd it first
+// joins the cluster and waits (standing by, not listening) until this
+// replica holds the coordinator unit; ok is false when ctx ended first.
+func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger) (store persistence.Store, rep *replica, ok bool, err error) {
+	if s.Store != "etcd" {
+		ps, err := persistence.OpenPebble(s.DataDir, persistence.Options{Logger: log})
+		return ps, nil, err == nil, err
+	}
+	cli, err := s.etcdClient()
+	if err != nil {
+		return nil, nil, false, err
+	}
+	id := s.ReplicaID
+	if id == "" {
+		id = strings.TrimPrefix(strings.TrimPrefix(s.AdvertiseURL, "https://"), "http://")
+	}
+	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	node, err := cluster.Join(jctx, cluster.Options{
+		Client: cli, Root: s.EtcdPrefix, ID: id, AdvertiseURL: s.AdvertiseURL, LeaseTTL: s.EtcdLeaseTTL, Logger: log,
+	})
+	cancel()
+	if err != nil {
+		return nil, nil, false, errors.Join(err, cli.Close())
+	}
+	rep = &replica{cli: cli, node: node, log: log}
+	log.Info("joined the coordinator cluster", slog.String("replica", id), slog.String("advertiseUrl", s.AdvertiseURL),
+		slog.Duration("leaseTTL", s.EtcdLeaseTTL))
+	if !rep.awaitOwnership(ctx) {
+		return nil, nil, false, rep.close(context.Background())
+	}
+	es, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{
+		Client: cli, Prefix: s.EtcdPrefix + "data/", Logger: log,
+		// Every unit is fenced by the one coordinator owner key.
+		Fence: func(string) (string, int64, bool) {
+			f, ok := node.FenceOf(coordinatorUnit)
+			return f.Key, f.CreateRevision, ok
+		},
+	})
+	if err != nil {
+		return nil, nil, false, errors.Join(err, rep.close(context.Background()))
+	}
+	return es, rep, true, nil
+}
+
+// awaitOwnership claims the coordinator unit, retrying whenever an owner
+// key goes away, until it holds it (true) or ctx ends or the lease is lost
+// (false).
+func (r *replica) awaitOwnership(ctx context.Context) bool {
+	logged := false
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := r.node.Claim(cctx, coordinatorUnit)
+		cancel()
+		if err == nil {
+			r.log.Info("this replica owns the coordinator: loading state")
+			return true
+		}
+		if errors.Is(err, cluster.ErrLeaseLost) {
+			r.log.Error("replica lease lost while standing by")
+			return false
+		}
+		if !logged {
+			holder, _ := r.node.Holder(coordinatorUnit)
+			r.log.Info("standing by", slog.String("owner", holder.ID), slog.String("ownerUrl", holder.AdvertiseURL), slog.Any("reason", err))
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-r.node.Done():
+			return false
+		case <-r.node.OwnerChanges():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// guard answers 503 with Retry-After while this replica cannot be sure its
+// lease still runs (it was paused, or etcd is out of reach): what it would
+// answer may already belong to another replica. Members retry a 503 as a
+// heartbeat they must send again; their shards stay theirs until their own
+// lease runs out.
+func (r *replica) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !r.node.Valid() {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(protocol.NewErrorBody(protocol.CodeStoreUnavailable,
+				"this replica's ownership is not certain (etcd lease); retry, or another coordinator URL"))
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// close gives the coordinator unit up (SIGTERM: the next replica takes
+// over at once instead of one lease later) and leaves the cluster.
+// Later calls return the first call's error.
+func (r *replica) close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		r.closeErr = errors.Join(r.node.Leave(ctx), r.cli.Close())
+	})
+	return r.closeErr
+}
+
+// lostLease is the error of a serve that stopped because the lease was
+// lost, nil otherwise.
+func lostLease(ctx context.Context) error {
+	if err := context.Cause(ctx); errors.Is(err, cluster.ErrLeaseLost) {
+		return err
+	}
+	return nil
+}
