@@ -149,7 +149,11 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger) (store persi
 	log.Info("joined the coordinator cluster", slog.String("replica", id), slog.String("advertiseUrl", s.AdvertiseURL),
 		slog.Duration("leaseTTL", s.EtcdLeaseTTL))
 	if !rep.awaitOwnership(ctx) {
-		return nil, nil, false, rep.close(context.Background())
+		closeErr := rep.close(context.Background())
+		if ctx.Err() == nil { // the lease was lost while standing by
+			return nil, nil, false, errors.Join(cluster.ErrLeaseLost, closeErr)
+		}
+		return nil, nil, false, closeErr
 	}
 	es, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{
 		Client: cli, Prefix: s.EtcdPrefix + "data/", Logger: log,

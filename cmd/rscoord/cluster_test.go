@@ -180,7 +180,7 @@ func TestClusterFailover(t *testing.T) {
 
 // A replica frozen (SIGSTOP) past its lease loses ownership to the
 // stand-by; after SIGCONT it answers nothing with a decision, writes
-// nothing, and stops; the group's epochs never go back.
+// nothing, stops serving and stands by; the group's epochs never go back.
 func TestClusterPausedOwner(t *testing.T) {
 	c := etcdtest.NewCluster(t)
 	r1, owner := startReplica(t, c, "r1", freeLoopbackPort(t))
@@ -217,11 +217,19 @@ func TestClusterPausedOwner(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := r1.proc.Wait(20 * time.Second); err == nil {
-		t.Fatalf("thawed old owner exited without an error:\n%s", r1.proc.Output())
+	// It noticed the lost lease, stopped serving and stands by again.
+	if _, err := r1.proc.WaitForLine(20*time.Second, func(line string) bool {
+		return strings.Contains(line, "replica lease lost")
+	}); err != nil {
+		t.Fatalf("thawed old owner did not notice its lost lease: %v\n%s", err, r1.proc.Output())
 	}
-	if !strings.Contains(r1.proc.Output(), "replica lease lost") {
-		t.Fatalf("thawed old owner did not log the lost lease:\n%s", r1.proc.Output())
+	if _, err := r1.proc.WaitForLine(20*time.Second, func(line string) bool {
+		return strings.Contains(line, `"standing by"`)
+	}); err != nil {
+		t.Fatalf("thawed old owner does not stand by: %v\n%s", err, r1.proc.Output())
+	}
+	if hb, err := tryBeat(s1, coordtest.NewMember("d", "orders", "orders")); err == nil {
+		t.Fatalf("the stand-by answered a heartbeat: %+v", hb)
 	}
 	var after protocol.GroupResponse
 	s2.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)

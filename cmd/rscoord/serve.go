@@ -92,11 +92,38 @@ func (s *ServeCmd) logger() *slog.Logger {
 //     at most ShutdownTimeout;
 //  3. the actors stop, each after the message it is handling;
 //  4. the store closes, so Pebble's files are clean for the next start.
+//
+// In the cluster mode (--store etcd) a replica that loses its etcd lease
+// stops serving as above and joins again as a stand-by, until ctx is done.
 func (s *ServeCmd) Run(ctx context.Context) error {
 	if err := s.validate(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := s.logger()
+	rejoining := false
+	for {
+		err := s.runOnce(ctx, log)
+		if ctx.Err() != nil || err == nil {
+			return err
+		}
+		// After a lost lease every failure is retried: etcd may still be
+		// without quorum, and the replica must come back when it returns.
+		if !errors.Is(err, cluster.ErrLeaseLost) && !rejoining {
+			return err
+		}
+		rejoining = true
+		log.Warn("joining the cluster again", slog.Any("reason", err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// runOnce is one run of the server: until ctx is done or, in the cluster
+// mode, the replica's lease is lost (an error wrapping cluster.ErrLeaseLost).
+func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
 	store, rep, ok, err := s.openStore(ctx, log)
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)
