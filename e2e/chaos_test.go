@@ -274,7 +274,7 @@ func (r *chaosRun) startCoordinator() {
 	}
 }
 
-// startPod starts a new incarnation of pod i (same POD_IP, so the same
+// startPod starts a new incarnation of pod i (same POD_NAME, so the same
 // member ids, but its own log files). Pod 0 talks to the coordinator
 // through the heartbeat proxy.
 func (r *chaosRun) startPod(i int) *incarnation {
@@ -296,7 +296,7 @@ func (r *chaosRun) startPod(i int) *incarnation {
 		"--concurrency", strconv.Itoa(chaosPerPod), "--workers", "2", "--handler-delay", "2ms",
 		"--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
 		"--events-log", inc.events, "--ownership-log", inc.ownership,
-	}, fmt.Sprintf("POD_IP=pod-%d", i))
+	}, fmt.Sprintf("POD_NAME=pod-%d", i))
 	r.incs = append(r.incs, inc)
 	r.live[i] = inc
 	return inc

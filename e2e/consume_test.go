@@ -57,7 +57,7 @@ func startPods(t *testing.T, bin, url, redisAddrs, dir string, n int, handlerDel
 			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 			"--concurrency", "2", "--workers", "2", "--handler-delay", handlerDelay, "--member-lease", memberLease,
 			"--claim-min-idle", claimMinIdle, "--events-log", p.events, "--ownership-log", p.ownership,
-		}, "POD_IP="+name)
+		}, "POD_NAME="+name)
 		pods[i] = p
 	}
 	return pods

@@ -35,6 +35,14 @@ func (c *memberCore) notify(msg any) { c.send(msg) }
 // handle runs the handler on one record; a worker calls it. Nothing is
 // acknowledged here: an error or a panic leaves the record pending.
 func (c *memberCore) handle(run *shardRun, msg *Message) {
+	// Checked immediately before the handler runs: a record read under an
+	// ownership that has since ended (fenced, lease lapsed, let go) is
+	// never dispatched; it stays pending for the shard's owner.
+	if err := run.ackAllowed(); err != nil {
+		c.log.Debug("record not dispatched: ownership ended after it was read",
+			slog.String("streamKey", msg.StreamKey), slog.String("id", msg.ID), slog.Any("reason", err))
+		return
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("handler panicked; the record stays pending",

@@ -32,6 +32,17 @@
 //     WithOnRevoked; when OnRevoked returns, their readers of those shards
 //     must have stopped.
 //
+// # Incarnations and fencing tokens
+//
+// Every Runtime draws a random instanceId ([Runtime.InstanceID]) and sends
+// it on every heartbeat, so the coordinator tells a replayed join of this
+// process from a second process using the same member ids; the default
+// base id (POD_NAME, else host name and process id) is unique per process
+// anyway. Every [Message] carries the shard's ownerEpoch, a token the
+// coordinator raises each time the shard moves: a downstream store that
+// keeps the highest token per shard refuses a stale owner's writes (see
+// the example of Message.OwnerEpoch).
+//
 // # Rules the runtime keeps
 //
 // A change to this package must keep each of these; the comment where one

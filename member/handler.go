@@ -51,6 +51,14 @@ type Message struct {
 	// list (this member's own, or claimed from another consumer) rather
 	// than as a new entry: it may have been handled before.
 	Redelivered bool
+	// OwnerEpoch is the shard's ownership token (fencing token) under
+	// which this member read the record: a positive counter the
+	// coordinator raises each time the shard moves to another member, and
+	// never lowers. A downstream store that keeps the highest token seen
+	// per shard and refuses writes with a lower one turns away a stale
+	// owner's late writes (see the package example). 0 from a coordinator
+	// that does not send tokens.
+	OwnerEpoch int64
 
 	run     *shardRun
 	settled atomic.Bool // acknowledged (Ack or AckDel succeeded)

@@ -2,10 +2,12 @@ package member
 
 import (
 	"context"
-	"net"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // memberID is the id of logical member i of a Runtime whose base id is
@@ -16,27 +18,37 @@ func memberID(base string, i int) string {
 }
 
 // defaultBaseID picks the base of the member ids when WithBaseID is not
-// given, and says where it came from: the POD_IP environment variable (set
-// by Kubernetes through the downward API), else the first non-loopback
-// address of this host, else its hostname. Characters a member id may not
-// hold are replaced by '-'.
+// given, and says where it came from: the POD_NAME environment variable
+// (a stable name, set by Kubernetes through the downward API), else the
+// host name plus the process id, so that two processes on one host never
+// share member ids (docs/protocol.md, member incarnations: two processes
+// with one id would be told apart only by their instanceId, and one of
+// them would wait). Characters a member id may not hold are replaced by
+// '-'.
 func defaultBaseID() (id, from string) {
-	if ip := strings.TrimSpace(os.Getenv("POD_IP")); ip != "" {
-		return cleanID(ip), "POD_IP"
+	if name := strings.TrimSpace(os.Getenv("POD_NAME")); name != "" {
+		return cleanID(name), "POD_NAME"
 	}
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range addrs {
-			ipnet, ok := a.(*net.IPNet)
-			if !ok || ipnet.IP.IsLoopback() || ipnet.IP.IsLinkLocalUnicast() || ipnet.IP.IsUnspecified() {
-				continue
-			}
-			return cleanID(ipnet.IP.String()), "host address"
-		}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "member"
 	}
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return cleanID(h), "hostname"
+	return cleanID(host) + "-" + strconv.Itoa(os.Getpid()), "host name and process id"
+}
+
+// newInstanceID is a random incarnation id (docs/protocol.md, instanceId):
+// a UUID-shaped string of 128 random bits, new for every Runtime.
+func newInstanceID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand never fails on supported platforms; if it did, a
+		// clock-based id is still unique enough per process.
+		return "t-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
 	}
-	return "member", "fallback"
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant 10
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 // cleanID replaces every character a member id may not hold with '-'.

@@ -14,15 +14,25 @@ import (
 // step can neither extend nor cut a lease.
 type leaseClock struct {
 	base time.Time
-	ttl  time.Duration
+	// ttl is the lease length in nanoseconds: the member's own setting,
+	// lowered to the coordinator's memberLeaseMs when that is shorter.
+	ttl atomic.Int64
 	// deadline is the end of the lease in nanoseconds since base; 0 means
 	// no lease (not joined yet, fenced).
 	deadline atomic.Int64
 }
 
 func newLeaseClock(ttl time.Duration) *leaseClock {
-	return &leaseClock{base: time.Now(), ttl: ttl}
+	l := &leaseClock{base: time.Now()}
+	l.ttl.Store(int64(ttl))
+	return l
 }
+
+// length is the lease length in force.
+func (l *leaseClock) length() time.Duration { return time.Duration(l.ttl.Load()) }
+
+// setLength sets the lease length (renewals from now on use it).
+func (l *leaseClock) setLength(d time.Duration) { l.ttl.Store(int64(d)) }
 
 // now is the current time on the lease's clock.
 func (l *leaseClock) now() time.Duration { return time.Since(l.base) }
@@ -34,7 +44,7 @@ func (l *leaseClock) now() time.Duration { return time.Since(l.base) }
 // and a member never reads a shard the coordinator has already given to
 // another. It never shortens the lease, and reports the deadline.
 func (l *leaseClock) renew(sentAt time.Duration) time.Duration {
-	want := int64(sentAt + l.ttl)
+	want := int64(sentAt + l.length())
 	for {
 		cur := l.deadline.Load()
 		if cur >= want {

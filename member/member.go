@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/rscoord/rscoord/coordclient"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -56,6 +58,22 @@ type memberActor struct {
 
 	epoch, version int64
 	seq            int64
+	// retryID is the requestId of a heartbeat whose answer was lost to a
+	// transport error: the next heartbeat reuses it, so the coordinator
+	// can tell a retry from a new request.
+	retryID string
+	// ownerEpochs are the ownership tokens of the assigned shards, from
+	// the last OK (docs/protocol.md, ownership tokens).
+	ownerEpochs map[int]int64
+	// lastView is the last answer's status, epoch and shard sets: an
+	// answer that differs carried a change, and the next heartbeat
+	// follows at once.
+	lastView string
+	// hbHeld: the heartbeat in flight asked the coordinator to hold its
+	// answer (waitMs); hbReqCancel cancels it when something must be
+	// reported sooner.
+	hbHeld      bool
+	hbReqCancel context.CancelFunc
 	// owned is what the member owns and reports in ownedShards, sorted.
 	owned    []int
 	runs     map[int]*shardRun    // the live run of each shard
@@ -144,6 +162,7 @@ func (a *memberActor) start(ctx actor.Context) {
 	a.core = core
 	a.runs, a.byPID = map[int]*shardRun{}, map[string]*shardRun{}
 	a.revoking, a.notified = map[int]*revocation{}, map[int]bool{}
+	a.ownerEpochs = map[int]int64{}
 	a.owned = []int{}
 	a.interval, a.rebalance = a.capInterval(protocol.DefaultHeartbeatInterval), protocol.DefaultRebalanceTimeout
 	a.hbCtx, a.hbCancel = context.WithCancel(context.Background())
@@ -196,10 +215,15 @@ func (a *memberActor) beat() {
 }
 
 // beatSoon heartbeats after soonDelay: something the coordinator is
-// waiting for (a released shard) is ready to report.
+// waiting for (a released shard) is ready to report. A held heartbeat in
+// flight is cancelled so that the report does not wait for its answer (the
+// coordinator recorded it on arrival; only its answer is lost).
 func (a *memberActor) beatSoon() {
 	if a.hbBusy {
 		a.beatAgain = true
+		if a.hbHeld && a.hbReqCancel != nil {
+			a.hbReqCancel()
+		}
 		return
 	}
 	a.after(soonDelay)
@@ -239,6 +263,10 @@ func stopTimer(t **time.Timer) {
 func (a *memberActor) request() protocol.HeartbeatRequest {
 	a.seq++
 	cfg := a.rs.cfg
+	requestID := a.id + "-" + a.rs.nonce + "-" + strconv.FormatInt(a.seq, 10)
+	if a.retryID != "" {
+		requestID, a.retryID = a.retryID, ""
+	}
 	progress := []protocol.ShardProgress{}
 	for _, s := range a.owned {
 		// Only owned shards: progress on any other shard is outside the
@@ -249,7 +277,9 @@ func (a *memberActor) request() protocol.HeartbeatRequest {
 	}
 	return protocol.HeartbeatRequest{
 		ProtocolVersion: protocol.CurrentVersion,
-		RequestID:       a.id + "-" + a.rs.nonce + "-" + strconv.FormatInt(a.seq, 10),
+		RequestID:       requestID,
+		InstanceID:      a.rs.instanceID,
+		WaitMs:          a.waitMs(),
 		MemberID:        a.id,
 		MemberName:      cfg.memberName,
 		MemberEpoch:     a.epoch,
@@ -289,6 +319,19 @@ func (a *memberActor) revokingReport() []protocol.RevokingShard {
 	return out
 }
 
+// waitMs is how long the coordinator may hold the next answer
+// (docs/protocol.md, held heartbeats): the heartbeat interval, but only for
+// a steady member — joined, not leaving, nothing being revoked, lease not
+// suspended — so that reports the coordinator waits for are never held
+// behind an answer, and 0 otherwise. A coordinator that ignores it answers
+// at once, and the member then waits the interval itself.
+func (a *memberActor) waitMs() int64 {
+	if a.epoch <= 0 || a.leaving || a.suspended || len(a.revoking) > 0 || a.failures > 0 {
+		return 0
+	}
+	return a.interval.Milliseconds()
+}
+
 // send posts req on a goroutine owned by the actor (waited for in
 // shutdown); the answer comes back as an answerMsg.
 func (a *memberActor) send(req protocol.HeartbeatRequest, leave bool) {
@@ -298,12 +341,15 @@ func (a *memberActor) send(req protocol.HeartbeatRequest, leave bool) {
 	if leave {
 		timeout = max(min(timeout, a.leaveAt-sentAt), 200*time.Millisecond)
 	}
-	root, self, client, hctx, core := a.rs.system.Root, a.self, a.rs.client, a.hbCtx, a.core
+	// A held answer may come waitMs late: the bound covers that too.
+	timeout += time.Duration(req.WaitMs) * time.Millisecond
+	root, self, client, core := a.rs.system.Root, a.self, a.rs.client, a.core
 	prefix, group := a.rs.cfg.stream, a.rs.cfg.group
+	ctx, cancel := context.WithTimeout(a.hbCtx, timeout)
+	a.hbHeld, a.hbReqCancel = req.WaitMs > 0, cancel
 	a.hbWG.Add(1)
 	go func() {
 		defer a.hbWG.Done()
-		ctx, cancel := context.WithTimeout(hctx, timeout)
 		resp, err := client.Heartbeat(ctx, prefix, group, &req)
 		if err != nil {
 			err = fmt.Errorf("heartbeat %s: %w", req.MemberID, err)
@@ -318,7 +364,7 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	if m.core != a.core {
 		return // sent by an earlier incarnation of this actor
 	}
-	a.hbBusy = false
+	a.hbBusy, a.hbHeld, a.hbReqCancel = false, false, nil
 	if a.stopped {
 		return
 	}
@@ -327,7 +373,19 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 		return
 	}
 	defer a.afterAnswer()
+	if m.err != nil && m.req.WaitMs > 0 && errors.Is(m.err, context.Canceled) && a.hbCtx.Err() == nil {
+		// A held heartbeat cancelled because something must be reported
+		// now (beatSoon): the coordinator recorded it; beatAgain sends
+		// the report. Not a failure.
+		return
+	}
 	if err := checkAnswer(m); err != nil {
+		var coordErr *coordclient.Error
+		if m.err != nil && !errors.As(m.err, &coordErr) {
+			// The request may have reached the coordinator and only its
+			// answer been lost: the retry carries the same requestId.
+			a.retryID = m.req.RequestID
+		}
 		a.failures++
 		a.errBackoff = min(max(a.errBackoff*2, errBackoffMin), errBackoffMax, a.interval)
 		if a.failures == 1 || a.failures%10 == 0 {
@@ -342,7 +400,20 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	}
 	a.failures, a.errBackoff = 0, 0
 	resp := m.resp
+	a.takeLease(resp)
 	a.takeTiming(resp)
+	// An answer that differs from the last one carried a change: the next
+	// heartbeat follows at once (docs/protocol.md, held heartbeats), else
+	// after the interval minus the time the answer was held.
+	view := answerView(resp)
+	changed := view != a.lastView
+	a.lastView = view
+	next := a.interval
+	if changed {
+		next = 0
+	} else if m.req.WaitMs > 0 {
+		next = max(a.interval-(a.core.lease.now()-m.sentAt), 0)
+	}
 	assigned := sanitizeShards(resp.Assignment.AssignedShards)
 	p := planFor(resp.Status, a.owned, assigned)
 	switch {
@@ -376,10 +447,18 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	}
 	a.scheduleLease(a.core.lease.renew(m.sentAt))
 	a.forgetReported(m.req)
+	if resp.Status == protocol.StatusOK {
+		clear(a.ownerEpochs)
+		for _, s := range resp.Assignment.AssignedShards {
+			if s.OwnerEpoch > 0 {
+				a.ownerEpochs[s.ShardIndex] = s.OwnerEpoch
+			}
+		}
+	}
 	if !a.leaving {
 		a.apply(resp.Status, p, m.sentAt)
 	}
-	a.after(a.interval)
+	a.after(next)
 }
 
 // afterAnswer runs what waited for the heartbeat in flight.
@@ -389,6 +468,30 @@ func (a *memberActor) afterAnswer() {
 		a.beatAgain = false
 		a.beat()
 	}
+}
+
+// answerView is what of an answer tells the member something: status,
+// epoch, assigned and pending shards.
+func answerView(resp protocol.HeartbeatResponse) string {
+	return fmt.Sprint(resp.Status, resp.MemberEpoch, sanitizeShards(resp.Assignment.AssignedShards),
+		sanitizeShards(resp.Assignment.PendingShards))
+}
+
+// takeLease adopts the coordinator's member lease when it is shorter than
+// the member's own (docs/protocol.md, memberLeaseMs): the member must never
+// believe it may read after the coordinator stopped counting it as a
+// reader. A difference is logged once per Runtime.
+func (a *memberActor) takeLease(resp protocol.HeartbeatResponse) {
+	if resp.MemberLeaseMs <= 0 {
+		return
+	}
+	theirs := time.Duration(resp.MemberLeaseMs) * time.Millisecond
+	own := a.rs.cfg.memberLease
+	if theirs != own && a.rs.leaseWarned.CompareAndSwap(false, true) {
+		a.log.Warn("the coordinator's member lease differs from WithMemberLease; using the shorter",
+			slog.Duration("coordinator", theirs), slog.Duration("own", own), slog.Duration("used", min(own, theirs)))
+	}
+	a.core.lease.setLength(min(own, theirs))
 }
 
 // checkAnswer rejects answers that are not answers to req.
@@ -419,7 +522,7 @@ func (a *memberActor) takeTiming(resp protocol.HeartbeatResponse) {
 // a coordinator configured with an interval near its lease would make the
 // member fail closed between two heartbeats that both succeed.
 func (a *memberActor) capInterval(d time.Duration) time.Duration {
-	return min(d, a.rs.cfg.memberLease/3)
+	return min(d, a.core.lease.length()/3)
 }
 
 // forgetReported drops the REVOKED reports the coordinator has now seen.
@@ -558,7 +661,7 @@ func (a *memberActor) ensureRuns() {
 		a.notified[s] = true
 	}
 	for _, s := range start {
-		run := newShardRun(a.core, s)
+		run := newShardRun(a.core, s, a.ownerEpochs[s])
 		props := actor.PropsFromProducer(func() actor.Actor { return &shardActor{run: run} })
 		run.pid = a.actx.SpawnPrefix(props, "shard-"+strconv.Itoa(s)+"-")
 		a.runs[s] = run
@@ -625,7 +728,7 @@ func (a *memberActor) checkLease() {
 	}
 	a.suspended = true
 	a.log.Warn("assignment lease expired without a successful heartbeat: reads and ACKs stopped on every shard until an OK",
-		slog.Duration("memberLease", a.rs.cfg.memberLease), slog.Any("owned", a.owned))
+		slog.Duration("memberLease", a.core.lease.length()), slog.Any("owned", a.owned))
 	a.fenceAll(ErrLeaseExpired)
 }
 

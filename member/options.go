@@ -106,9 +106,10 @@ func WithConcurrency(n int) Opt {
 	return optFunc(func(c *config) { c.concurrency = n })
 }
 
-// WithBaseID sets the base of the member ids. Default: the POD_IP
-// environment variable, else the first address of this host that is
-// neither loopback nor link-local, else its hostname. "{base}-m{i}" must be a valid member id (1–200 of
+// WithBaseID sets the base of the member ids. Default: the POD_NAME
+// environment variable, else this host's name and the process id (unique
+// per process, so two processes on one host never share an id; it is
+// logged at start). "{base}-m{i}" must be a valid member id (1–200 of
 // [A-Za-z0-9._:@-]) and must be unique in the group: two processes with one
 // id share a Redis consumer name and the coordinator keeps only one of
 // them.
@@ -195,9 +196,10 @@ func WithOnRevoked(fn func(ctx context.Context, shards []int)) Opt {
 // WithMemberLease sets the member lease TTL: without a successful
 // heartbeat for this long, measured from when that heartbeat was sent,
 // every member of the Runtime stops reads and ACKs on every shard (fail
-// closed) until a later OK. It must equal the coordinator's
-// --member-lease. Default 15s (protocol.DefaultMemberLease); at least
-// 100ms.
+// closed) until a later OK. When the coordinator's answers carry its own
+// lease (memberLeaseMs), the shorter of the two is used and a warning is
+// logged once if they differ. Default 15s (protocol.DefaultMemberLease);
+// at least 100ms.
 func WithMemberLease(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.memberLease = d })
 }

@@ -193,7 +193,7 @@ func (r *shardRun) messages(ctx context.Context, msgs []redis.XMessage, redelive
 		}
 		out = append(out, &Message{
 			StreamKey: r.key, Shard: r.shard, ID: m.ID, Fields: m.Values,
-			MemberID: r.core.id, Redelivered: redelivered, run: r,
+			MemberID: r.core.id, Redelivered: redelivered, OwnerEpoch: r.ownerEpoch, run: r,
 		})
 	}
 	if len(gone) > 0 {

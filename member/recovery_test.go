@@ -187,8 +187,8 @@ func TestFencedMemberStopsAndRejoins(t *testing.T) {
 	e.publish(0, 1, "hold")
 	held := <-inHand
 
-	// A zombie with the member's id and epoch claims shard 99: the
-	// coordinator fences the member.
+	// A zombie with the member's id, incarnation and epoch claims shard
+	// 99: the coordinator fences the member.
 	var members protocol.MembersResponse
 	e.coord.JSON(http.MethodGet, protocol.BasePath+"/monitoring/streams/fence/groups/fence/members", nil, http.StatusOK, &members)
 	if len(members.Members) != 1 {
@@ -196,6 +196,7 @@ func TestFencedMemberStopsAndRejoins(t *testing.T) {
 	}
 	zombie := protocol.HeartbeatRequest{
 		ProtocolVersion: protocol.CurrentVersion, RequestID: "zombie-1", MemberID: "rs-fence-m0", MemberName: "zombie",
+		InstanceID:  r.rt.InstanceID(),
 		MemberEpoch: members.Members[0].MemberEpoch, MetadataVersion: members.Members[0].MetadataVersion,
 		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 1, AvailableConcurrency: 1},
 		OwnedShards:             protocol.Shards([]int{99}),

@@ -17,9 +17,10 @@ import (
 // Runtime runs the logical members of one process for one stream and
 // consumer group. Create it with [New] and run it once with [Runtime.Run].
 type Runtime struct {
-	cfg     config
-	handler Handler
-	ran     atomic.Bool
+	cfg        config
+	handler    Handler
+	ran        atomic.Bool
+	instanceID string
 }
 
 // New checks opts (all problems are reported at once) and returns a
@@ -33,8 +34,13 @@ func New(handler Handler, opts ...Opt) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{cfg: cfg, handler: handler}, nil
+	return &Runtime{cfg: cfg, handler: handler, instanceID: newInstanceID()}, nil
 }
+
+// InstanceID is the random incarnation id this Runtime sends on every
+// heartbeat (docs/protocol.md, member incarnations): the coordinator tells
+// this process from another one using the same member ids by it.
+func (r *Runtime) InstanceID() string { return r.instanceID }
 
 // MemberIDs are the ids of the Runtime's logical members, "{base}-m0" …,
 // which are also their Redis consumer names.
@@ -61,6 +67,12 @@ type runState struct {
 	requestTimeout time.Duration
 	// nonce makes request ids unique across runs of one member id.
 	nonce string
+	// instanceID names this Runtime's incarnation on every heartbeat
+	// (docs/protocol.md, member incarnations).
+	instanceID string
+	// leaseWarned: the warning about a coordinator lease that differs from
+	// WithMemberLease was logged (once per Runtime).
+	leaseWarned atomic.Bool
 }
 
 // probeTimeout bounds the XACKDEL probe at the start of Run.
@@ -119,9 +131,10 @@ func (r *Runtime) Run(ctx context.Context) error {
 		exits:          make(chan memberExit, cfg.concurrency),
 		requestTimeout: max(cfg.memberLease/3, 500*time.Millisecond),
 		nonce:          strconv.FormatInt(time.Now().UnixMilli(), 36),
+		instanceID:     r.instanceID,
 	}
 	log.Info("member runtime starting", slog.Any("coordinator", cfg.client.URLs()),
-		slog.Any("members", r.MemberIDs()), slog.String("baseIdFrom", cfg.baseIDFrom),
+		slog.Any("members", r.MemberIDs()), slog.String("baseIdFrom", cfg.baseIDFrom), slog.String("instanceId", rs.instanceID),
 		slog.Bool("xackdel", ack.native))
 
 	// 3. Member actors.

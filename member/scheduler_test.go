@@ -61,7 +61,7 @@ func batch(run *shardRun, n int) []*Message {
 // and each shard's records in order.
 func TestSchedulerRotatesOverShards(t *testing.T) {
 	tc := newTestCore(t, 1)
-	runs := []*shardRun{newShardRun(tc.memberCore, 0), newShardRun(tc.memberCore, 1), newShardRun(tc.memberCore, 2)}
+	runs := []*shardRun{newShardRun(tc.memberCore, 0, 0), newShardRun(tc.memberCore, 1, 0), newShardRun(tc.memberCore, 2, 0)}
 	sizes := []int{4, 1, 2}
 	for i, r := range runs {
 		r.deliver(batch(r, sizes[i]))

@@ -29,6 +29,9 @@ type shardRun struct {
 	core  *memberCore
 	shard int
 	key   string
+	// ownerEpoch is the shard's ownership token when the run started (0
+	// from a coordinator that sends none).
+	ownerEpoch int64
 
 	// handlerCtx is given to handlers; cancelled when the run is fenced,
 	// and once it has ended.
@@ -72,11 +75,12 @@ type shardRun struct {
 	updatedAt time.Time
 }
 
-func newShardRun(core *memberCore, shard int) *shardRun {
+func newShardRun(core *memberCore, shard int, ownerEpoch int64) *shardRun {
 	hctx, cancel := context.WithCancel(core.ctx)
 	return &shardRun{
 		core:           core,
 		shard:          shard,
+		ownerEpoch:     ownerEpoch,
 		key:            protocol.StreamKey(core.cfg.stream, shard),
 		handlerCtx:     hctx,
 		cancelHandlers: cancel,

@@ -7,7 +7,7 @@ import "testing"
 // added work after an earlier idle report; a fenced run drops its queue.
 func TestStoppingRunReportsEveryIdle(t *testing.T) {
 	tc := newTestCore(t, 1)
-	run := newShardRun(tc.memberCore, 0)
+	run := newShardRun(tc.memberCore, 0, 0)
 	handle := func() {
 		t.Helper()
 		m := run.take()

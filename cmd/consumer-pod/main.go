@@ -68,7 +68,7 @@ type CLI struct {
 	EventsLog    string        `help:"File that gets one JSON line per handled record."`
 	OwnershipLog string        `help:"File that gets one JSON line each time a member starts or stops reading a shard."`
 	AckMode      string        `default:"ack" enum:"ack,ackdel" help:"How records are settled: ack (XACK) or ackdel (ACK and delete)."`
-	BaseID       string        `help:"Base of the member ids (default: POD_IP, else a host address, else the hostname)."`
+	BaseID       string        `help:"Base of the member ids (default: POD_NAME, else the host name and process id)."`
 	Block        time.Duration `default:"1s" help:"XREADGROUP BLOCK time."`
 	ClaimMinIdle time.Duration `default:"30s" help:"XAUTOCLAIM min idle time."`
 	LeaveTimeout time.Duration `default:"30s" help:"Bound on draining and leaving after SIGTERM."`
