@@ -7,10 +7,11 @@
 //     as an application commits its work before acknowledging: a pod killed
 //     in between has its record redelivered and logged again (at least
 //     once), never acknowledged and unlogged:
-//     {"memberId","streamKey","recordId","eventId","handledAt","handledAtUnixNano"}.
+//     {"memberId","instanceId","shard","ownerEpoch","streamKey","recordId","eventId",
+//     "startedAtUnixNano" (the handler started),"handledAt","handledAtUnixNano"}.
 //     eventId is the record's "eventId" field ("" if it has none).
 //   - --ownership-log: one line each time a member starts or stops reading
-//     a shard: {"memberId","shard","event":"start"|"stop","atUnixNano"}.
+//     a shard: {"memberId","instanceId","shard","event":"start"|"stop","atUnixNano"}.
 //     "start" is written just before the first read of the shard, "stop"
 //     once its reads stopped and its handlers returned (at once on fencing
 //     or lease expiry), so a member's [start, stop] encloses all its work
@@ -144,7 +145,9 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 	if c.AckMode == "ackdel" {
 		settle = (*member.Message).AckDel
 	}
+	var instanceID string // set once the runtime exists, before Run
 	handler := func(ctx context.Context, m *member.Message) error {
+		started := time.Now()
 		if c.HandlerDelay > 0 {
 			t := time.NewTimer(c.HandlerDelay)
 			select {
@@ -157,8 +160,9 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 		now := time.Now()
 		eventID, _ := m.Fields["eventId"].(string)
 		if err := events.Write(eventLine{
-			MemberID: m.MemberID, StreamKey: m.StreamKey, RecordID: m.ID, EventID: eventID,
-			HandledAt: now.UTC().Format(time.RFC3339Nano), HandledAtUnixNano: now.UnixNano(),
+			MemberID: m.MemberID, InstanceID: instanceID, Shard: m.Shard, OwnerEpoch: m.OwnerEpoch,
+			StreamKey: m.StreamKey, RecordID: m.ID, EventID: eventID,
+			HandledAt: now.UTC().Format(time.RFC3339Nano), HandledAtUnixNano: now.UnixNano(), StartedAtUnixNano: started.UnixNano(),
 		}); err != nil {
 			// Not recorded, so not handled: leave it pending for redelivery.
 			return fmt.Errorf("write events log: %w", err)
@@ -169,7 +173,7 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 		return func(ctx context.Context, shards []int) {
 			ts := time.Now().UnixNano()
 			for _, s := range shards {
-				if err := owners.Write(ownershipLine{MemberID: member.MemberID(ctx), Shard: s, Event: event, AtUnixNano: ts}); err != nil {
+				if err := owners.Write(ownershipLine{MemberID: member.MemberID(ctx), InstanceID: instanceID, Shard: s, Event: event, AtUnixNano: ts}); err != nil {
 					log.Error("write ownership log", slog.Any("error", err))
 				}
 			}
@@ -198,6 +202,7 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	instanceID = rt.InstanceID()
 	return rt.Run(ctx)
 }
 
@@ -223,6 +228,10 @@ func newRedis(addrs string) redis.UniversalClient {
 // eventLine is one line of the events log.
 type eventLine struct {
 	MemberID          string `json:"memberId"`
+	InstanceID        string `json:"instanceId"`
+	Shard             int    `json:"shard"`
+	OwnerEpoch        int64  `json:"ownerEpoch"`
+	StartedAtUnixNano int64  `json:"startedAtUnixNano"`
 	StreamKey         string `json:"streamKey"`
 	RecordID          string `json:"recordId"`
 	EventID           string `json:"eventId"`
@@ -233,6 +242,7 @@ type eventLine struct {
 // ownershipLine is one line of the ownership log.
 type ownershipLine struct {
 	MemberID   string `json:"memberId"`
+	InstanceID string `json:"instanceId"`
 	Shard      int    `json:"shard"`
 	Event      string `json:"event"`
 	AtUnixNano int64  `json:"atUnixNano"`
