@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -36,6 +37,34 @@ type HeartbeatConfig struct {
 	// times (coordinator first in odd rounds, baseline first in even
 	// ones), so that a noisy neighbour hurts both alike. Default 1.
 	Rounds int
+	// WriteStats, when set, reads the coordinator's store write counters
+	// (an in-process coordinator): the report then says what the join
+	// phase wrote.
+	WriteStats func() persistence.WriteStats `json:"-"`
+}
+
+// JoinReport is the join phase: from the first join until a whole sweep
+// of heartbeats changed nothing (every member OK, nothing pending).
+type JoinReport struct {
+	// Settle is how long joining and settling took.
+	Settle time.Duration `json:"settleNanos"`
+	// Sweeps is how many sweeps of every member's heartbeat it took.
+	Sweeps int `json:"sweeps"`
+	// Commits, Keys and Bytes are what the store wrote meanwhile (zero
+	// when the coordinator is not in this process), and the rates are
+	// per second of Settle.
+	Commits        uint64  `json:"commits,omitempty"`
+	Keys           uint64  `json:"keys,omitempty"`
+	Bytes          uint64  `json:"bytes,omitempty"`
+	KeysPerSecond  float64 `json:"keysPerSecond,omitempty"`
+	BytesPerSecond float64 `json:"bytesPerSecond,omitempty"`
+	// MaxCommitBytes is the largest commit since the store opened.
+	MaxCommitBytes uint64 `json:"maxCommitBytes,omitempty"`
+	// SteadyKeys is what the store wrote during the measured steady phases:
+	// a steady heartbeat writes nothing, so it should be zero.
+	SteadyKeys uint64 `json:"steadyKeys"`
+	// Measured is false when no write counters were available.
+	Measured bool `json:"measured"`
 }
 
 // HeartbeatReport is the outcome of a steady-heartbeat run. Figures are
@@ -58,6 +87,8 @@ type HeartbeatReport struct {
 	// schedule: a client that falls behind shows here, not in Latency.
 	Lag    Latencies     `json:"lag,omitzero"`
 	Rounds []RoundResult `json:"rounds"`
+	// Join is the join phase before the measured phases.
+	Join JoinReport `json:"join"`
 }
 
 // RoundResult is one round of both phases.
@@ -93,10 +124,30 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, er
 		return HeartbeatReport{}, err
 	}
 	defer client.CloseIdleConnections()
-	members, err := settle(ctx, client, cfg)
+	stats := func() persistence.WriteStats {
+		if cfg.WriteStats == nil {
+			return persistence.WriteStats{}
+		}
+		return cfg.WriteStats()
+	}
+	if err := forEach(ctx, cfg.Conns, cfg.Groups, func(g int) error {
+		return CreateStream(ctx, client, benchPrefix(g), cfg.Shards)
+	}); err != nil {
+		return HeartbeatReport{}, err
+	}
+	before, start := stats(), time.Now()
+	members, sweeps, err := joinAll(ctx, client, cfg)
 	if err != nil {
 		return HeartbeatReport{}, err
 	}
+	join := JoinReport{Settle: time.Since(start), Sweeps: sweeps, Measured: cfg.WriteStats != nil}
+	if join.Measured {
+		w := stats().Sub(before)
+		secs := join.Settle.Seconds()
+		join.Commits, join.Keys, join.Bytes, join.MaxCommitBytes = w.Commits, w.Keys, w.Bytes, w.MaxCommitBytes
+		join.KeysPerSecond, join.BytesPerSecond = float64(w.Keys)/secs, float64(w.Bytes)/secs
+	}
+	steadyBefore := stats()
 	baseURL, stopBase, err := startBaseline()
 	if err != nil {
 		return HeartbeatReport{}, err
@@ -146,6 +197,8 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, er
 	if cfg.Interval > 0 {
 		rep.Offered = float64(len(members)) / cfg.Interval.Seconds()
 	}
+	rep.Join = join
+	rep.Join.SteadyKeys = stats().Sub(steadyBefore).Keys
 	return rep, nil
 }
 
@@ -356,19 +409,10 @@ func (m *simMember) beat(ctx context.Context, client *coordclient.Client) (proto
 	return resp, nil
 }
 
-// settle creates the streams, then joins every member (joinAll).
-func settle(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfig) ([]*simMember, error) {
-	if err := forEach(ctx, cfg.Conns, cfg.Groups, func(g int) error {
-		return CreateStream(ctx, client, benchPrefix(g), cfg.Shards)
-	}); err != nil {
-		return nil, err
-	}
-	return joinAll(ctx, client, cfg)
-}
-
 // joinAll joins cfg's members to their existing streams and heartbeats
-// until each group answers OK with nothing pending to every member.
-func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfig) ([]*simMember, error) {
+// until each group answers OK with nothing pending to every member. It
+// returns the members and the number of sweeps it took.
+func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfig) ([]*simMember, int, error) {
 	var members []*simMember
 	for g := range cfg.Groups {
 		prefix := benchPrefix(g)
@@ -405,13 +449,13 @@ func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfi
 		}
 		wg.Wait()
 		if firstErr != nil {
-			return nil, fmt.Errorf("settle: %w", firstErr)
+			return nil, 0, fmt.Errorf("settle: %w", firstErr)
 		}
 		if quiet {
-			return members, nil
+			return members, round + 1, nil
 		}
 	}
-	return nil, errors.New("settle: groups did not reach a steady state in 50 sweeps")
+	return nil, 0, errors.New("settle: groups did not reach a steady state in 50 sweeps")
 }
 
 // startBaseline serves BaselineHandler on a fresh loopback listener and

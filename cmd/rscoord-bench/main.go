@@ -90,7 +90,19 @@ const (
 	targetDataplaneRatio = 0.8
 	targetPerMember      = 4096
 	targetRestart        = 2 * time.Second
+	targetJoinSettle     = 20 * time.Second
 )
+
+// bytesText formats a byte count or rate in KiB or MiB.
+func bytesText(b float64) string {
+	switch {
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", b)
+}
 
 func verdict(ok bool) string {
 	if ok {
@@ -106,17 +118,18 @@ func (h *HeartbeatCmd) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	server := h.Server
+	var writeStats func() persistence.WriteStats
 	if server == "" {
 		c, err := startCoordinator(ctx, assign.Config{})
 		if err != nil {
 			return err
 		}
 		defer c.stop(ctx)
-		server = c.url
+		server, writeStats = c.url, c.store.WriteStats
 	}
 	rep, err := bench.RunHeartbeat(ctx, bench.HeartbeatConfig{
 		Server: server, Credentials: creds, Groups: h.Groups, Members: h.Members, Shards: h.Shards, Duration: h.Duration, Conns: h.Conns,
-		Interval: h.Interval, Rounds: h.Rounds,
+		Interval: h.Interval, Rounds: h.Rounds, WriteStats: writeStats,
 	})
 	if err != nil {
 		return fmt.Errorf("heartbeat bench: %w", err)
@@ -130,6 +143,13 @@ func (h *HeartbeatCmd) Run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "heartbeat: %d groups × %d members = %d, %d shards, %d conns, %d rounds × %v per phase, %s\n",
 		h.Groups, h.Members, h.Groups*h.Members, h.Shards, h.Conns, h.Rounds, h.Duration, mode)
+	j := rep.Join
+	fmt.Fprintf(out, "  join + settle %v in %d sweeps", j.Settle.Round(time.Millisecond), j.Sweeps)
+	if j.Measured {
+		fmt.Fprintf(out, "; store wrote %d commits, %d keys, %s (%.0f keys/s, %s/s), largest commit %s; steady phases wrote %d keys",
+			j.Commits, j.Keys, bytesText(float64(j.Bytes)), j.KeysPerSecond, bytesText(j.BytesPerSecond), bytesText(float64(j.MaxCommitBytes)), j.SteadyKeys)
+	}
+	fmt.Fprintf(out, "\n  target join + settle ≤ %v: %s\n", targetJoinSettle, verdict(j.Settle <= targetJoinSettle))
 	for i, r := range rep.Rounds {
 		fmt.Fprintf(out, "  round %d  coordinator %8.0f req/s p99 %-10v  baseline %8.0f req/s p99 %-10v  ratio %.2f\n", i+1,
 			r.Coordinator.PerSecond, r.Coordinator.Latency.P99, r.Baseline.PerSecond, r.Baseline.Latency.P99, r.Ratio)
