@@ -20,9 +20,14 @@ func TestRunHeartbeatAgainstARealCoordinator(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{})
 	rep, err := RunHeartbeat(context.Background(), HeartbeatConfig{
 		Server: s.URL, Groups: 2, Members: 5, Shards: 12, Duration: 300 * time.Millisecond, Conns: 4,
+		WriteStats: s.Store.WriteStats,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The join phase wrote the joins; the steady phases wrote nothing.
+	if j := rep.Join; !j.Measured || j.Settle <= 0 || j.Sweeps < 1 || j.Keys == 0 || j.Bytes == 0 || j.KeysPerSecond <= 0 || j.SteadyKeys != 0 {
+		t.Fatalf("join report: %+v", j)
 	}
 	if rep.Requests == 0 || rep.PerSecond <= 0 || rep.Baseline.Requests == 0 || rep.RatioToBase <= 0 {
 		t.Fatalf("empty report: %+v", rep)
