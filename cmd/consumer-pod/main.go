@@ -38,14 +38,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/internal/redisconn"
 	"github.com/rscoord/rscoord/member"
 )
 
@@ -58,10 +57,10 @@ const (
 
 // CLI is the command line of consumer-pod.
 type CLI struct {
-	Coordinator  string        `required:"" env:"RSCOORD_COORDINATOR" help:"Base URL of the coordinator, e.g. http://127.0.0.1:8080."`
-	Redis        string        `required:"" env:"RSCOORD_REDIS" help:"Redis address host:port; several, comma-separated, mean a Redis Cluster."`
-	Stream       string        `required:"" help:"Stream prefix: shards are {stream}:0, {stream}:1, …"`
-	Group        string        `help:"Consumer group (default: the stream prefix)."`
+	Coordinator  string        `default:"http://127.0.0.1:8080" env:"RSCOORD_COORDINATOR" help:"Base URL of the coordinator."`
+	Redis        string        `default:"127.0.0.1:6379" env:"RSCOORD_REDIS" help:"Redis holding the shard streams: host:port (several, comma-separated: a Redis Cluster), or a redis:// or rediss:// (TLS) URL with user and password; a host:port's password comes from RSCOORD_REDIS_PASSWORD."`
+	Stream       string        `required:"" env:"RSCOORD_STREAM" help:"Stream prefix: shards are {stream}:0, {stream}:1, …"`
+	Group        string        `env:"RSCOORD_GROUP" help:"Consumer group (default: the stream prefix)."`
 	Concurrency  int           `default:"1" help:"Logical members in this process ({base}-m0 …)."`
 	Workers      int           `default:"1" help:"Handlers running at once per member (runtimeMaxConcurrency)."`
 	HandlerDelay time.Duration `default:"0s" help:"Time the handler sleeps per record."`
@@ -73,7 +72,8 @@ type CLI struct {
 	Block        time.Duration `default:"1s" help:"XREADGROUP BLOCK time."`
 	ClaimMinIdle time.Duration `default:"30s" help:"XAUTOCLAIM min idle time."`
 	LeaveTimeout time.Duration `default:"30s" help:"Bound on draining and leaving after SIGTERM."`
-	LogLevel     slog.Level    `default:"info" help:"Lowest log level written to stderr: debug, info, warn or error."`
+	LogLevel     slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written to stderr: debug, info, warn or error."`
+	LogFormat    string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
 	User         string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (needed when it runs with --member-auth)."`
 	Password     string        `env:"RSCOORD_PASSWORD" help:"Password of --user."`
 	Token        string        `env:"RSCOORD_TOKEN" help:"Bearer token from POST /coord/v1/auth/login, instead of --user."`
@@ -116,7 +116,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "consumer-pod: %v (see consumer-pod --help)\n", err)
 		return exitUsage
 	}
-	if err := cli.Run(ctx, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cli.LogLevel}))); err != nil {
+	logOpts := &slog.HandlerOptions{Level: cli.LogLevel}
+	var handler slog.Handler = slog.NewTextHandler(stderr, logOpts)
+	if cli.LogFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, logOpts)
+	}
+	if err := cli.Run(ctx, slog.New(handler)); err != nil {
 		fmt.Fprintf(stderr, "consumer-pod: %v\n", err)
 		return exitError
 	}
@@ -138,7 +143,10 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 	}
 	defer func() { err = errors.Join(err, owners.Close()) }()
 
-	rdb := newRedis(c.Redis)
+	rdb, err := redisconn.Open(c.Redis, os.Getenv("RSCOORD_REDIS_PASSWORD"))
+	if err != nil {
+		return fmt.Errorf("--redis: %w", err)
+	}
 	defer rdb.Close()
 
 	settle := (*member.Message).Ack
@@ -204,25 +212,6 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 	}
 	instanceID = rt.InstanceID()
 	return rt.Run(ctx)
-}
-
-// newRedis connects to one server, or to a cluster when addrs lists
-// several.
-func newRedis(addrs string) redis.UniversalClient {
-	var list []string
-	for _, a := range strings.Split(addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			list = append(list, a)
-		}
-	}
-	if len(list) > 1 {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: list})
-	}
-	addr := ""
-	if len(list) == 1 {
-		addr = list[0]
-	}
-	return redis.NewClient(&redis.Options{Addr: addr})
 }
 
 // eventLine is one line of the events log.

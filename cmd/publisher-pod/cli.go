@@ -11,12 +11,14 @@ import (
 )
 
 // CLI is publisher-pod's command line. Every flag can also be set from the
-// PUBLISHER_… environment variable named in its tag.
+// environment variable named in its tag: RSCOORD_… for what it shares with
+// consumer-pod (coordinator, Redis, stream, group, credentials, logging),
+// PUBLISHER_… for what only it has.
 type CLI struct {
-	Coordinator     string        `default:"http://127.0.0.1:8080" env:"PUBLISHER_COORDINATOR" help:"Base URL of the coordinator."`
-	Redis           string        `default:"127.0.0.1:6379" env:"PUBLISHER_REDIS" help:"Comma-separated Redis addresses; more than one means a Redis Cluster."`
-	Stream          string        `required:"" env:"PUBLISHER_STREAM" help:"Stream prefix to publish to."`
-	Group           string        `env:"PUBLISHER_GROUP" help:"Consumer group whose routing is used (default: the stream prefix)."`
+	Coordinator     string        `default:"http://127.0.0.1:8080" env:"RSCOORD_COORDINATOR" help:"Base URL of the coordinator."`
+	Redis           string        `default:"127.0.0.1:6379" env:"RSCOORD_REDIS" help:"Redis holding the shard streams: host:port (several, comma-separated: a Redis Cluster), or a redis:// or rediss:// (TLS) URL with user and password; a host:port's password comes from RSCOORD_REDIS_PASSWORD."`
+	Stream          string        `required:"" env:"RSCOORD_STREAM" help:"Stream prefix to publish to."`
+	Group           string        `env:"RSCOORD_GROUP" help:"Consumer group whose routing is used (default: the stream prefix)."`
 	Count           int           `default:"1000" env:"PUBLISHER_COUNT" help:"Number of records to publish."`
 	Rate            float64       `default:"0" env:"PUBLISHER_RATE" help:"Records per second; 0 publishes as fast as possible."`
 	Batch           int           `default:"1" env:"PUBLISHER_BATCH" help:"Records per PublishBatch; 1 uses Publish."`
@@ -27,8 +29,8 @@ type CLI struct {
 	MaxLen          int64         `name:"max-len" default:"0" env:"PUBLISHER_MAX_LEN" help:"Trim each shard stream to about this many entries (MAXLEN ~); 0: no trimming."`
 	RefreshInterval time.Duration `default:"5s" env:"PUBLISHER_REFRESH_INTERVAL" help:"Routing refresh interval."`
 	RoutingLease    time.Duration `default:"30s" env:"PUBLISHER_ROUTING_LEASE" help:"Publishing stops when routing is older than this without a successful refresh."`
-	LogLevel        slog.Level    `default:"info" env:"PUBLISHER_LOG_LEVEL" help:"Lowest log level written: debug, info, warn or error."`
-	LogFormat       string        `default:"text" enum:"text,json" env:"PUBLISHER_LOG_FORMAT" help:"Log format on stderr: text or json."`
+	LogLevel        slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written: debug, info, warn or error."`
+	LogFormat       string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
 	User            string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (producer routing needs READ or MEMBER)."`
 	Password        string        `env:"RSCOORD_PASSWORD" help:"Password of --user."`
 	Token           string        `env:"RSCOORD_TOKEN" help:"Bearer token from POST /coord/v1/auth/login, instead of --user."`

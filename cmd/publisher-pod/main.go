@@ -82,10 +82,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	}
 	log := cli.logger(stderr)
 	sum, err := publish(ctx, &cli, log)
+	if err != nil {
+		// The error first: a "done" line above it would read as success.
+		fmt.Fprintf(stderr, "publisher-pod: %v\n", err)
+	}
 	log.Info("publisher-pod done", "published", sum.published, "failed", sum.failed,
 		"requested", cli.Count, "interrupted", sum.interrupted, "elapsed", sum.elapsed.String())
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher-pod: %v\n", err)
 		return exitError
 	}
 	if sum.failed > 0 {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/rscoord/rscoord/internal/redisconn"
 	"github.com/rscoord/rscoord/producer"
 )
 
@@ -41,7 +41,10 @@ func publish(ctx context.Context, cli *CLI, log *slog.Logger) (sum summary, err 
 	}
 	defer func() { err = errors.Join(err, plog.Close()) }() // step 4
 
-	rdb := newRedis(cli.redisAddrs())
+	rdb, err := redisconn.Open(cli.Redis, os.Getenv("RSCOORD_REDIS_PASSWORD"))
+	if err != nil {
+		return sum, fmt.Errorf("--redis: %w", err)
+	}
 	defer rdb.Close() // step 3
 
 	opts := []producer.Opt{
@@ -138,15 +141,6 @@ func (c *CLI) record(seq int) producer.Record {
 
 // eventID reads a record's eventId back from its fields.
 func eventID(r producer.Record) string { return r.Fields.([]any)[1].(string) }
-
-// newRedis is a cluster client for more than one address, else a
-// standalone client.
-func newRedis(addrs []string) redis.UniversalClient {
-	if len(addrs) > 1 {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	}
-	return redis.NewClient(&redis.Options{Addr: addrs[0]})
-}
 
 // startWithRetry starts the producer, retrying with backoff for up to
 // timeout; an answer retrying cannot fix (4xx but 429: unknown stream,
