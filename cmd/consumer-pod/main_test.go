@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 
 func TestUsage(t *testing.T) {
 	var out bytes.Buffer
-	if code := run(context.Background(), []string{"--stream", "x"}, &out); code != exitUsage {
+	// --stream is the one required flag: coordinator and Redis default to
+	// the local ones, as in publisher-pod.
+	if code := run(context.Background(), []string{"--redis", "127.0.0.1:1"}, &out); code != exitUsage {
 		t.Fatalf("exit code %d, want %d: %s", code, exitUsage, out.String())
 	}
 	out.Reset()
