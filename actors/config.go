@@ -57,7 +57,7 @@ type Config struct {
 	// Default 5s.
 	RedisTimeout time.Duration
 	// MaxHeldHeartbeats bounds the heartbeats one group holds (waitMs,
-	// PROTOCOL.md §9.5); past it heartbeats are answered at once. Each
+	// docs/protocol.md §9.5); past it heartbeats are answered at once. Each
 	// costs a stored request and a timer. Default 65536.
 	MaxHeldHeartbeats int
 }

@@ -656,7 +656,7 @@ func (c *Coordinator) HeartbeatBudget(req *protocol.HeartbeatRequest) time.Durat
 }
 
 // MaxHold is the longest a group may hold the answer to req: its waitMs,
-// at most the heartbeat interval (PROTOCOL.md §9.5).
+// at most the heartbeat interval (docs/protocol.md §9.5).
 func MaxHold(req *protocol.HeartbeatRequest, cfg assign.Config) time.Duration {
 	if req.WaitMs <= 0 {
 		return 0

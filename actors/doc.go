@@ -17,7 +17,7 @@
 //     act on durable state;
 //  4. a timer for the result's next deadline (lease expiry, rebalance
 //     deadline, pruning), delivered back to the actor as a message;
-//  5. held heartbeats (waitMs, PROTOCOL.md §9.5): an answer that would tell
+//  5. held heartbeats (waitMs, docs/protocol.md §9.5): an answer that would tell
 //     its member nothing new is parked (the asker's PID, the request and a
 //     timer message to self) instead of sent. After every step that changed
 //     the group, each parked answer that would now say something new

@@ -10,7 +10,7 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Held heartbeats (PROTOCOL.md §9.5, waitMs). A heartbeat carrying waitMs is
+// Held heartbeats (docs/protocol.md §9.5, waitMs). A heartbeat carrying waitMs is
 // recorded at once like any other (lease, progress, assignment). When its
 // answer tells the member nothing new it is parked instead of sent: the
 // group actor keeps the asker's PID and the request, and sends the answer,

@@ -8,7 +8,7 @@ import (
 // nothing beyond resp, an OK answer computed earlier and not sent yet: the
 // same status, epoch and metadata version, and the same readable shards
 // (target − blocked). The group actor holds answers of heartbeats that
-// carry waitMs (PROTOCOL.md §9.5) and asks this after every change of the
+// carry waitMs (docs/protocol.md §9.5) and asks this after every change of the
 // group, to send a held answer, computed afresh, as soon as it would say
 // something new.
 //

@@ -21,7 +21,7 @@ type Request struct {
 	DeprecatedAfter time.Time
 }
 
-// Scale starts a stream-wide resharding to target shards (PROTOCOL.md §7).
+// Scale starts a stream-wide resharding to target shards (docs/protocol.md §7).
 // A scale to the current count answers a no-op migration and saves nothing.
 // A new migration is saved PREPARING before anything else happens, so that a
 // crash or a failed provisioning leaves a record the same request resumes:
@@ -162,7 +162,7 @@ func end(s Stream, id, by, reason string, now time.Time, final protocol.Migratio
 	return Decision{Save: &next, Layout: &layout, Migration: nm}
 }
 
-// Check steps the active migration as far as the facts allow (PROTOCOL.md
+// Check steps the active migration as far as the facts allow (docs/protocol.md
 // §7), on the stream actor's timer:
 //
 //   - PREPARING: only on the first check after a restart (f.Resume) is the
