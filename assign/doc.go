@@ -90,11 +90,11 @@
 //     the member at all: it is answered alone and changes nothing (a leave
 //     from it is answered as a leave).
 //   - An epoch-0 heartbeat of a member that is no longer live but still
-//     holds shards rejoins when it comes from the same incarnation, which
-//     for clients without instanceId on both sides is every such heartbeat
-//     (a reference client answered FENCED rejoins so, and nothing tells it
-//     apart from another process); other incarnations get RETRY until the
-//     holdings are released.
+//     holds shards rejoins at once only when the same instanceId proves it
+//     is the process that may be reading; without instanceId on both sides
+//     (reference clients) nothing tells the fenced process from a second
+//     one, so it gets RETRY until the holdings are released (the lease of
+//     the last readable answer lapses), then rejoins.
 //   - Opening a correction round moves MetadataVersion past the reported
 //     version (see correction.go).
 //   - A leave that reports shards outside the member's authority drops them

@@ -121,10 +121,12 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 //   - the same incarnation with an instanceId, or any epoch-0 heartbeat of
 //     a member that is no longer live and holds nothing: a rejoin; the
 //     process owns nothing now, so what it held is free at once;
-//   - a member that is no longer live but still holds shards, asked by
-//     the same incarnation, or by a client without instanceId on both
-//     sides (a reference client answered FENCED rejoins so, and there is
-//     no telling it apart): a rejoin too;
+//   - a member that is no longer live but still holds shards, asked
+//     without instanceId on both sides (a reference client answered
+//     FENCED, or a second process: nothing tells them apart): RETRY until
+//     its holdings are released when the lease of its last readable answer
+//     lapses, then a rejoin. Safety first: only an instanceId proves the
+//     asker is the process that may still be reading;
 //   - anything else is a second process using the id (or a restarted one
 //     that is early): RETRY, nothing changes. The newcomer rejoins once the
 //     live incarnation's lease has lapsed and its shards are released.
@@ -143,8 +145,12 @@ func (o *op) epochZero(m *Member, req *protocol.HeartbeatRequest) answer {
 		// current view without changing anything.
 		o.recordLiveness(m, req)
 		return answerView
-	case !m.State.Live() && (!holds(m) || sameInstance):
+	case !m.State.Live() && (!holds(m) || sameInstance && req.InstanceID != ""):
 		return o.rejoin(m, req)
+	case !m.State.Live() && sameInstance:
+		// Maybe the fenced process itself, maybe another: wait for the
+		// lease (not counted as a duplicate).
+		return answerRetry
 	}
 	o.ev.DuplicateMember = true
 	return answerRetry

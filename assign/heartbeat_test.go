@@ -116,7 +116,7 @@ func TestDuplicateMemberRetries(t *testing.T) {
 	cfg := testConfig()
 	lease := g.Members["a"].LeaseExpiresAt
 	before := durable(g)
-	res := Heartbeat(g, joinReq("a"), now, cfg)
+	res := Heartbeat(g, withInstance(dupJoin("a"), "second"), now, cfg)
 	if res.Response.Status != protocol.StatusRetry || !res.Events.DuplicateMember || res.Persist || durable(g) != before {
 		t.Fatalf("duplicate join: %+v persist %v", res.Response, res.Persist)
 	}
@@ -128,7 +128,7 @@ func TestDuplicateMemberRetries(t *testing.T) {
 	}
 	// Close to the live incarnation's lease end the newcomer is asked back
 	// just after it, not a whole interval later.
-	near := Heartbeat(g, joinReq("a"), lease.Add(-time.Second), cfg).Response
+	near := Heartbeat(g, withInstance(dupJoin("a"), "second"), lease.Add(-time.Second), cfg).Response
 	if want := (time.Second + cfg.ReconcileInterval).Milliseconds(); near.Status != protocol.StatusRetry || near.HeartbeatIntervalMs != want {
 		t.Errorf("retry 1s before the lease ends: %s every %d ms, want RETRY every %d ms", near.Status, near.HeartbeatIntervalMs, want)
 	}
@@ -138,7 +138,7 @@ func TestDuplicateMemberRetries(t *testing.T) {
 	}
 	// Once its lease lapses the newcomer rejoins.
 	lease = g.Members["a"].LeaseExpiresAt
-	res = Heartbeat(g, joinReq("a"), lease, cfg)
+	res = Heartbeat(g, withInstance(dupJoin("a"), "second"), lease, cfg)
 	if res.Response.Status != protocol.StatusOK || !slices.Equal(res.Events.Expired, []string{"a"}) ||
 		!slices.Equal(res.Events.Joined, []string{"a"}) {
 		t.Fatalf("newcomer after the lease: %+v %+v", res.Response, res.Events)
@@ -452,7 +452,7 @@ func stableGroup(tb testing.TB, n, shards int) (*Group, []*protocol.HeartbeatReq
 	reqs := make([]*protocol.HeartbeatRequest, n)
 	for i, id := range ids {
 		t := target[id]
-		g.Members[id] = &Member{ID: id, Name: "svc", State: protocol.MemberActive, Epoch: int64(n), PreviousEpoch: int64(n - 1),
+		g.Members[id] = &Member{ID: id, Name: "svc", State: protocol.MemberActive, Epoch: int64(n), PreviousEpoch: int64(n - 1), InstanceID: "inst-" + id,
 			MetadataVersion: g.MetadataVersion, Current: t, Granted: t, Reported: true, JoinedAt: t0, StateChangedAt: t0}
 		reqs[i] = hb(id, int64(n), g.MetadataVersion, t)
 		for _, s := range t {

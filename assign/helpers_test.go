@@ -35,6 +35,8 @@ func hb(id string, epoch, version int64, owned []int, revoking ...protocol.Revok
 		MemberName:      "svc",
 		MemberEpoch:     epoch,
 		MetadataVersion: version,
+		// One process per member id unless a test says otherwise.
+		InstanceID: "inst-" + id,
 		RuntimeConsumerCapacity: protocol.ConsumerCapacity{
 			RuntimeMaxConcurrency: 4,
 			AvailableConcurrency:  2,
@@ -46,11 +48,12 @@ func hb(id string, epoch, version int64, owned []int, revoking ...protocol.Revok
 
 func joinReq(id string) *protocol.HeartbeatRequest { return hb(id, 0, 0, nil) }
 
-// dupJoin is an epoch-0 heartbeat of a second process using member id id:
-// a requestId no join of id used.
+// dupJoin is an epoch-0 heartbeat of a second process using member id id,
+// a reference client: no instanceId, and a requestId no join of id used.
 func dupJoin(id string) *protocol.HeartbeatRequest {
 	req := joinReq(id)
 	req.RequestID = "second-process-" + id
+	req.InstanceID = ""
 	return req
 }
 
@@ -83,7 +86,11 @@ type client struct {
 }
 
 func newClient(t *testing.T, g *Group, id string) *client {
-	return &client{sim: newSimMember(id), g: g, cfg: testConfig(), t: t}
+	c := &client{sim: newSimMember(id), g: g, cfg: testConfig(), t: t}
+	// The same incarnation as hb's requests; a restart gets another one.
+	c.sim.instance = "inst-" + id
+	c.sim.nonce = fmt.Sprintf("%p-", c)
+	return c
 }
 
 // beat sends one heartbeat at now and applies the answer.
@@ -142,6 +149,9 @@ type simMember struct {
 	// ends and never heartbeats again).
 	stuck bool
 	seq   int
+	// instance is sent as instanceId ("" = a reference client); nonce
+	// makes this process's request ids unique, as real clients' are.
+	instance, nonce string
 }
 
 func newSimMember(id string) *simMember {
@@ -169,7 +179,8 @@ func (s *simMember) request() *protocol.HeartbeatRequest {
 		owned = nil
 	}
 	req := hb(s.id, epoch, s.version, owned)
-	req.RequestID = fmt.Sprintf("%s-%d", s.id, s.seq)
+	req.RequestID = fmt.Sprintf("%s-%s%d", s.id, s.nonce, s.seq)
+	req.InstanceID = s.instance
 	keys := make([]int, 0, len(s.revoking))
 	for sh := range s.revoking {
 		keys = append(keys, sh)

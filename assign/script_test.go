@@ -144,6 +144,7 @@ func (s *script) do(line string) string {
 		return "client " + arg(1) + " never joined"
 	case "restart":
 		c := newClient(s.t, s.g, arg(1))
+		c.sim.instance += "-restarted"
 		s.clients[arg(1)] = c
 		return c.sim.id + " restarts: owns nothing, epoch 0"
 	case "leave":
