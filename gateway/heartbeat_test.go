@@ -116,6 +116,9 @@ func TestClaimOfAnotherMembersShardIsFenced(t *testing.T) {
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
 	b := coordtest.NewMember("b", "orders", "orders")
+	// With instanceIds a fenced member's rejoin frees its shards at once (a
+	// reference client without one waits for its lease).
+	a.InstanceID, b.InstanceID = "a-1", "b-1"
 	a.Beat(s)
 	b.Beat(s)
 	coordtest.Converge(t, s, 6, a, b)
