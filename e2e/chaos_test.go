@@ -624,7 +624,8 @@ func (r *chaosRun) checkHandled(published string) (nPublished, nHandled, handlin
 }
 
 // checkOwnership checks that no two member incarnations read one shard at
-// overlapping times.
+// overlapping times and that every handled record's handler started inside
+// a window of its own incarnation.
 //
 // What the logs can prove: a pod writes "start" before its first read of
 // a shard and "stop" once its reads stopped and its handlers returned. A
@@ -646,11 +647,17 @@ func (r *chaosRun) checkOwnership() (nOverlaps, postThaw, takeovers int) {
 		fz    freeze
 	}
 	var froze []frozen
+	var records []handledRecord
 	for _, inc := range r.incs {
 		evs := readJSONLines[ownershipEvent](t, inc.ownership)
 		for i := range evs {
 			evs[i].MemberID += "@" + inc.label()
 		}
+		recs := readJSONLines[handledRecord](t, inc.events)
+		for i := range recs {
+			recs[i].MemberID += "@" + inc.label()
+		}
+		records = append(records, recs...)
 		ivs := intervals(evs, inc.end)
 		for _, fz := range inc.freezes {
 			for shard, list := range ivs {
@@ -690,6 +697,12 @@ func (r *chaosRun) checkOwnership() (nOverlaps, postThaw, takeovers int) {
 	o := overlaps(byShard)
 	if len(o) > 0 {
 		t.Errorf("%d overlapping reads:\n%s", len(o), strings.Join(o, "\n"))
+	}
+	// Cut at its freeze, a frozen member's window still holds the records
+	// whose handlers started before the freeze; a record dispatched after
+	// SIGCONT under the lapsed ownership falls outside it.
+	if out := outsideWindows(records, byShard); len(out) > 0 {
+		t.Errorf("%d of %d records handled outside their member's window:\n%s", len(out), len(records), strings.Join(out[:min(50, len(out))], "\n"))
 	}
 	return len(o), postThaw, takeovers
 }

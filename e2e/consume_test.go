@@ -179,17 +179,9 @@ func TestConsumersSurviveKillAndStop(t *testing.T) {
 	}
 	pods[2].end = time.Now().UnixNano()
 
-	byShard := map[int][]interval{}
-	for _, p := range pods {
-		for shard, ivs := range intervals(readJSONLines[ownershipEvent](t, p.ownership), p.end) {
-			byShard[shard] = append(byShard[shard], ivs...)
-		}
-	}
+	byShard, _ := checkPodLogs(t, pods)
 	if len(byShard) != shards {
 		t.Errorf("ownership logs cover %d shards, want %d", len(byShard), shards)
-	}
-	if o := overlaps(byShard); len(o) > 0 {
-		t.Errorf("%d overlapping reads:\n%s", len(o), strings.Join(o, "\n"))
 	}
 
 	var g protocol.GroupResponse

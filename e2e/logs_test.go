@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 )
 
 // readJSONLines decodes every complete line of path into a T. A missing
@@ -36,65 +38,141 @@ func readJSONLines[T any](t *testing.T, path string) []T {
 	return out
 }
 
-// interval is one member reading one shard from start to stop (ns).
+// interval is one member incarnation reading one shard from start to stop
+// (ns). Two processes may share a member id, so the incarnation (the
+// runtime's instanceId) is part of the key.
 type interval struct {
-	member      string
-	start, stop int64
+	member, instance string
+	start, stop      int64
 }
 
 // ownershipEvent is one line of a consumer pod's --ownership-log.
 type ownershipEvent struct {
-	MemberID string `json:"memberId"`
-	Shard    int    `json:"shard"`
-	Event    string `json:"event"`
-	AtNanos  int64  `json:"atUnixNano"`
+	MemberID   string `json:"memberId"`
+	InstanceID string `json:"instanceId"`
+	Shard      int    `json:"shard"`
+	Event      string `json:"event"`
+	AtNanos    int64  `json:"atUnixNano"`
 }
 
-// intervals pairs start and stop events per member and shard. A start
-// without a stop (the pod was killed, or is still running) ends at
+// handledRecord is one line of a consumer pod's --events-log.
+type handledRecord struct {
+	MemberID   string `json:"memberId"`
+	InstanceID string `json:"instanceId"`
+	Shard      int    `json:"shard"`
+	OwnerEpoch int64  `json:"ownerEpoch"`
+	StreamKey  string `json:"streamKey"`
+	RecordID   string `json:"recordId"`
+	EventID    string `json:"eventId"`
+	StartedAt  int64  `json:"startedAtUnixNano"`
+}
+
+// intervals pairs start and stop events per member incarnation and shard.
+// A start without a stop (the pod was killed, or is still running) ends at
 // openEnd of its pod.
 func intervals(events []ownershipEvent, openEnd int64) map[int][]interval {
 	type key struct {
-		member string
-		shard  int
+		member, instance string
+		shard            int
 	}
 	open := map[key]int64{}
 	out := map[int][]interval{}
 	for _, e := range events {
-		k := key{e.MemberID, e.Shard}
+		k := key{e.MemberID, e.InstanceID, e.Shard}
 		switch e.Event {
 		case "start":
 			open[k] = e.AtNanos
 		case "stop":
 			if start, ok := open[k]; ok {
-				out[e.Shard] = append(out[e.Shard], interval{e.MemberID, start, e.AtNanos})
+				out[e.Shard] = append(out[e.Shard], interval{e.MemberID, e.InstanceID, start, e.AtNanos})
 				delete(open, k)
 			}
 		}
 	}
 	for k, start := range open {
-		out[k.shard] = append(out[k.shard], interval{k.member, start, openEnd})
+		out[k.shard] = append(out[k.shard], interval{k.member, k.instance, start, openEnd})
 	}
 	return out
 }
 
-// overlaps lists every pair of different members whose reading of one
-// shard overlapped in time.
+// overlaps lists every pair of different member incarnations whose
+// reading of one shard overlapped in time.
 func overlaps(byShard map[int][]interval) []string {
 	var out []string
 	for shard, ivs := range byShard {
 		sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
 		for i := range ivs {
 			for j := i + 1; j < len(ivs) && ivs[j].start < ivs[i].stop; j++ {
-				if ivs[i].member != ivs[j].member {
-					out = append(out, fmt.Sprintf("shard %d: %s [%d,%d] overlaps %s [%d,%d]",
-						shard, ivs[i].member, ivs[i].start, ivs[i].stop, ivs[j].member, ivs[j].start, ivs[j].stop))
+				if ivs[i].member != ivs[j].member || ivs[i].instance != ivs[j].instance {
+					out = append(out, fmt.Sprintf("shard %d: %s/%s [%d,%d] overlaps %s/%s [%d,%d]",
+						shard, ivs[i].member, ivs[i].instance, ivs[i].start, ivs[i].stop,
+						ivs[j].member, ivs[j].instance, ivs[j].start, ivs[j].stop))
 				}
 			}
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// outsideWindows lists every record whose handler started outside every
+// ownership window of its own member incarnation for its shard (bounds
+// included), with the nearest window of that incarnation, if any.
+func outsideWindows(records []handledRecord, byShard map[int][]interval) []string {
+	var out []string
+	for _, r := range records {
+		inside := false
+		var nearest *interval
+		var dist int64
+		for i := range byShard[r.Shard] {
+			iv := &byShard[r.Shard][i]
+			if iv.member != r.MemberID || iv.instance != r.InstanceID {
+				continue
+			}
+			if r.StartedAt >= iv.start && r.StartedAt <= iv.stop {
+				inside = true
+				break
+			}
+			d := max(iv.start-r.StartedAt, r.StartedAt-iv.stop)
+			if nearest == nil || d < dist {
+				nearest, dist = iv, d
+			}
+		}
+		if inside {
+			continue
+		}
+		where := "no window of its own for that shard"
+		if nearest != nil {
+			where = fmt.Sprintf("nearest window [%d,%d], %v away", nearest.start, nearest.stop, time.Duration(dist))
+		}
+		out = append(out, fmt.Sprintf("%s/%s shard %d record %s %s (ownerEpoch %d) started at %d: %s",
+			r.MemberID, r.InstanceID, r.Shard, r.StreamKey, r.RecordID, r.OwnerEpoch, r.StartedAt, where))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkPodLogs reads the ownership and events logs of pods (each pod's
+// open windows end at its end) and fails t on overlapping windows and on
+// records handled outside their own incarnation's window. It returns the
+// windows by shard and the handled records.
+func checkPodLogs(t *testing.T, pods []*pod) (map[int][]interval, []handledRecord) {
+	t.Helper()
+	byShard := map[int][]interval{}
+	var records []handledRecord
+	for _, p := range pods {
+		for shard, ivs := range intervals(readJSONLines[ownershipEvent](t, p.ownership), p.end) {
+			byShard[shard] = append(byShard[shard], ivs...)
+		}
+		records = append(records, readJSONLines[handledRecord](t, p.events)...)
+	}
+	if o := overlaps(byShard); len(o) > 0 {
+		t.Errorf("%d overlapping reads:\n%s", len(o), strings.Join(o, "\n"))
+	}
+	if o := outsideWindows(records, byShard); len(o) > 0 {
+		t.Errorf("%d of %d records handled outside their member's window:\n%s", len(o), len(records), strings.Join(o[:min(50, len(o))], "\n"))
+	}
+	return byShard, records
 }
 
 func TestOverlapDetection(t *testing.T) {
@@ -104,23 +182,69 @@ func TestOverlapDetection(t *testing.T) {
 		want   int
 	}{
 		{"hand-off in order", []ownershipEvent{
-			{"a", 0, "start", 1}, {"a", 0, "stop", 5}, {"b", 0, "start", 6}, {"b", 0, "stop", 9},
+			{"a", "1", 0, "start", 1}, {"a", "1", 0, "stop", 5}, {"b", "1", 0, "start", 6}, {"b", "1", 0, "stop", 9},
 		}, 0},
 		{"overlap", []ownershipEvent{
-			{"a", 0, "start", 1}, {"b", 0, "start", 4}, {"a", 0, "stop", 5}, {"b", 0, "stop", 9},
+			{"a", "1", 0, "start", 1}, {"b", "1", 0, "start", 4}, {"a", "1", 0, "stop", 5}, {"b", "1", 0, "stop", 9},
 		}, 1},
 		{"killed owner still open", []ownershipEvent{
-			{"a", 1, "start", 1}, {"b", 1, "start", 50},
+			{"a", "1", 1, "start", 1}, {"b", "1", 1, "start", 50},
 		}, 1},
 		{"same member twice", []ownershipEvent{
-			{"a", 2, "start", 1}, {"a", 2, "stop", 3}, {"a", 2, "start", 4}, {"a", 2, "stop", 8},
+			{"a", "1", 2, "start", 1}, {"a", "1", 2, "stop", 3}, {"a", "1", 2, "start", 4}, {"a", "1", 2, "stop", 8},
 		}, 0},
+		{"two incarnations of one id overlap", []ownershipEvent{
+			{"a", "1", 3, "start", 1}, {"a", "2", 3, "start", 2}, {"a", "2", 3, "stop", 4}, {"a", "1", 3, "stop", 6},
+		}, 1},
+		{"one id's stop does not close another incarnation's window", []ownershipEvent{
+			{"a", "1", 4, "start", 1}, {"a", "2", 4, "stop", 4}, {"b", "1", 4, "start", 50},
+		}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			// "killed owner still open": a's open interval ends at 100, after b started.
+			// Open intervals end at 100.
 			if got := overlaps(intervals(tc.events, 100)); len(got) != tc.want {
 				t.Fatalf("overlaps = %v, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecordOutsideWindow(t *testing.T) {
+	// a/1 holds shard 0 over [10,20] and (open) [40,100]; a/2 shares the id
+	// and holds shard 1 over [10,30].
+	events := []ownershipEvent{
+		{"a", "1", 0, "start", 10}, {"a", "1", 0, "stop", 20}, {"a", "1", 0, "start", 40},
+		{"a", "2", 1, "start", 10}, {"a", "2", 1, "stop", 30},
+	}
+	rec := func(member, instance string, shard int, at int64) handledRecord {
+		return handledRecord{MemberID: member, InstanceID: instance, Shard: shard, RecordID: "1-0", StartedAt: at}
+	}
+	tests := []struct {
+		name string
+		rec  handledRecord
+		want string // substring of the one violation, "" for none
+	}{
+		{"inside", rec("a", "1", 0, 15), ""},
+		{"at the grant", rec("a", "1", 0, 10), ""},
+		{"at the release", rec("a", "1", 0, 20), ""},
+		{"inside the open window", rec("a", "1", 0, 99), ""},
+		{"at the end of the run", rec("a", "1", 0, 100), ""},
+		{"before the grant", rec("a", "1", 0, 9), "nearest window [10,20]"},
+		{"between windows", rec("a", "1", 0, 35), "nearest window [40,100]"},
+		{"after the end of the run", rec("a", "1", 0, 101), "nearest window [40,100]"},
+		{"other incarnation of the same id", rec("a", "2", 0, 15), "no window of its own"},
+		{"same id, other shard's window", rec("a", "1", 1, 15), "no window of its own"},
+		{"other member", rec("b", "1", 0, 15), "no window of its own"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := outsideWindows([]handledRecord{tc.rec}, intervals(events, 100))
+			switch {
+			case tc.want == "" && len(got) != 0:
+				t.Fatalf("outsideWindows = %v, want none", got)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+				t.Fatalf("outsideWindows = %v, want one containing %q", got, tc.want)
 			}
 		})
 	}

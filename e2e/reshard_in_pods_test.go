@@ -151,15 +151,7 @@ func TestScaleInUnderTraffic(t *testing.T) {
 		}
 		p.end = time.Now().UnixNano()
 	}
-	byShard := map[int][]interval{}
-	for _, p := range pods {
-		for shard, ivs := range intervals(readJSONLines[ownershipEvent](t, p.ownership), p.end) {
-			byShard[shard] = append(byShard[shard], ivs...)
-		}
-	}
-	if o := overlaps(byShard); len(o) > 0 {
-		t.Errorf("%d overlapping reads:\n%s", len(o), strings.Join(o, "\n"))
-	}
+	checkPodLogs(t, pods)
 	if err := coord.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

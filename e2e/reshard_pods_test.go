@@ -114,17 +114,9 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 		}
 		p.end = time.Now().UnixNano()
 	}
-	byShard := map[int][]interval{}
-	for _, p := range pods {
-		for shard, ivs := range intervals(readJSONLines[ownershipEvent](t, p.ownership), p.end) {
-			byShard[shard] = append(byShard[shard], ivs...)
-		}
-	}
+	byShard, _ := checkPodLogs(t, pods)
 	if len(byShard) != 8 {
 		t.Errorf("ownership logs cover %d shards, want 8", len(byShard))
-	}
-	if o := overlaps(byShard); len(o) > 0 {
-		t.Errorf("%d overlapping reads:\n%s", len(o), strings.Join(o, "\n"))
 	}
 	if err := coord.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
