@@ -609,6 +609,10 @@ func (c *Coordinator) Health(ctx context.Context) protocol.Health {
 	return h
 }
 
+// registerWait bounds how long a join waits for its group to be registered
+// before it is answered RETRY.
+const registerWait = time.Second
+
 // redisPingTimeout bounds the Redis check of a health request.
 const redisPingTimeout = time.Second
 
@@ -627,7 +631,16 @@ func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID str
 		return assign.RetryResponse(req, cfg)
 	}
 	register := c.env.cfg.AutoCreateGroups && req.MemberEpoch == protocol.EpochJoin
-	pid, err := c.lookup(ctx, prefix, group, register)
+	lctx := ctx
+	if register {
+		// Registering a group provisions its shard streams in Redis; a
+		// member is not kept waiting on a slow Redis for that: RETRY, and
+		// it joins again.
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(ctx, registerWait)
+		defer cancel()
+	}
+	pid, err := c.lookup(lctx, prefix, group, register)
 	if err != nil {
 		var perr *protocol.Error
 		if errors.As(err, &perr) && (perr.Code == protocol.CodeStreamNotFound || perr.Code == protocol.CodeGroupNotFound) {

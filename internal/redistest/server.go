@@ -161,6 +161,23 @@ func (s *Server) Kill() error {
 	return s.stopProcess(syscall.SIGKILL)
 }
 
+// Pause freezes the process (SIGSTOP): it keeps its connections but
+// answers nothing until Resume. A test pausing a server must Resume it
+// before Stop.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return errors.New("redis-server is not running")
+	}
+	return s.proc.cmd.Process.Signal(sig)
+}
+
 // Restart stops the process if it runs (SIGTERM, as Stop, but keeping the
 // clients) and starts it again on the same port, in the same directory,
 // with the same arguments; a cluster node rejoins from its nodes.conf. It
