@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -40,10 +42,11 @@ type auditBody struct {
 func (s *server) audited(op protocol.AuditOperation) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
-		// Read the body once for its hash and values, and put it back for
-		// the handler, which enforces the size limit (413) itself.
-		body, _ := io.ReadAll(io.LimitReader(c.Request.Body, protocol.MaxBodyBytes+1))
-		c.Request.Body = io.NopCloser(bytes.NewReader(body))
+		// Keep what the handler reads of the body (it enforces the size
+		// limit itself). A request refused before the handler (401, 403,
+		// 429) is never read, so it is audited without its body.
+		captured := &captureBody{ReadCloser: c.Request.Body}
+		c.Request.Body = captured
 		orig := c.Writer
 		held := &heldWriter{ResponseWriter: orig, status: http.StatusOK}
 		c.Writer = held
@@ -53,7 +56,7 @@ func (s *server) audited(op protocol.AuditOperation) gin.HandlerFunc {
 			if !finished {
 				// A panic is on its way to the recovery handler, which
 				// answers 500 on the real writer.
-				s.recordAudit(c, op, start, body, http.StatusInternalServerError, protocol.CodeInternal)
+				s.recordAudit(c, op, start, captured.buf.Bytes(), http.StatusInternalServerError, protocol.CodeInternal)
 			}
 		}()
 		c.Next()
@@ -66,33 +69,69 @@ func (s *server) audited(op protocol.AuditOperation) gin.HandlerFunc {
 				code = eb.ErrorCode
 			}
 		}
-		s.recordAudit(c, op, start, body, status, code)
+		s.recordAudit(c, op, start, captured.buf.Bytes(), status, code)
 		c.Writer = orig
 		held.release()
 	}
 }
 
-// recordAudit builds, logs and stores the entry of one mutation.
+// captureBody keeps what is read of a request body.
+type captureBody struct {
+	io.ReadCloser
+	buf bytes.Buffer
+}
+
+func (b *captureBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.buf.Write(p[:n])
+	return n, err
+}
+
+// refusedBeforeHandler reports statuses the gateway answers before a
+// handler reads the body: credentials, roles, rate limits.
+func refusedBeforeHandler(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusTooManyRequests
+}
+
+// recordAudit builds, logs and stores the entry of one mutation. Every
+// string taken from the request is capped (capField). Entries of requests
+// refused before their handler are rate limited per client address (and
+// overall): past the limit they are counted in the refusal metrics only.
 func (s *server) recordAudit(c *gin.Context, op protocol.AuditOperation, start time.Time, body []byte, status int, code protocol.ErrorCode) {
+	if refusedBeforeHandler(status) {
+		body = nil
+		if ok, _ := s.refusedAudit.Take(c.ClientIP()); !ok {
+			s.refusedAuditSuppressed(c)
+			return
+		}
+		if ok, _ := s.refusedAuditAll.Take(""); !ok {
+			s.refusedAuditSuppressed(c)
+			return
+		}
+	}
 	var req auditBody
 	if json.Unmarshal(body, &req) != nil {
 		// A malformed body is audited with its hash only: the decoder may
 		// have filled fields before it failed.
 		req = auditBody{}
 	}
-	sum := sha256.Sum256(body)
+	bodyHash := ""
+	if body != nil {
+		sum := sha256.Sum256(body)
+		bodyHash = hex.EncodeToString(sum[:])
+	}
 	e := protocol.AuditEntry{
 		Time: s.opts.Now().UTC(), Operation: op,
-		StreamPrefix: c.Param("prefix"), ConsumerGroup: c.Param("group"), ReshardingID: c.Param("id"),
+		StreamPrefix: capField(c.Param("prefix")), ConsumerGroup: capField(c.Param("group")), ReshardingID: capField(c.Param("id")),
 		Requested: protocol.AuditRequested{
 			InitialShardCount: req.InitialShardCount, TargetShardCount: req.TargetShardCount,
 			Force: req.Force, DeprecatedAfter: req.DeprecatedAfter,
 		},
-		RequestedBy: req.RequestedBy, Reason: req.Reason, Roles: []string{},
-		RequestID: c.GetString(requestIDKey), ClientAddress: c.ClientIP(), UserAgent: c.Request.UserAgent(),
+		RequestedBy: capField(req.RequestedBy), Reason: capField(req.Reason), Roles: []string{},
+		RequestID: c.GetString(requestIDKey), ClientAddress: c.ClientIP(), UserAgent: capField(c.Request.UserAgent()),
 		Method: c.Request.Method, Route: c.FullPath(),
 		DurationMs: float64(time.Since(start).Microseconds()) / 1000,
-		BodySHA256: hex.EncodeToString(sum[:]),
+		BodySHA256: bodyHash,
 		Result:     protocol.AuditResult{Outcome: protocol.AuditAccepted, Status: status, ErrorCode: code},
 	}
 	if p, ok := principal(c); ok {
@@ -124,6 +163,31 @@ func (s *server) recordAudit(c *gin.Context, op protocol.AuditOperation, start t
 		return
 	}
 	s.log.LogAttrs(ctx, level, "audit", attrs...)
+}
+
+// refusedAuditSuppressed notes an audit entry of a refused request that
+// the rate limit dropped: a warning at most once per window.
+func (s *server) refusedAuditSuppressed(c *gin.Context) {
+	if ok, _ := s.refusedAuditWarn.Take(""); ok {
+		s.log.Warn("audit entries of refused requests are being dropped (rate limited); refusals are still counted in rscoord_auth_refusals_total and rscoord_rate_limit_refusals_total",
+			slog.String("client", c.ClientIP()))
+	}
+}
+
+// maxFieldBytes caps every string an audit entry or log line takes from a
+// request.
+const maxFieldBytes = 1024
+
+// capField cuts v to maxFieldBytes (at a rune boundary), marked as cut.
+func capField(v string) string {
+	if len(v) <= maxFieldBytes {
+		return v
+	}
+	cut := maxFieldBytes
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + fmt.Sprintf("…[cut %d bytes]", len(v)-cut)
 }
 
 // audit pages the audit log: GET /monitoring/audit?streamPrefix=&limit=&before=.

@@ -14,10 +14,33 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
+// Body limits per route. Admin bodies follow the protocol's 1 MiB. A login
+// holds a username (200 bytes) and a password (bcrypt reads 72), so 16 KiB
+// is generous. A heartbeat lists at most every shard of a stream
+// (protocol.MaxShardCount) in ownedShards or revokingShards, plus one
+// shardProgress entry each; maxHeartbeatShardBytes is the JSON of one shard
+// in both lists with every field at its longest (a 200-character prefix in
+// streamKey, 20-digit stream ids, RFC 3339 times with nanoseconds), spaces
+// after separators included, rounded up.
+const (
+	maxLoginBodyBytes      = 16 << 10
+	maxHeartbeatShardBytes = 640
+	maxHeartbeatBodyBytes  = 64<<10 + protocol.MaxShardCount*maxHeartbeatShardBytes
+)
+
+// MaxHeartbeatBodyBytes is the largest heartbeat body accepted; larger
+// ones get 413. It fits a member owning protocol.MaxShardCount shards.
+const MaxHeartbeatBodyBytes = maxHeartbeatBodyBytes
+
 // readBody reads the request body, refusing more than protocol.MaxBodyBytes
 // (413) and bodies that announce a content type other than JSON (415). A
 // missing content type is accepted: some clients send none.
 func readBody(c *gin.Context) ([]byte, *protocol.Error) {
+	return readBodyLimit(c, protocol.MaxBodyBytes)
+}
+
+// readBodyLimit is readBody with a limit of its own.
+func readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.Error) {
 	if ct := c.GetHeader("Content-Type"); ct != "" {
 		media, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(media == "application/json" || strings.HasSuffix(media, "+json")) {
@@ -25,14 +48,14 @@ func readBody(c *gin.Context) ([]byte, *protocol.Error) {
 				fmt.Sprintf("content type %q is not JSON; send application/json", ct))
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, protocol.MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, protocol.Errorf(protocol.CodePayloadTooLarge,
-				fmt.Sprintf("request body is over %d bytes", protocol.MaxBodyBytes))
+				fmt.Sprintf("request body is over %d bytes", limit))
 		}
-		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "could not read the request body: "+err.Error())
+		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "could not read the request body (timed out or cut off)")
 	}
 	return body, nil
 }
@@ -46,11 +69,38 @@ func decodeBody(c *gin.Context, v any) bool {
 			perr = protocol.Errorf(protocol.CodeInvalidRequest, "malformed JSON body: "+jsonProblem(err))
 		}
 	}
+	if perr == nil {
+		perr = checkOperator(v)
+	}
 	if perr != nil {
 		abortWith(c, perr.Code, perr.Message)
 		return false
 	}
 	return true
+}
+
+// checkOperator checks the operator fields of an admin body: requestedBy
+// must name someone (not blank once trimmed), and requestedBy and reason
+// are capped (capField), so that no request stores or logs more of them.
+func checkOperator(v any) *protocol.Error {
+	var by, reason *string
+	switch r := v.(type) {
+	case *protocol.CreateRequest:
+		by, reason = &r.RequestedBy, &r.Reason
+	case *protocol.DeleteGroupRequest:
+		by, reason = &r.RequestedBy, &r.Reason
+	case *protocol.ScaleRequest:
+		by, reason = &r.RequestedBy, &r.Reason
+	case *protocol.OperatorRequest:
+		by, reason = &r.RequestedBy, &r.Reason
+	default:
+		return nil
+	}
+	if *by != "" && strings.TrimSpace(*by) == "" {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "requestedBy must name who asks for this change, not be blank")
+	}
+	*by, *reason = capField(*by), capField(*reason)
+	return nil
 }
 
 // jsonProblem describes a decoding failure without echoing the body.

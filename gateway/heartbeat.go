@@ -53,8 +53,9 @@ func (s *server) heartbeat(c *gin.Context) {
 // once the coordinator has it.
 const heldWriteSlack = 5 * time.Second
 
-// readBodyAnyType is readBody without the content-type check.
+// readBodyAnyType is readBody without the content-type check, under the
+// heartbeat's own limit.
 func readBodyAnyType(c *gin.Context) ([]byte, *protocol.Error) {
 	c.Request.Header.Del("Content-Type")
-	return readBody(c)
+	return readBodyLimit(c, maxHeartbeatBodyBytes)
 }

@@ -67,7 +67,19 @@ type server struct {
 	adminLimit *window.Limiter
 	loginUser  *window.Limiter
 	loginAddr  *window.Limiter
+	// refusedAudit and refusedAuditAll limit the audit entries of requests
+	// refused before their handler: per client address, and overall.
+	refusedAudit     *window.Limiter
+	refusedAuditAll  *window.Limiter
+	refusedAuditWarn *window.Limiter
 }
+
+// Limits of the audit entries of refused requests (401, 403, 429), per
+// client address and overall, per minute.
+const (
+	refusedAuditPerAddress = 60
+	refusedAuditOverall    = 600
+)
 
 // New returns the HTTP handler of every endpoint served by coord. Call
 // gin.SetMode(gin.ReleaseMode) first outside development: gin's mode is
@@ -84,10 +96,13 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	}
 	s := &server{
 		coord: coord, log: opts.Logger, auth: opts.Auth, opts: opts, metrics: opts.Metrics,
-		metricsHTTP: opts.Metrics.Handler(),
-		adminLimit:  window.New(opts.AdminRateLimit, opts.AdminRateWindow, 0, opts.Now),
-		loginUser:   window.New(opts.LoginFailureLimit, opts.LoginFailureWindow, 0, opts.Now),
-		loginAddr:   window.New(opts.LoginAddressFailureLimit, opts.LoginFailureWindow, 0, opts.Now),
+		metricsHTTP:      opts.Metrics.Handler(),
+		adminLimit:       window.New(opts.AdminRateLimit, opts.AdminRateWindow, 0, opts.Now),
+		loginUser:        window.New(opts.LoginFailureLimit, opts.LoginFailureWindow, 0, opts.Now),
+		loginAddr:        window.New(opts.LoginAddressFailureLimit, opts.LoginFailureWindow, 0, opts.Now),
+		refusedAudit:     window.New(refusedAuditPerAddress, time.Minute, 0, opts.Now),
+		refusedAuditAll:  window.New(refusedAuditOverall, time.Minute, 1, opts.Now),
+		refusedAuditWarn: window.New(1, time.Minute, 1, opts.Now),
 	}
 	if s.auth == nil {
 		s.log.Warn("authentication is OFF: every caller is an anonymous ADMIN; use this for local development only")
@@ -122,7 +137,7 @@ func (s *server) accessLog(c *gin.Context) {
 	}
 	s.log.Log(c.Request.Context(), level, "http request",
 		slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
-		slog.String("path", c.Request.URL.Path), slog.Int("status", c.Writer.Status()),
+		slog.String("path", capField(c.Request.URL.Path)), slog.Int("status", c.Writer.Status()),
 		slog.String("requestId", c.GetString(requestIDKey)),
 		slog.Duration("duration", time.Since(start)))
 }

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,4 +203,80 @@ func (c *core) ListAudit(ctx context.Context, q AuditQuery) (out []AuditRecord, 
 		return nil, opErr("list audit", err)
 	}
 	return out, nil
+}
+
+// AuditRetention bounds the audit log: entries older than MaxAge go, then
+// the oldest until the rest holds at most MaxBytes of stored entries. A
+// zero field does not bound.
+type AuditRetention struct {
+	MaxAge   time.Duration
+	MaxBytes int64
+}
+
+// PruneAudit deletes the audit entries retention no longer keeps, oldest
+// first, in commits within the engine's limits, and returns how many it
+// deleted. Entries that do not decode count by size only. It is meant to
+// run in the background, every few minutes: each run scans the audit log
+// once.
+func (c *core) PruneAudit(ctx context.Context, retention AuditRetention, now time.Time) (deleted int, err error) {
+	if retention.MaxAge <= 0 && retention.MaxBytes <= 0 {
+		return 0, nil
+	}
+	exit, err := c.enter(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer exit()
+	defer c.recoverFatal(&err)
+	cutoff := now.Add(-retention.MaxAge)
+	var kept int64
+	var doomed [][]byte
+	dropping := false
+	lo, hi := auditBounds()
+	// Newest first: what is kept is decided before what is dropped.
+	err = c.kv.scanReverse(ctx, lo, hi, func(k, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		size := int64(len(k) + len(v))
+		// Once one entry goes, every older one goes too: entries are
+		// appended in time order, so the log stays a suffix.
+		drop := dropping || retention.MaxBytes > 0 && kept+size > retention.MaxBytes
+		if !drop && retention.MaxAge > 0 {
+			seq, _ := parseAuditKey(k)
+			if rec := decodeAuditValue(v, seq); rec.Err == nil && rec.Entry.Time.Before(cutoff) {
+				drop = true
+			}
+		}
+		if drop {
+			doomed = append(doomed, bytes.Clone(k))
+			dropping = true
+			return nil
+		}
+		kept += size
+		return nil
+	})
+	if err != nil {
+		return 0, opErr("prune audit", err)
+	}
+	limits := c.kv.limits()
+	for len(doomed) > 0 {
+		n := len(doomed)
+		if limits.MaxOps > 0 {
+			n = min(n, limits.MaxOps)
+		}
+		if limits.MaxBytes > 0 {
+			n = min(n, max(1, limits.MaxBytes/64))
+		}
+		ops := make([]op, n)
+		for i, k := range doomed[len(doomed)-n:] { // the oldest first
+			ops[i] = delOp(k)
+		}
+		if err := c.commit(ctx, ops...); err != nil {
+			return deleted, opErr("prune audit", c.fail(err))
+		}
+		doomed = doomed[:len(doomed)-n]
+		deleted += n
+	}
+	return deleted, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -20,6 +21,7 @@ import (
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
 	"github.com/rscoord/rscoord/redisops"
 )
@@ -51,9 +53,19 @@ type ServeCmd struct {
 	LoginAddressFailureLimit int           `default:"50" env:"RSCOORD_LOGIN_ADDRESS_FAILURE_LIMIT" help:"Failed password checks per client address per --login-failure-window before its Basic credentials and logins answer 429; 0: no limit."`
 	LoginFailureWindow       time.Duration `default:"5m" env:"RSCOORD_LOGIN_FAILURE_WINDOW" help:"Window of the login failure limits."`
 	MetricsPublic            bool          `default:"false" negatable:"" env:"RSCOORD_METRICS_PUBLIC" help:"Serve /metrics and /actuator/prometheus without credentials (otherwise READ)."`
-	MetricsInterval          time.Duration `default:"15s" env:"RSCOORD_METRICS_INTERVAL" help:"How often the shard (length, pending, lag from Redis) and member (heartbeat age, lease) gauges are collected, in the background."`
-	MetricsTimeout           time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
-	MetricsMaxMembers        int           `default:"1000" env:"RSCOORD_METRICS_MAX_MEMBERS" help:"Most members exported by the per-member gauges (those with the oldest heartbeats first); the rest are counted in rscoord_member_series_capped."`
+
+	AuditMaxAge        time.Duration `default:"2160h" env:"RSCOORD_AUDIT_MAX_AGE" help:"Audit entries older than this are deleted in the background (0: keep by age)."`
+	AuditMaxBytes      int64         `default:"268435456" env:"RSCOORD_AUDIT_MAX_BYTES" help:"The audit log is cut, oldest entries first, to this many stored bytes in the background (0: no size bound)."`
+	AuditPruneInterval time.Duration `default:"5m" env:"RSCOORD_AUDIT_PRUNE_INTERVAL" help:"How often audit retention is enforced."`
+
+	HTTPReadHeaderTimeout time.Duration `default:"10s" name:"http-read-header-timeout" env:"RSCOORD_HTTP_READ_HEADER_TIMEOUT" help:"Longest time to read a request's headers."`
+	HTTPReadTimeout       time.Duration `default:"60s" name:"http-read-timeout" env:"RSCOORD_HTTP_READ_TIMEOUT" help:"Longest time to read a whole request, body included; a slower body is cut off."`
+	HTTPWriteTimeout      time.Duration `default:"30s" name:"http-write-timeout" env:"RSCOORD_HTTP_WRITE_TIMEOUT" help:"Longest time to write an answer; held heartbeat answers add their own bound (the heartbeat interval)."`
+	HTTPIdleTimeout       time.Duration `default:"90s" name:"http-idle-timeout" env:"RSCOORD_HTTP_IDLE_TIMEOUT" help:"Keep-alive connections idle this long are closed."`
+	HTTPMaxConnections    int           `default:"4096" name:"http-max-connections" env:"RSCOORD_HTTP_MAX_CONNECTIONS" help:"Open connections at most (lowered to fit the file descriptor limit); at the cap the connection idle longest is closed to make room."`
+	MetricsInterval       time.Duration `default:"15s" env:"RSCOORD_METRICS_INTERVAL" help:"How often the shard (length, pending, lag from Redis) and member (heartbeat age, lease) gauges are collected, in the background."`
+	MetricsTimeout        time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
+	MetricsMaxMembers     int           `default:"1000" env:"RSCOORD_METRICS_MAX_MEMBERS" help:"Most members exported by the per-member gauges (those with the oldest heartbeats first); the rest are counted in rscoord_member_series_capped."`
 
 	Redis                []string      `placeholder:"HOST:PORT,…" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one address is a standalone server, several the seeds of a cluster. None: scales skip provisioning and drain proofs."`
 	RedisUsername        string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD)."`
@@ -200,11 +212,11 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
 	if rep != nil {
 		handler = rep.guard(handler)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := gateway.NewHTTPServer(handler, gateway.HTTPLimits{
+		ReadHeaderTimeout: s.HTTPReadHeaderTimeout, ReadTimeout: s.HTTPReadTimeout,
+		WriteTimeout: s.HTTPWriteTimeout, IdleTimeout: s.HTTPIdleTimeout,
+		MaxConnections: s.maxConnections(log),
+	}, slog.NewLogLogger(log.Handler(), slog.LevelWarn), nil)
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
@@ -214,6 +226,12 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
 	log.Info("rscoord listening", slog.String("address", ln.Addr().String()), slog.String("dataDir", s.DataDir))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	pruneCtx, stopPrune := context.WithCancel(ctx)
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		s.pruneAudit(pruneCtx, store, log)
+	}()
 	collectCtx, stopCollecting := context.WithCancel(ctx)
 	collected := make(chan error, 1)
 	go func() {
@@ -227,6 +245,8 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
 		log.Info("shutting down", slog.Duration("timeout", s.ShutdownTimeout))
 	case serveErr = <-served:
 	}
+	stopPrune()
+	<-pruned
 	closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
 	coord.BeginShutdown()
@@ -253,6 +273,60 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
+// pruneAudit enforces audit retention now and every AuditPruneInterval
+// until ctx ends. A failed run is logged and retried at the next tick.
+func (s *ServeCmd) pruneAudit(ctx context.Context, st persistence.Store, log *slog.Logger) {
+	retention := persistence.AuditRetention{MaxAge: s.AuditMaxAge, MaxBytes: s.AuditMaxBytes}
+	store, ok := st.(auditPruner)
+	if !ok || retention.MaxAge <= 0 && retention.MaxBytes <= 0 {
+		return
+	}
+	tick := time.NewTicker(s.AuditPruneInterval)
+	defer tick.Stop()
+	for {
+		deleted, err := store.PruneAudit(ctx, retention, time.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("audit retention failed; retrying at the next interval", slog.Any("error", err))
+		case deleted > 0:
+			log.Info("audit retention deleted old entries", slog.Int("deleted", deleted),
+				slog.Duration("maxAge", retention.MaxAge), slog.Int64("maxBytes", retention.MaxBytes))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// auditPruner is a store that enforces audit retention.
+type auditPruner interface {
+	PruneAudit(ctx context.Context, retention persistence.AuditRetention, now time.Time) (int, error)
+}
+
+// fdHeadroom is how many file descriptors are kept for everything but
+// client connections: Pebble's files, Redis connections, logs.
+const fdHeadroom = 256
+
+// maxConnections is --http-max-connections, lowered to what the file
+// descriptor limit leaves after fdHeadroom: past it, accept fails with
+// "too many open files" and nothing can be served.
+func (s *ServeCmd) maxConnections(log *slog.Logger) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return s.HTTPMaxConnections
+	}
+	fit := int(min(lim.Cur, 1<<30)) - fdHeadroom
+	if fit < s.HTTPMaxConnections {
+		fit = max(fit, 16)
+		log.Warn("--http-max-connections lowered to fit the file descriptor limit (raise ulimit -n to allow more)",
+			slog.Int("requested", s.HTTPMaxConnections), slog.Int("allowed", fit), slog.Uint64("nofile", lim.Cur))
+		return fit
+	}
+	return s.HTTPMaxConnections
+}
+
 // validate reports every problem of the security flags at once; the
 // coordinator checks its own settings when it starts.
 func (s *ServeCmd) validate() error {
@@ -276,6 +350,26 @@ func (s *ServeCmd) validate() error {
 		if strings.TrimSpace(a) == "" {
 			errs = append(errs, errors.New("--redis holds an empty address"))
 		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--http-read-header-timeout", s.HTTPReadHeaderTimeout}, {"--http-read-timeout", s.HTTPReadTimeout},
+		{"--http-write-timeout", s.HTTPWriteTimeout}, {"--http-idle-timeout", s.HTTPIdleTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be positive", d.name, d.v))
+		}
+	}
+	if s.AuditMaxAge < 0 || s.AuditMaxBytes < 0 {
+		errs = append(errs, errors.New("--audit-max-age and --audit-max-bytes must not be negative (0: no bound)"))
+	}
+	if s.AuditPruneInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--audit-prune-interval %v must be positive", s.AuditPruneInterval))
+	}
+	if s.HTTPMaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("--http-max-connections %d must be at least 1", s.HTTPMaxConnections))
 	}
 	if s.TokenTTL <= 0 {
 		errs = append(errs, fmt.Errorf("--token-ttl %v must be positive", s.TokenTTL))
