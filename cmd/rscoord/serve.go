@@ -21,8 +21,8 @@ import (
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
+	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/redisops"
 )
 
