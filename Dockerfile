@@ -1,0 +1,22 @@
+# The rscoord image, for those who build with Docker. `go tool task image`
+# builds the same image without a container engine (internal/image); a test
+# (internal/image) keeps the build flags, paths and user of both in step.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /out/rscoord ./cmd/rscoord
+RUN mkdir -p /out/data
+
+FROM scratch
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=build /out/rscoord /rscoord
+COPY --from=build --chown=65532:65532 /out/data /data
+ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+USER 65532:65532
+WORKDIR /data
+EXPOSE 8080
+VOLUME /data
+ENTRYPOINT ["/rscoord"]
+CMD ["serve", "--listen", "0.0.0.0:8080", "--data-dir", "/data"]

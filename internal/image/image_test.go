@@ -1,0 +1,209 @@
+package image_test
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/rscoord/rscoord/internal/image"
+)
+
+// TestImageTask runs `go tool task image`, opens bin/rscoord-image.tar as
+// an OCI layout, checks its config, unpacks its root filesystem and runs
+// the entrypoint from it under chroot as the image's user with --version.
+func TestImageTask(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs the image's entrypoint under chroot, which needs root (CI runs as root)")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "tool", "task", "image")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go tool task image: %v\n%s", err, out)
+	}
+	archive := filepath.Join(root, "bin", "rscoord-image.tar")
+	dir := t.TempDir()
+	untar(t, archive, filepath.Join(dir, "layout"))
+	idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "layout"))
+	if err != nil {
+		t.Fatalf("not an OCI layout: %v", err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil || len(im.Manifests) != 1 {
+		t.Fatalf("index: %v %+v", err, im)
+	}
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cf.Config
+	if c.User != image.User() || strings.HasPrefix(c.User, "0") || !regexp.MustCompile(`^[0-9]+:[0-9]+$`).MatchString(c.User) {
+		t.Errorf("user %q, want the numeric non-root %s", c.User, image.User())
+	}
+	if !slices.Equal(c.Entrypoint, []string{"/rscoord"}) || len(c.Cmd) == 0 || c.Cmd[0] != "serve" || !slices.Contains(c.Cmd, image.DataDir) {
+		t.Errorf("entrypoint %v cmd %v", c.Entrypoint, c.Cmd)
+	}
+	if cf.OS != "linux" {
+		t.Errorf("os %q", cf.OS)
+	}
+	rootfs := filepath.Join(dir, "rootfs")
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	untarReader(t, rc, rootfs)
+	for _, p := range []string{image.BinaryPath, image.CACertsPath} {
+		if fi, err := os.Stat(filepath.Join(rootfs, p)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s missing or empty in the image: %v", p, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(rootfs, image.DataDir)); err != nil || !fi.IsDir() {
+		t.Errorf("%s: %v", image.DataDir, err)
+	} else if st := fi.Sys().(*syscall.Stat_t); st.Uid != image.UID || st.Gid != image.GID {
+		t.Errorf("%s owned by %d:%d, want %s", image.DataDir, st.Uid, st.Gid, image.User())
+	}
+	run := exec.CommandContext(ctx, image.BinaryPath, "--version")
+	run.Dir = "/"
+	run.Env = append([]string{}, c.Env...)
+	run.SysProcAttr = &syscall.SysProcAttr{Chroot: rootfs, Credential: &syscall.Credential{Uid: image.UID, Gid: image.GID}}
+	out, err := run.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "rscoord ") {
+		t.Fatalf("entrypoint --version in the image's root fs: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// TestDockerfileMatchesTask keeps the Dockerfile's build flags, paths,
+// user, entrypoint and command equal to the task's and the image's.
+func TestDockerfileMatchesTask(t *testing.T) {
+	docker, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskfile, err := os.ReadFile("../../Taskfile.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := regexp.MustCompile(`go build (-trimpath -ldflags "[^"]*") -o \S+ (\./cmd/rscoord)\n`)
+	d := build.FindStringSubmatch(string(docker))
+	tk := build.FindStringSubmatch(string(taskfile))
+	if d == nil || tk == nil {
+		t.Fatalf("no go build line: Dockerfile %v, Taskfile %v", d, tk)
+	}
+	if d[1] != tk[1] || d[2] != tk[2] {
+		t.Errorf("Dockerfile builds with %q %q, the task with %q %q", d[1], d[2], tk[1], tk[2])
+	}
+	if !strings.Contains(string(docker), "CGO_ENABLED=0") || !strings.Contains(string(taskfile), "CGO_ENABLED: '0'") {
+		t.Error("both builds must be static (CGO_ENABLED=0)")
+	}
+	jsonLine := func(directive string) []string {
+		m := regexp.MustCompile(`(?m)^` + directive + ` (\[.*\])$`).FindStringSubmatch(string(docker))
+		if m == nil {
+			t.Fatalf("Dockerfile has no %s [...]", directive)
+		}
+		var v []string
+		if err := json.Unmarshal([]byte(m[1]), &v); err != nil {
+			t.Fatalf("%s: %v", directive, err)
+		}
+		return v
+	}
+	if got := jsonLine("ENTRYPOINT"); !slices.Equal(got, image.Entrypoint()) {
+		t.Errorf("Dockerfile ENTRYPOINT %v, image %v", got, image.Entrypoint())
+	}
+	if got := jsonLine("CMD"); !slices.Equal(got, image.Cmd()) {
+		t.Errorf("Dockerfile CMD %v, image %v", got, image.Cmd())
+	}
+	for _, want := range []string{"USER " + image.User() + "\n", "COPY --from=build /out/rscoord " + image.BinaryPath + "\n",
+		"--chown=" + image.User() + " /out/data " + image.DataDir + "\n", image.CACertsPath + " " + image.CACertsPath + "\n"} {
+		if !strings.Contains(string(docker), want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
+
+func untar(t *testing.T, archive, dir string) {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	untarReader(t, f, dir)
+}
+
+// untarReader unpacks regular files and directories (with their owners and
+// modes) under dir; entries that would leave dir fail the test.
+func untarReader(t *testing.T, r io.Reader, dir string) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, h.Name)
+		if !strings.HasPrefix(p, filepath.Clean(dir)+string(os.PathSeparator)) && p != filepath.Clean(dir) {
+			t.Fatalf("entry %q leaves the directory", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			out, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(out, tr); err != nil {
+				t.Fatal(err)
+			}
+			if err := out.Close(); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			continue
+		}
+		if err := os.Chmod(p, os.FileMode(h.Mode).Perm()|modeBits(h.Mode)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(p, h.Uid, h.Gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func modeBits(m int64) os.FileMode {
+	var out os.FileMode
+	if m&0o1000 != 0 {
+		out |= os.ModeSticky
+	}
+	return out
+}
