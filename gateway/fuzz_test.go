@@ -50,6 +50,11 @@ func FuzzHeartbeatBody(f *testing.F) {
 	url := s.URL + base + "/streams/orders/groups/orders/members/m1/heartbeat"
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		status, body := post(t, http.MethodPost, url, raw)
+		if json.Valid(raw) && len(raw) <= 1<<20 && status != http.StatusOK {
+			// Any well-formed JSON gets its answer in a 200: a non-2xx
+			// would stop the reference clients' member threads.
+			t.Fatalf("status %d for well-formed JSON %q: %s", status, raw, body)
+		}
 		switch status {
 		case http.StatusOK:
 			var resp protocol.HeartbeatResponse

@@ -24,9 +24,18 @@ func (s *server) heartbeat(c *gin.Context) {
 		return
 	}
 	var req protocol.HeartbeatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	err := json.Unmarshal(body, &req)
+	if err != nil && json.Valid(body) {
+		// Well-formed JSON whose informational times do not parse (a
+		// zone-less timestamp, a number): the reference clients send
+		// such values, and a non-2xx would stop them. Those times decide
+		// nothing, so they are dropped and the rest is read again.
+		req = protocol.HeartbeatRequest{}
+		err = json.Unmarshal(withoutReportTimes(body), &req)
+	}
+	if err != nil {
 		var typ *json.UnmarshalTypeError
-		if !errors.As(err, &typ) {
+		if !errors.As(err, &typ) && !json.Valid(body) {
 			abortWith(c, protocol.CodeInvalidRequest, "malformed heartbeat JSON: "+jsonProblem(err))
 			return
 		}
@@ -47,6 +56,33 @@ func (s *server) heartbeat(c *gin.Context) {
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, time.Since(start))
 	c.JSON(http.StatusOK, resp)
+}
+
+// withoutReportTimes returns body with the optional report times
+// (shardProgress[].updatedAt, revokingShards[].ackedAt) removed, or body
+// itself when it is not a JSON object of that shape.
+func withoutReportTimes(body []byte) []byte {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil {
+		return body
+	}
+	for field, timeKey := range map[string]string{"shardProgress": "updatedAt", "revokingShards": "ackedAt"} {
+		var items []map[string]json.RawMessage
+		if raw, ok := doc[field]; !ok || json.Unmarshal(raw, &items) != nil {
+			continue
+		}
+		for _, item := range items {
+			delete(item, timeKey)
+		}
+		if raw, err := json.Marshal(items); err == nil {
+			doc[field] = raw
+		}
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // heldWriteSlack is the time a held heartbeat's answer gets to be written

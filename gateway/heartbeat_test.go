@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"testing"
@@ -260,5 +261,30 @@ func TestJoinRegistersUnknownGroupWhenAutoCreateIsOn(t *testing.T) {
 	req.MemberEpoch = 4
 	if resp := s.Heartbeat("orders", "other", req); resp.Status != protocol.StatusUnknownMemberID {
 		t.Fatalf("non-join for an unknown group: %s", resp.Status)
+	}
+}
+
+// TestUnparseableReportTimesAnswer200: the optional report times of a
+// heartbeat (progress updatedAt, revoke ackedAt) that do not parse are
+// ignored, so the member is answered in a 200 as if it had not sent them.
+func TestUnparseableReportTimesAnswer200(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true})
+	s.CreateStream("orders", 2)
+	url := s.URL + base + "/streams/orders/groups/orders/members/m1/heartbeat"
+	for name, body := range map[string]string{
+		"zone-less updatedAt": `{"protocolVersion":1,"requestId":"r1","memberId":"m1","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"shardProgress":[{"shard":{"shardIndex":0},"streamKey":"orders:0","updatedAt":"2026-11-30T08:00:00"}]}`,
+		"numeric ackedAt":     `{"protocolVersion":1,"requestId":"r2","memberId":"m1","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"revokingShards":[{"shard":{"shardIndex":1},"state":"REVOKED","inFlight":0,"ackedAt":12}]}`,
+	} {
+		status, raw := post(t, http.MethodPost, url, []byte(body))
+		if status != http.StatusOK {
+			t.Fatalf("%s: HTTP %d: %s", name, status, raw)
+		}
+		var resp protocol.HeartbeatResponse
+		if err := json.Unmarshal(raw, &resp); err != nil {
+			t.Fatalf("%s: %v: %s", name, err, raw)
+		}
+		if resp.Status == protocol.StatusInvalidRequest || resp.Status == "" {
+			t.Fatalf("%s: status %q, want the times ignored: %s", name, resp.Status, raw)
+		}
 	}
 }
