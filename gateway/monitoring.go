@@ -18,6 +18,17 @@ func (s *server) compatibility(c *gin.Context) {
 	c.JSON(http.StatusOK, protocol.CurrentCompatibility())
 }
 
+// cluster answers the cluster view of Options.Cluster; 404 outside the
+// cluster mode.
+func (s *server) cluster(c *gin.Context) {
+	if s.opts.Cluster == nil {
+		abortWith(c, protocol.CodeNotFound, "not in cluster mode: this server runs alone (--store pebble)")
+		return
+	}
+	resp, err := s.opts.Cluster(c.Request.Context())
+	s.answer(c, http.StatusOK, resp, err)
+}
+
 func (s *server) listGroups(c *gin.Context) {
 	resp, err := s.coord.Groups(c.Request.Context())
 	s.answer(c, http.StatusOK, resp, err)

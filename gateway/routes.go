@@ -56,6 +56,7 @@ func (s *server) routes() []route {
 		{http.MethodGet, b + "/monitoring/health", read, "", s.health},
 		{http.MethodGet, b + "/monitoring/session", read, "", s.session},
 		{http.MethodGet, b + "/monitoring/compatibility", read, "", s.compatibility},
+		{http.MethodGet, b + "/monitoring/cluster", read, "", s.cluster},
 		{http.MethodGet, b + "/monitoring/groups", read, "", s.listGroups},
 		{http.MethodGet, b + "/monitoring/audit", read, "", s.audit},
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group", read, "", s.getGroup},

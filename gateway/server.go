@@ -12,6 +12,7 @@ import (
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/internal/window"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/protocol"
 )
 
 // Options configures the HTTP handler. Zero values of the limits turn them
@@ -53,6 +54,9 @@ type Options struct {
 	// coordinator's own (store, Redis): in cluster mode, whether this
 	// replica holds what it must to serve. Nil: none.
 	Ready func(ctx context.Context) error
+	// Cluster answers GET /coord/v1/monitoring/cluster in cluster mode.
+	// Nil: the route answers 404 (one process, no cluster).
+	Cluster func(ctx context.Context) (protocol.ClusterResponse, error)
 }
 
 type server struct {

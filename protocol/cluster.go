@@ -1,0 +1,51 @@
+package protocol
+
+// Replica roles in [ClusterReplica] (cluster mode, --store etcd).
+const (
+	// RoleOwner: the replica holds the owner key and runs the groups.
+	RoleOwner = "OWNER"
+	// RoleStandby: the replica forwards requests to the owner and takes
+	// over when the owner's etcd lease lapses.
+	RoleStandby = "STANDBY"
+)
+
+// ClusterResponse is GET /coord/v1/monitoring/cluster: the coordinator
+// replicas as the answering replica sees them in etcd, and who owns each
+// group. A stand-by forwards this request to the owner, so the answer is
+// the owner's view; the header X-Rscoord-Forwarded-By then names the
+// stand-by.
+type ClusterResponse struct {
+	// Store is the store engine: "etcd".
+	Store string `json:"store"`
+	// Self is the replica that answered.
+	Self ClusterReplica `json:"self"`
+	// Replicas are the replicas registered in etcd (each under its own
+	// etcd lease), sorted by id, and any owner that is not registered.
+	Replicas []ClusterReplica `json:"replicas"`
+	// Groups lists every group with its owner.
+	Groups []ClusterGroup `json:"groups"`
+}
+
+// ClusterReplica is one coordinator replica.
+type ClusterReplica struct {
+	ID           string `json:"id"`
+	AdvertiseURL string `json:"advertiseUrl"`
+	// Live: its registration key (bound to its etcd lease) exists.
+	Live bool `json:"live"`
+	// Role is RoleOwner or RoleStandby.
+	Role string `json:"role"`
+	// Units are the placement units whose owner key it holds.
+	Units []string `json:"units"`
+	// GroupsOwned counts the groups it runs.
+	GroupsOwned int `json:"groupsOwned"`
+}
+
+// ClusterGroup is one group and the replica that runs it.
+type ClusterGroup struct {
+	StreamPrefix  string `json:"streamPrefix"`
+	ConsumerGroup string `json:"consumerGroup"`
+	// Owner is the id of the replica running the group, OwnerURL its
+	// advertise URL.
+	Owner    string `json:"owner"`
+	OwnerURL string `json:"ownerUrl"`
+}
