@@ -22,8 +22,8 @@ func TestClusterRoute(t *testing.T) {
 	}
 
 	want := protocol.ClusterResponse{
-		Store: "etcd",
-		Self:  protocol.ClusterReplica{ID: "r1", AdvertiseURL: "http://127.0.0.1:1", Live: true, Role: protocol.RoleOwner, Units: []string{"coordinator"}, GroupsOwned: 1},
+		Store:  "etcd",
+		Self:   protocol.ClusterReplica{ID: "r1", AdvertiseURL: "http://127.0.0.1:1", Live: true, Role: protocol.RoleOwner, Units: []string{"coordinator"}, GroupsOwned: 1},
 		Groups: []protocol.ClusterGroup{{StreamPrefix: "orders", ConsumerGroup: "orders", Owner: "r1", OwnerURL: "http://127.0.0.1:1"}},
 	}
 	want.Replicas = []protocol.ClusterReplica{want.Self}
