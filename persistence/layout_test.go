@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -396,4 +397,132 @@ func testTombstones(t *testing.T, e engine) {
 	}
 	got := mustLoadGroup(t, s, "orders", "g")
 	assertSameGroup(t, "re-created group", got.Group, durable(again))
+}
+
+// TestRealJoinWritesUnder4KiB drives a join the way the coordinator does:
+// a stable group of 1,000 members is written to a Pebble directory,
+// reopened and loaded, restored (assign.Restore), and a new member joins
+// through assign.Heartbeat; the group is saved with the decision's own
+// Changes. The join must write one commit under 4 KiB through the store's
+// write accounting, the steps that follow (the joiner's first report, the
+// donors releasing, the grant) each stay that small, a steady heartbeat
+// writes nothing, and what the store gives back after a reopen is the
+// group the decisions left in memory.
+func TestRealJoinWritesUnder4KiB(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestPebble(t, dir)
+	mustSaveGroup(t, s, bigGroup(1000, 2), 0)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestPebble(t, dir)
+	rec := mustLoadGroup(t, s, "orders", "big")
+	g, rev := rec.Group, rec.Revision
+	cfg := assign.Config{}.EnsureDefaults()
+	now := t0.Add(time.Hour)
+	if res := assign.Restore(g, now, cfg); res.Persist {
+		t.Fatalf("restoring a consistent group changed %+v", res.Changes)
+	}
+
+	// step runs one heartbeat and saves what it changed, returning what the
+	// save wrote.
+	step := func(what string, req *protocol.HeartbeatRequest) (protocol.HeartbeatResponse, WriteStats) {
+		t.Helper()
+		now = now.Add(10 * time.Millisecond)
+		res := assign.Heartbeat(g, req, now, cfg)
+		if !res.Persist {
+			return res.Response, WriteStats{}
+		}
+		before := s.WriteStats()
+		var err error
+		if rev, err = s.SaveGroup(ctx, g, ChangesOf(res.Changes), rev); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		w := s.WriteStats().Sub(before)
+		t.Logf("%s: changes %+v wrote %d commits, %d keys, %d bytes", what, res.Changes, w.Commits, w.Keys, w.Bytes)
+		return res.Response, w
+	}
+	small := func(what string, w WriteStats) {
+		t.Helper()
+		if w.Commits > 1 || w.Bytes >= 4096 {
+			t.Fatalf("%s wrote %d commits, %d keys, %d bytes; want one commit under 4 KiB", what, w.Commits, w.Keys, w.Bytes)
+		}
+	}
+
+	joiner := "consumer-new-7f9c2d"
+	join := &protocol.HeartbeatRequest{ProtocolVersion: 1, RequestID: "join-1", MemberID: joiner, MemberName: "orders-service",
+		InstanceID:              "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d",
+		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 4, AvailableConcurrency: 4}}
+	resp, w := step("join", join)
+	if resp.Status != protocol.StatusOK || resp.MemberEpoch <= 0 {
+		t.Fatalf("join answered %s epoch %d", resp.Status, resp.MemberEpoch)
+	}
+	if w.Commits != 1 {
+		t.Fatalf("the join wrote %d commits; a join must be written", w.Commits)
+	}
+	small("the join", w)
+	if len(g.Target[joiner]) == 0 {
+		t.Fatalf("the joiner has no target: %v", g.Target[joiner])
+	}
+
+	// The members that gave shards to the joiner release them; the joiner
+	// then reports until it is granted its target.
+	var donors []string
+	for id, m := range g.Members {
+		if len(m.Revoking) > 0 || len(m.Current) > len(g.Target[id]) {
+			donors = append(donors, id)
+		}
+	}
+	if len(donors) == 0 || len(donors) > len(g.Target[joiner]) {
+		t.Fatalf("donors %v for a target of %v", donors, g.Target[joiner])
+	}
+	for _, id := range donors {
+		m := g.Members[id]
+		req := &protocol.HeartbeatRequest{ProtocolVersion: 1, RequestID: "donor-" + id, MemberID: id, MemberName: m.Name,
+			MemberEpoch: m.Epoch, MetadataVersion: g.MetadataVersion, InstanceID: m.InstanceID,
+			OwnedShards: protocol.Shards(g.Target[id])}
+		for _, sh := range m.Revoking {
+			req.RevokingShards = append(req.RevokingShards, protocol.RevokingShard{Shard: protocol.Shard{ShardIndex: sh}, State: protocol.RevokeRevoked})
+		}
+		for _, sh := range m.Current {
+			if !slices.Contains(g.Target[id], sh) && !slices.Contains(m.Revoking, sh) {
+				req.RevokingShards = append(req.RevokingShards, protocol.RevokingShard{Shard: protocol.Shard{ShardIndex: sh}, State: protocol.RevokeRevoked})
+			}
+		}
+		_, w := step("release by "+id, req)
+		small("a release", w)
+	}
+	owned := []int{}
+	for range 3 {
+		m := g.Members[joiner]
+		resp, w := step("joiner report", &protocol.HeartbeatRequest{ProtocolVersion: 1, RequestID: "r", MemberID: joiner,
+			MemberName: m.Name, MemberEpoch: m.Epoch, MetadataVersion: g.MetadataVersion, InstanceID: m.InstanceID,
+			OwnedShards: protocol.Shards(owned)})
+		small("a report of the joiner", w)
+		owned = protocol.Indexes(resp.Assignment.AssignedShards)
+	}
+	if !slices.Equal(owned, g.Target[joiner]) {
+		t.Fatalf("the joiner owns %v, its target is %v", owned, g.Target[joiner])
+	}
+	if got := assign.CheckInvariants(g); len(got) != 0 {
+		t.Fatalf("invariants after the join: %v", got)
+	}
+
+	// A steady heartbeat of a settled member writes nothing.
+	m := g.Members[joiner]
+	steady := &protocol.HeartbeatRequest{ProtocolVersion: 1, RequestID: "s", MemberID: joiner, MemberName: m.Name,
+		MemberEpoch: m.Epoch, MetadataVersion: g.MetadataVersion, InstanceID: m.InstanceID, OwnedShards: protocol.Shards(owned)}
+	if _, w := step("steady", steady); w.Commits != 0 {
+		t.Fatalf("a steady heartbeat wrote %d commits", w.Commits)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestPebble(t, dir)
+	got := mustLoadGroup(t, s, "orders", "big")
+	if got.Revision != rev {
+		t.Fatalf("revision %d after reopen, want %d", got.Revision, rev)
+	}
+	assertSameGroup(t, "group after the join, reopened", got.Group, durable(g))
 }
