@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +17,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/cluster"
+	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/protocol"
 )
@@ -113,18 +116,20 @@ func (f *StoreFlags) etcdClient() (*clientv3.Client, error) {
 // replica is this process's place in the cluster mode: the etcd client,
 // the cluster node and, once claimed, the coordinator unit.
 type replica struct {
-	cli  *clientv3.Client
-	node *cluster.Node
-	log  *slog.Logger
+	cli   *clientv3.Client
+	node  *cluster.Node
+	log   *slog.Logger
+	front *front
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // openStore opens the store the flags name. With --store etcd it first
-// joins the cluster and waits (standing by, not listening) until this
-// replica holds the coordinator unit; ok is false when ctx ended first.
-func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger) (store persistence.Store, rep *replica, ok bool, err error) {
+// joins the cluster and waits (standing by: f forwards to the owner) until
+// this replica holds the coordinator unit; ok is false when ctx ended
+// first.
+func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (store persistence.Store, rep *replica, ok bool, err error) {
 	if s.Store != "etcd" {
 		ps, err := persistence.OpenPebble(s.DataDir, persistence.Options{Logger: log})
 		return ps, nil, err == nil, err
@@ -133,10 +138,7 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger) (store persi
 	if err != nil {
 		return nil, nil, false, err
 	}
-	id := s.ReplicaID
-	if id == "" {
-		id = strings.TrimPrefix(strings.TrimPrefix(s.AdvertiseURL, "https://"), "http://")
-	}
+	id := s.replicaID()
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	node, err := cluster.Join(jctx, cluster.Options{
 		Client: cli, Root: s.EtcdPrefix, ID: id, AdvertiseURL: s.AdvertiseURL, LeaseTTL: s.EtcdLeaseTTL, Logger: log,
@@ -145,7 +147,8 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger) (store persi
 	if err != nil {
 		return nil, nil, false, errors.Join(err, cli.Close())
 	}
-	rep = &replica{cli: cli, node: node, log: log}
+	rep = &replica{cli: cli, node: node, log: log, front: f}
+	f.node.Store(node)
 	log.Info("joined the coordinator cluster", slog.String("replica", id), slog.String("advertiseUrl", s.AdvertiseURL),
 		slog.Duration("leaseTTL", s.EtcdLeaseTTL))
 	if !rep.awaitOwnership(ctx) {
@@ -202,25 +205,6 @@ func (r *replica) awaitOwnership(ctx context.Context) bool {
 	}
 }
 
-// guard answers 503 with Retry-After while this replica cannot be sure its
-// lease still runs (it was paused, or etcd is out of reach): what it would
-// answer may already belong to another replica. Members retry a 503 as a
-// heartbeat they must send again; their shards stay theirs until their own
-// lease runs out.
-func (r *replica) guard(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if !r.node.Valid() {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(protocol.NewErrorBody(protocol.CodeStoreUnavailable,
-				"this replica's ownership is not certain (etcd lease); retry, or another coordinator URL"))
-			return
-		}
-		next.ServeHTTP(w, req)
-	})
-}
-
 // close gives the coordinator unit up (SIGTERM: the next replica takes
 // over at once instead of one lease later) and leaves the cluster.
 // Later calls return the first call's error.
@@ -229,6 +213,7 @@ func (r *replica) close(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		r.closeErr = errors.Join(r.node.Leave(ctx), r.cli.Close())
+		r.front.node.CompareAndSwap(r.node, nil)
 	})
 	return r.closeErr
 }
@@ -240,4 +225,122 @@ func lostLease(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// runCluster serves a cluster-mode replica: it listens from the start and
+// answers through a front that forwards to the owner while this replica
+// stands by, and serves the coordinator itself while it owns it.
+func (s *ServeCmd) runCluster(ctx context.Context, log *slog.Logger) error {
+	f := newFront(s.replicaID(), log, assign.Config{
+		HeartbeatInterval: s.HeartbeatInterval, MemberLease: s.MemberLease, RebalanceTimeout: s.RebalanceTimeout,
+	}, max(2*s.HeartbeatInterval, 5*time.Second))
+	srv, ln, err := s.listen(f, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("replica listening", slog.String("address", ln.Addr().String()), slog.String("replica", f.self),
+		slog.String("advertiseUrl", s.AdvertiseURL))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	runErr := s.rejoinLoop(ctx, log, f)
+	closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+	defer cancel()
+	httpErr := srv.Shutdown(closeCtx)
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
+		httpErr = errors.Join(httpErr, serveErr)
+	}
+	if err := errors.Join(runErr, httpErr); err != nil {
+		return err
+	}
+	return nil
+}
+
+// replicaID is --replica-id, by default the advertise URL's host and port.
+func (s *ServeCmd) replicaID() string {
+	if s.ReplicaID != "" {
+		return s.ReplicaID
+	}
+	return strings.TrimPrefix(strings.TrimPrefix(s.AdvertiseURL, "https://"), "http://")
+}
+
+// ready is the cluster's part of /readyz on the owner: its lease is
+// certain. (A stand-by's /readyz is answered by its front: ready while it
+// knows a live owner to forward to.)
+func (r *replica) ready(context.Context) error {
+	if !r.node.Valid() {
+		return errors.New("cluster: this replica's etcd lease is not certain")
+	}
+	return nil
+}
+
+// view is GET /coord/v1/monitoring/cluster on the owner: the registered
+// replicas, who holds which unit, and every group with its owner (the
+// holder of the coordinator unit: one replica runs every group).
+func (r *replica) view(ctx context.Context, coord *actors.Coordinator) (protocol.ClusterResponse, error) {
+	groups, err := coord.Groups(ctx)
+	if err != nil {
+		return protocol.ClusterResponse{}, err
+	}
+	holders := r.node.Holders()
+	owner, owned := holders[coordinatorUnit]
+	out := protocol.ClusterResponse{Store: "etcd", Replicas: []protocol.ClusterReplica{}, Groups: []protocol.ClusterGroup{}}
+	describe := func(rep cluster.Replica, live bool) protocol.ClusterReplica {
+		c := protocol.ClusterReplica{ID: rep.ID, AdvertiseURL: rep.AdvertiseURL, Live: live, Role: protocol.RoleStandby, Units: []string{}}
+		for unit, h := range holders {
+			if h.ID == rep.ID {
+				c.Units = append(c.Units, unit)
+			}
+		}
+		slices.Sort(c.Units)
+		if owned && owner.ID == rep.ID {
+			c.Role, c.GroupsOwned = protocol.RoleOwner, len(groups.Groups)
+		}
+		return c
+	}
+	seen := map[string]bool{}
+	for _, rep := range r.node.Replicas() {
+		seen[rep.ID] = true
+		out.Replicas = append(out.Replicas, describe(rep, true))
+	}
+	if owned && !seen[owner.ID] {
+		out.Replicas = append(out.Replicas, describe(owner, false))
+	}
+	out.Self = describe(r.node.Self(), slices.ContainsFunc(out.Replicas, func(c protocol.ClusterReplica) bool {
+		return c.ID == r.node.Self().ID && c.Live
+	}))
+	for _, g := range groups.Groups {
+		cg := protocol.ClusterGroup{StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup}
+		if owned {
+			cg.Owner, cg.OwnerURL = owner.ID, owner.AdvertiseURL
+		}
+		out.Groups = append(out.Groups, cg)
+	}
+	return out, nil
+}
+
+// publishGauges keeps the cluster gauges of the owner's metrics current
+// until ctx ends: live replicas, and groups nobody owns (all of them while
+// this replica's lease is not certain, none otherwise: one replica runs
+// every group).
+func (r *replica) publishGauges(ctx context.Context, coord *actors.Coordinator, m *metrics.Metrics) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		m.SetClusterReplicasLive(len(r.node.Replicas()))
+		unowned := 0
+		if !r.node.Valid() {
+			gctx, cancel := context.WithTimeout(ctx, time.Second)
+			if groups, err := coord.Groups(gctx); err == nil {
+				unowned = len(groups.Groups)
+			}
+			cancel()
+		}
+		m.SetClusterGroupsUnowned(unowned)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-r.node.Changes():
+		}
+	}
 }

@@ -60,27 +60,38 @@ func startReplica(t *testing.T, c *etcdtest.Cluster, name string, port int) (*re
 // tryBeat sends one heartbeat of m without failing the test on a refused
 // connection or a non-200 answer; it applies an answer it got.
 func tryBeat(s *coordtest.Server, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
+	hb, _, err := tryBeatVia(s, m)
+	return hb, err
+}
+
+// tryBeatVia is tryBeat that also returns the stand-by that forwarded the
+// heartbeat (X-Rscoord-Forwarded-By), if any.
+func tryBeatVia(s *coordtest.Server, m *coordtest.Member) (protocol.HeartbeatResponse, string, error) {
 	req := m.Request()
 	raw, err := json.Marshal(req)
 	if err != nil {
-		return protocol.HeartbeatResponse{}, err
+		return protocol.HeartbeatResponse{}, "", err
 	}
 	url := s.URL + protocol.BasePath + "/streams/" + m.Prefix + "/groups/" + m.Group + "/members/" + m.ID + "/heartbeat"
 	cli := http.Client{Timeout: 2 * time.Second}
 	resp, err := cli.Post(url, "application/json", bytes.NewReader(raw))
 	if err != nil {
-		return protocol.HeartbeatResponse{}, err
+		return protocol.HeartbeatResponse{}, "", err
 	}
 	defer resp.Body.Close()
+	via := resp.Header.Get(forwardedByHeader)
 	if resp.StatusCode != http.StatusOK {
-		return protocol.HeartbeatResponse{}, fmt.Errorf("status %d", resp.StatusCode)
+		return protocol.HeartbeatResponse{}, via, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	var hb protocol.HeartbeatResponse
 	if err := json.NewDecoder(resp.Body).Decode(&hb); err != nil {
-		return hb, err
+		return hb, via, err
+	}
+	if hb.ResponseTo != req.RequestID {
+		return hb, via, fmt.Errorf("answer to %q, not to %q", hb.ResponseTo, req.RequestID)
 	}
 	m.Apply(req, hb)
-	return hb, nil
+	return hb, via, nil
 }
 
 // awaitOK beats m against s until an OK answer and returns how long it took.
@@ -208,11 +219,12 @@ func TestClusterPausedOwner(t *testing.T) {
 	if err := r1.proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	// Whatever the thawed r1 still answers is no decision: no OK heartbeat.
+	// Whatever the thawed r1 answers itself is no decision: an OK
+	// heartbeat through it comes from r2, forwarded.
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) && !r1.proc.Exited() {
 		c := coordtest.NewMember("c", "orders", "orders")
-		if hb, err := tryBeat(s1, c); err == nil && hb.Status == protocol.StatusOK {
+		if hb, via, err := tryBeatVia(s1, c); err == nil && hb.Status == protocol.StatusOK && via != "r1" {
 			t.Fatalf("thawed old owner answered a heartbeat with a decision: %+v", hb)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -228,9 +240,9 @@ func TestClusterPausedOwner(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("thawed old owner does not stand by: %v\n%s", err, r1.proc.Output())
 	}
-	if hb, err := tryBeat(s1, coordtest.NewMember("d", "orders", "orders")); err == nil {
-		t.Fatalf("the stand-by answered a heartbeat: %+v", hb)
-	}
+	// As a stand-by it forwards to the owner, r2.
+	d := coordtest.NewMember("d", "orders", "orders")
+	awaitOK(t, s1, d, 10*time.Second)
 	var after protocol.GroupResponse
 	s2.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
 	if after.GroupEpoch < moved.GroupEpoch || moved.GroupEpoch < before.GroupEpoch || after.AssignmentEpoch < moved.AssignmentEpoch {

@@ -23,6 +23,7 @@ import (
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
 	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/protocol"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -112,9 +113,19 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := s.logger()
+	if s.Store == "etcd" {
+		return s.runCluster(ctx, log)
+	}
+	return s.runOnce(ctx, log, nil)
+}
+
+// rejoinLoop runs the server again and again in the cluster mode: a
+// replica that lost its lease stops serving as the owner and joins again
+// as a stand-by, until ctx is done.
+func (s *ServeCmd) rejoinLoop(ctx context.Context, log *slog.Logger, f *front) error {
 	rejoining := false
 	for {
-		err := s.runOnce(ctx, log)
+		err := s.runOnce(ctx, log, f)
 		if ctx.Err() != nil || err == nil {
 			return err
 		}
@@ -135,8 +146,10 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 
 // runOnce is one run of the server: until ctx is done or, in the cluster
 // mode, the replica's lease is lost (an error wrapping cluster.ErrLeaseLost).
-func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
-	store, rep, ok, err := s.openStore(ctx, log)
+// In the cluster mode f is the replica's listener's handler: runOnce
+// serves through it once it owns the coordinator instead of listening.
+func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) error {
+	store, rep, ok, err := s.openStore(ctx, log, f)
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)
 	}
@@ -203,29 +216,36 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
 		return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(closeCtx), store.Close())
 	}
 	gin.SetMode(gin.ReleaseMode)
-	var handler http.Handler = gateway.New(coord, gateway.Options{
+	gwOpts := gateway.Options{
 		Logger: log, Auth: authn, NoMemberAuth: !s.MemberAuth, Metrics: m, MetricsPublic: s.MetricsPublic,
 		AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
 		LoginFailureLimit: s.LoginFailureLimit, LoginAddressFailureLimit: s.LoginAddressFailureLimit,
 		LoginFailureWindow: s.LoginFailureWindow,
-	})
+	}
 	if rep != nil {
-		handler = rep.guard(handler)
+		gwOpts.Ready = rep.ready
+		gwOpts.Cluster = func(ctx context.Context) (protocol.ClusterResponse, error) { return rep.view(ctx, coord) }
 	}
-	srv := gateway.NewHTTPServer(handler, gateway.HTTPLimits{
-		ReadHeaderTimeout: s.HTTPReadHeaderTimeout, ReadTimeout: s.HTTPReadTimeout,
-		WriteTimeout: s.HTTPWriteTimeout, IdleTimeout: s.HTTPIdleTimeout,
-		MaxConnections: s.maxConnections(log),
-	}, slog.NewLogLogger(log.Handler(), slog.LevelWarn), nil)
-	ln, err := net.Listen("tcp", s.Listen)
-	if err != nil {
-		closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
-		defer cancel()
-		return errors.Join(fmt.Errorf("serve: listen on %s: %w", s.Listen, err), coord.Close(closeCtx), store.Close())
-	}
-	log.Info("rscoord listening", slog.String("address", ln.Addr().String()), slog.String("dataDir", s.DataDir))
+	handler := gateway.New(coord, gwOpts)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	var srv *gateway.HTTPServer
+	var owning *ownerHandler
+	if f != nil {
+		owning = f.serveOwner(handler)
+		go rep.publishGauges(ctx, coord, m)
+		log.Info("rscoord listening", slog.String("address", s.Listen), slog.String("role", protocol.RoleOwner),
+			slog.String("replica", rep.node.Self().ID))
+	} else {
+		var ln net.Listener
+		srv, ln, err = s.listen(handler, log)
+		if err != nil {
+			closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+			defer cancel()
+			return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(closeCtx), store.Close())
+		}
+		log.Info("rscoord listening", slog.String("address", ln.Addr().String()), slog.String("dataDir", s.DataDir))
+		go func() { served <- srv.Serve(ln) }()
+	}
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	pruned := make(chan struct{})
 	go func() {
@@ -258,9 +278,15 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
 	}
 	stopCollecting()
 	<-collected // validated with the flags: it ends only when told to
-	httpErr := srv.Shutdown(closeCtx)
-	if serveErr == nil {
-		serveErr = <-served
+	var httpErr error
+	if srv != nil {
+		httpErr = srv.Shutdown(closeCtx)
+		if serveErr == nil {
+			serveErr = <-served
+		}
+	} else {
+		// The listener stays: from now on it forwards or answers RETRY.
+		httpErr = f.dropOwner(closeCtx, owning)
 	}
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
@@ -271,6 +297,20 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger) error {
 	}
 	log.Info("rscoord stopped cleanly")
 	return nil
+}
+
+// listen opens the API's listener with the HTTP limits of the flags.
+func (s *ServeCmd) listen(handler http.Handler, log *slog.Logger) (*gateway.HTTPServer, net.Listener, error) {
+	srv := gateway.NewHTTPServer(handler, gateway.HTTPLimits{
+		ReadHeaderTimeout: s.HTTPReadHeaderTimeout, ReadTimeout: s.HTTPReadTimeout,
+		WriteTimeout: s.HTTPWriteTimeout, IdleTimeout: s.HTTPIdleTimeout,
+		MaxConnections: s.maxConnections(log),
+	}, slog.NewLogLogger(log.Handler(), slog.LevelWarn), nil)
+	ln, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", s.Listen, err)
+	}
+	return srv, ln, nil
 }
 
 // pruneAudit enforces audit retention now and every AuditPruneInterval
