@@ -90,7 +90,9 @@ func WithGroup(group string) Opt {
 }
 
 // WithRedis sets the Redis client of the data plane: a *redis.Client, or a
-// *redis.ClusterClient for Redis Cluster. Required. The runtime never
+// *redis.ClusterClient for Redis Cluster. Required. redisconn.Open builds
+// one from a host:port list or a redis:// / rediss:// URL, with a CA file
+// for TLS and a NAT map for a Redis Cluster behind NAT. The runtime never
 // closes it. Each owned shard holds one connection for up to the block
 // time (WithBlock) at a time, and each worker one more while it ACKs: size
 // the pool (PoolSize) for the shards a process may own plus its workers.

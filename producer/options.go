@@ -92,7 +92,9 @@ func WithGroup(group string) Opt {
 
 // WithRedis sets the Redis client records are written with (required): a
 // *redis.Client for a standalone server or a *redis.ClusterClient for a
-// Redis Cluster. The caller owns it and closes it after Close.
+// Redis Cluster. redisconn.Open builds one from a host:port list or a
+// redis:// / rediss:// URL, with a CA file for TLS and a NAT map for a
+// Redis Cluster behind NAT. The caller owns it and closes it after Close.
 func WithRedis(client redis.UniversalClient) Opt {
 	return optFunc(func(c *config) { c.redis, c.redisSet = client, true })
 }

@@ -43,9 +43,10 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rscoord/internal/redisconn"
 	"github.com/rscoord/rscoord/member"
+	"github.com/rscoord/rscoord/redisconn"
 )
 
 // Exit codes.
@@ -57,26 +58,29 @@ const (
 
 // CLI is the command line of consumer-pod.
 type CLI struct {
-	Coordinator  string        `default:"http://127.0.0.1:8080" env:"RSCOORD_COORDINATOR" help:"Base URL of the coordinator."`
-	Redis        string        `default:"127.0.0.1:6379" env:"RSCOORD_REDIS" help:"Redis holding the shard streams: host:port (several, comma-separated: a Redis Cluster), or a redis:// or rediss:// (TLS) URL with user and password; a host:port's password comes from RSCOORD_REDIS_PASSWORD."`
-	Stream       string        `required:"" env:"RSCOORD_STREAM" help:"Stream prefix: shards are {stream}:0, {stream}:1, …"`
-	Group        string        `env:"RSCOORD_GROUP" help:"Consumer group (default: the stream prefix)."`
-	Concurrency  int           `default:"1" help:"Logical members in this process ({base}-m0 …)."`
-	Workers      int           `default:"1" help:"Handlers running at once per member (runtimeMaxConcurrency)."`
-	HandlerDelay time.Duration `default:"0s" help:"Time the handler sleeps per record."`
-	MemberLease  time.Duration `default:"15s" help:"Member lease; must equal the coordinator's --member-lease."`
-	EventsLog    string        `help:"File that gets one JSON line per handled record."`
-	OwnershipLog string        `help:"File that gets one JSON line each time a member starts or stops reading a shard."`
-	AckMode      string        `default:"ack" enum:"ack,ackdel" help:"How records are settled: ack (XACK) or ackdel (ACK and delete)."`
-	BaseID       string        `help:"Base of the member ids (default: POD_NAME, else the host name and process id)."`
-	Block        time.Duration `default:"1s" help:"XREADGROUP BLOCK time."`
-	ClaimMinIdle time.Duration `default:"30s" help:"XAUTOCLAIM min idle time."`
-	LeaveTimeout time.Duration `default:"30s" help:"Bound on draining and leaving after SIGTERM."`
-	LogLevel     slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written to stderr: debug, info, warn or error."`
-	LogFormat    string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
-	User         string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (needed when it runs with --member-auth)."`
-	Password     string        `env:"RSCOORD_PASSWORD" help:"Password of --user."`
-	Token        string        `env:"RSCOORD_TOKEN" help:"Bearer token from POST /coord/v1/auth/login, instead of --user."`
+	Coordinator   string        `default:"http://127.0.0.1:8080" env:"RSCOORD_COORDINATOR" help:"Base URL of the coordinator."`
+	Redis         string        `default:"127.0.0.1:6379" env:"RSCOORD_REDIS" help:"Redis holding the shard streams: host:port (several, comma-separated: a Redis Cluster), or a redis:// or rediss:// (TLS) URL with user and password; a host:port's password comes from RSCOORD_REDIS_PASSWORD."`
+	RedisUsername string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for a host:port --redis (a URL carries its own); its password comes from RSCOORD_REDIS_PASSWORD."`
+	RedisCAFile   string        `name:"redis-ca-file" placeholder:"FILE" env:"RSCOORD_REDIS_CA_FILE" help:"PEM file of the CAs that sign the Redis server certificate of a rediss:// --redis (default: the system's)."`
+	RedisNATMap   string        `name:"redis-nat-map" placeholder:"ANNOUNCED=REACHABLE,…" env:"RSCOORD_REDIS_NAT_MAP" help:"Redis Cluster nodes behind NAT: announced-host:port=connect-host:port,… maps each address the cluster announces to one this process reaches (makes --redis a cluster even with one seed)."`
+	Stream        string        `required:"" env:"RSCOORD_STREAM" help:"Stream prefix: shards are {stream}:0, {stream}:1, …"`
+	Group         string        `env:"RSCOORD_GROUP" help:"Consumer group (default: the stream prefix)."`
+	Concurrency   int           `default:"1" help:"Logical members in this process ({base}-m0 …)."`
+	Workers       int           `default:"1" help:"Handlers running at once per member (runtimeMaxConcurrency)."`
+	HandlerDelay  time.Duration `default:"0s" help:"Time the handler sleeps per record."`
+	MemberLease   time.Duration `default:"15s" help:"Member lease; must equal the coordinator's --member-lease."`
+	EventsLog     string        `help:"File that gets one JSON line per handled record."`
+	OwnershipLog  string        `help:"File that gets one JSON line each time a member starts or stops reading a shard."`
+	AckMode       string        `default:"ack" enum:"ack,ackdel" help:"How records are settled: ack (XACK) or ackdel (ACK and delete)."`
+	BaseID        string        `help:"Base of the member ids (default: POD_NAME, else the host name and process id)."`
+	Block         time.Duration `default:"1s" help:"XREADGROUP BLOCK time."`
+	ClaimMinIdle  time.Duration `default:"30s" help:"XAUTOCLAIM min idle time."`
+	LeaveTimeout  time.Duration `default:"30s" help:"Bound on draining and leaving after SIGTERM."`
+	LogLevel      slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written to stderr: debug, info, warn or error."`
+	LogFormat     string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
+	User          string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (needed when it runs with --member-auth)."`
+	Password      string        `env:"RSCOORD_PASSWORD" help:"Password of --user."`
+	Token         string        `env:"RSCOORD_TOKEN" help:"Bearer token from POST /coord/v1/auth/login, instead of --user."`
 }
 
 func main() {
@@ -143,9 +147,9 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 	}
 	defer func() { err = errors.Join(err, owners.Close()) }()
 
-	rdb, err := redisconn.Open(c.Redis, os.Getenv("RSCOORD_REDIS_PASSWORD"))
+	rdb, err := openRedis(c.Redis, c.RedisUsername, c.RedisCAFile, c.RedisNATMap)
 	if err != nil {
-		return fmt.Errorf("--redis: %w", err)
+		return err
 	}
 	defer rdb.Close()
 
@@ -278,4 +282,20 @@ func (l *lines) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return errors.Join(l.f.Sync(), l.f.Close())
+}
+
+// openRedis opens --redis with the other Redis flags; the password of a
+// host:port comes from RSCOORD_REDIS_PASSWORD.
+func openRedis(spec, username, caFile, natMap string) (redis.UniversalClient, error) {
+	nat, err := redisconn.ParseNATMap(natMap)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-nat-map: %w", err)
+	}
+	rdb, err := redisconn.Open(spec, redisconn.Config{
+		Username: username, Password: os.Getenv("RSCOORD_REDIS_PASSWORD"), CAFile: caFile, NATMap: nat,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--redis: %w", err)
+	}
+	return rdb, nil
 }

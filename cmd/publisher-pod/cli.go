@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/redisconn"
 )
 
 // CLI is publisher-pod's command line. Every flag can also be set from the
@@ -17,6 +18,9 @@ import (
 type CLI struct {
 	Coordinator     string        `default:"http://127.0.0.1:8080" env:"RSCOORD_COORDINATOR" help:"Base URL of the coordinator."`
 	Redis           string        `default:"127.0.0.1:6379" env:"RSCOORD_REDIS" help:"Redis holding the shard streams: host:port (several, comma-separated: a Redis Cluster), or a redis:// or rediss:// (TLS) URL with user and password; a host:port's password comes from RSCOORD_REDIS_PASSWORD."`
+	RedisUsername   string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for a host:port --redis (a URL carries its own); its password comes from RSCOORD_REDIS_PASSWORD."`
+	RedisCAFile     string        `name:"redis-ca-file" placeholder:"FILE" env:"RSCOORD_REDIS_CA_FILE" help:"PEM file of the CAs that sign the Redis server certificate of a rediss:// --redis (default: the system's)."`
+	RedisNATMap     string        `name:"redis-nat-map" placeholder:"ANNOUNCED=REACHABLE,…" env:"RSCOORD_REDIS_NAT_MAP" help:"Redis Cluster nodes behind NAT: announced-host:port=connect-host:port,… maps each address the cluster announces to one this process reaches (makes --redis a cluster even with one seed)."`
 	Stream          string        `required:"" env:"RSCOORD_STREAM" help:"Stream prefix to publish to."`
 	Group           string        `env:"RSCOORD_GROUP" help:"Consumer group whose routing is used (default: the stream prefix)."`
 	Count           int           `default:"1000" env:"PUBLISHER_COUNT" help:"Number of records to publish."`
@@ -69,6 +73,9 @@ func (c *CLI) validate() error {
 	}
 	if len(c.redisAddrs()) == 0 {
 		errs = append(errs, errors.New("--redis: no address"))
+	}
+	if _, err := redisconn.ParseNATMap(c.RedisNATMap); err != nil {
+		errs = append(errs, fmt.Errorf("--redis-nat-map: %w", err))
 	}
 	return errors.Join(errs...)
 }

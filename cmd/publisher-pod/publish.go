@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rscoord/rscoord/internal/redisconn"
 	"github.com/rscoord/rscoord/producer"
+	"github.com/rscoord/rscoord/redisconn"
 )
 
 // summary is the outcome of a run.
@@ -41,7 +41,13 @@ func publish(ctx context.Context, cli *CLI, log *slog.Logger) (sum summary, err 
 	}
 	defer func() { err = errors.Join(err, plog.Close()) }() // step 4
 
-	rdb, err := redisconn.Open(cli.Redis, os.Getenv("RSCOORD_REDIS_PASSWORD"))
+	nat, err := redisconn.ParseNATMap(cli.RedisNATMap)
+	if err != nil {
+		return sum, fmt.Errorf("--redis-nat-map: %w", err)
+	}
+	rdb, err := redisconn.Open(cli.Redis, redisconn.Config{
+		Username: cli.RedisUsername, Password: os.Getenv("RSCOORD_REDIS_PASSWORD"), CAFile: cli.RedisCAFile, NATMap: nat,
+	})
 	if err != nil {
 		return sum, fmt.Errorf("--redis: %w", err)
 	}

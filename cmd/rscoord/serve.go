@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
@@ -24,6 +26,7 @@ import (
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/redisconn"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -68,8 +71,10 @@ type ServeCmd struct {
 	MetricsTimeout        time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
 	MetricsMaxMembers     int           `default:"1000" env:"RSCOORD_METRICS_MAX_MEMBERS" help:"Most members exported by the per-member gauges (those with the oldest heartbeats first); the rest are counted in rscoord_member_series_capped."`
 
-	Redis                []string      `placeholder:"HOST:PORT,…" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one address is a standalone server, several the seeds of a cluster. None: scales skip provisioning and drain proofs."`
-	RedisUsername        string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD)."`
+	Redis                []string      `placeholder:"HOST:PORT,…|URL" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one host:port is a standalone server, several the seeds of a cluster; or a redis:// or rediss:// (TLS) URL, with addr= parameters for further cluster seeds. None: scales skip provisioning and drain proofs."`
+	RedisUsername        string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD); a URL with its own credentials keeps them."`
+	RedisCAFile          string        `name:"redis-ca-file" placeholder:"FILE" env:"RSCOORD_REDIS_CA_FILE" help:"PEM file of the CAs that sign the Redis server certificate of a rediss:// --redis (default: the system's)."`
+	RedisNATMap          string        `name:"redis-nat-map" placeholder:"ANNOUNCED=REACHABLE,…" env:"RSCOORD_REDIS_NAT_MAP" help:"Redis Cluster nodes behind NAT: announced-host:port=connect-host:port,… maps each address the cluster announces to one the coordinator reaches (makes --redis a cluster even with one seed)."`
 	ProducerRoutingLease time.Duration `default:"60s" env:"RSCOORD_PRODUCER_ROUTING_LEASE" help:"No removed shard retires sooner than this after its scale-in became ACTIVE: the longest a producer may publish on stale routing."`
 	DrainCheckInterval   time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
 	RetireRemovedShards  bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
@@ -175,12 +180,15 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	var redisOps *redisops.Client
 	var streamRedis actors.StreamRedis
 	if len(s.Redis) > 0 {
-		if redisOps, err = redisops.New(s.Redis, s.RedisUsername, os.Getenv(envRedisPassword)); err != nil {
+		rdb, err := s.openRedis()
+		if err != nil {
 			return errors.Join(fmt.Errorf("serve: %w", err), store.Close())
 		}
+		redisOps = redisops.Wrap(rdb)
 		defer redisOps.Close()
 		streamRedis = redisOps
-		log.Info("redis configured", slog.Any("addresses", s.Redis), slog.Bool("cluster", len(s.Redis) > 1),
+		_, cluster := rdb.(*redis.ClusterClient)
+		log.Info("redis configured", slog.Any("addresses", redactRedis(s.Redis)), slog.Bool("cluster", cluster),
 			slog.Duration("producerRoutingLease", s.ProducerRoutingLease), slog.Duration("drainCheckInterval", s.DrainCheckInterval),
 			slog.Bool("retireRemovedShards", s.RetireRemovedShards))
 	} else {
@@ -367,6 +375,41 @@ func (s *ServeCmd) maxConnections(log *slog.Logger) int {
 	return s.HTTPMaxConnections
 }
 
+// Bounds of one coordinator Redis command: short, so that a provisioning
+// against a stopped Redis fails well inside the caller's request.
+const (
+	redisDialTimeout = 2 * time.Second
+	redisIOTimeout   = 2 * time.Second
+)
+
+// openRedis connects lazily to --redis with the other Redis flags.
+func (s *ServeCmd) openRedis() (redis.UniversalClient, error) {
+	nat, err := redisconn.ParseNATMap(s.RedisNATMap)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-nat-map: %w", err)
+	}
+	rdb, err := redisconn.Open(strings.Join(s.Redis, ","), redisconn.Config{
+		Username: s.RedisUsername, Password: os.Getenv(envRedisPassword), CAFile: s.RedisCAFile, NATMap: nat,
+		DialTimeout: redisDialTimeout, ReadTimeout: redisIOTimeout, WriteTimeout: redisIOTimeout, MaxRetries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--redis: %w", err)
+	}
+	return rdb, nil
+}
+
+// redactRedis is --redis for the log, the passwords of URLs hidden.
+func redactRedis(specs []string) []string {
+	out := make([]string, len(specs))
+	for i, spec := range specs {
+		out[i] = spec
+		if u, err := url.Parse(spec); err == nil && u.User != nil {
+			out[i] = u.Redacted()
+		}
+	}
+	return out
+}
+
 // validate reports every problem of the security flags at once; the
 // coordinator checks its own settings when it starts.
 func (s *ServeCmd) validate() error {
@@ -390,6 +433,12 @@ func (s *ServeCmd) validate() error {
 		if strings.TrimSpace(a) == "" {
 			errs = append(errs, errors.New("--redis holds an empty address"))
 		}
+	}
+	if _, err := redisconn.ParseNATMap(s.RedisNATMap); err != nil {
+		errs = append(errs, fmt.Errorf("--redis-nat-map: %w", err))
+	}
+	if (s.RedisCAFile != "" || s.RedisNATMap != "") && len(s.Redis) == 0 {
+		errs = append(errs, errors.New("--redis-ca-file and --redis-nat-map need --redis"))
 	}
 	for _, d := range []struct {
 		name string

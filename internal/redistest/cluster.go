@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,10 @@ type Cluster struct {
 	Nodes []*Server
 	// Addrs are the nodes' addresses, in the same order.
 	Addrs []string
+	// Announced are the addresses the nodes announce in CLUSTER SLOTS and
+	// MOVED answers, in the same order: Addrs, unless the cluster was
+	// started WithAnnouncedPorts.
+	Announced []string
 
 	mu      sync.Mutex
 	clients []*redis.ClusterClient // made by Client, closed by Stop
@@ -65,18 +70,53 @@ func SlotRanges() []SlotRange {
 	return out
 }
 
+// ClusterOption changes how StartCluster starts a cluster.
+type ClusterOption func(*clusterConfig)
+
+type clusterConfig struct{ announcePorts bool }
+
+// WithAnnouncedPorts makes every node announce, to clients, a port on which
+// nothing listens (--cluster-announce-port; the cluster bus keeps its real
+// port): what a client sees of a cluster behind NAT or a port-forward. Only
+// a client that maps Announced to Addrs (Cluster.NATMap) reaches the nodes
+// it learns of.
+func WithAnnouncedPorts() ClusterOption {
+	return func(c *clusterConfig) { c.announcePorts = true }
+}
+
 // StartCluster starts 3 cluster-enabled redis-servers under dir (node-0,
 // node-1, node-2), assigns the slots, joins them and returns once every node
 // reports cluster_state:ok and the same slot map. The caller must Stop it.
-func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
+func StartCluster(ctx context.Context, dir string, opts ...ClusterOption) (*Cluster, error) {
+	var cfg clusterConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	c := &Cluster{}
 	for i := range clusterMasters {
-		s, err := StartServer(ctx, filepath.Join(dir, "node-"+strconv.Itoa(i)), clusterNodeArgs...)
+		args := clusterNodeArgs
+		announced := 0
+		if cfg.announcePorts {
+			// A port that was free a moment ago, and stays unused: only
+			// the announcement names it.
+			p, err := freePort()
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("redistest: start cluster: %w", err), c.Stop())
+			}
+			announced = p
+			args = append(slices.Clone(clusterNodeArgs), "--cluster-announce-port", strconv.Itoa(p))
+		}
+		s, err := StartServer(ctx, filepath.Join(dir, "node-"+strconv.Itoa(i)), args...)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("redistest: start cluster: %w", err), c.Stop())
 		}
 		c.Nodes = append(c.Nodes, s)
 		c.Addrs = append(c.Addrs, s.Addr)
+		if announced != 0 {
+			c.Announced = append(c.Announced, "127.0.0.1:"+strconv.Itoa(announced))
+		} else {
+			c.Announced = append(c.Announced, s.Addr)
+		}
 	}
 	if err := c.form(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("redistest: start cluster: %w", err), c.Stop())
@@ -90,13 +130,13 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 // NewCluster starts a cluster for the test in a t.TempDir() and stops it in
 // t.Cleanup. It fails the test if redis-server is missing or the cluster
 // does not form.
-func NewCluster(t testing.TB) *Cluster {
+func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	t.Helper()
 	Require(t)
 	dir := t.TempDir() // registered first, so removed after Stop
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := StartCluster(ctx, dir)
+	c, err := StartCluster(ctx, dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +148,30 @@ func NewCluster(t testing.TB) *Cluster {
 	return c
 }
 
-// Client returns a new go-redis cluster client seeded with every node.
-// Stop closes it; the caller may close it earlier.
+// NATMap maps each announced address that differs from the node's own
+// address to the latter; empty unless the cluster was started
+// WithAnnouncedPorts.
+func (c *Cluster) NATMap() map[string]string {
+	m := map[string]string{}
+	for i, a := range c.Announced {
+		if a != c.Addrs[i] {
+			m[a] = c.Addrs[i]
+		}
+	}
+	return m
+}
+
+// Client returns a new go-redis cluster client seeded with every node (and
+// mapping announced addresses back, see NATMap). Stop closes it; the caller
+// may close it earlier.
 func (c *Cluster) Client() *redis.ClusterClient {
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	nat := c.NATMap()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, NewClient: func(o *redis.Options) *redis.Client {
+		if to, ok := nat[o.Addr]; ok {
+			o.Addr = to
+		}
+		return redis.NewClient(o)
+	}})
 	c.mu.Lock()
 	c.clients = append(c.clients, cc)
 	c.mu.Unlock()
@@ -202,7 +262,7 @@ func (c *Cluster) checkHealthy(ctx context.Context) error {
 	ranges := SlotRanges()
 	want := make(map[SlotRange]string, len(ranges))
 	for i, r := range ranges {
-		want[r] = c.Nodes[i].Addr
+		want[r] = c.Announced[i]
 	}
 	for _, s := range c.Nodes {
 		err := withNodeClient(s, func(rc *redis.Client) error {

@@ -18,7 +18,11 @@
 //     producers publish with XADD NOMKSTREAM.
 //  4. Stop (or let t.Cleanup stop) everything before the test returns.
 //
-// Non-goals: replicas, persistence, TLS, ACLs, Sentinel. The redis-server
+// StartTLSServer and StandaloneTLS add a TLS port with a throwaway CA
+// (NewTLSFiles); WithAnnouncedPorts makes cluster nodes announce addresses
+// nobody listens on, as behind NAT (Cluster.NATMap maps them back).
+//
+// Non-goals: replicas, persistence, ACLs, Sentinel. The redis-server
 // binary comes from the OS packages (go tool task redis:install), never from
 // this package.
 package redistest

@@ -46,6 +46,10 @@ type Server struct {
 	Addr string
 	// Port is the client port of Addr.
 	Port int
+	// TLSAddr and TLSPort are the TLS address and port of a server started
+	// by StartTLSServer; empty and 0 otherwise.
+	TLSAddr string
+	TLSPort int
 	// Dir is the server's working directory: its log (redis.log) and, for a
 	// cluster node, nodes.conf live there.
 	Dir string

@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/rscoord/rscoord/internal/redisconn"
 	"github.com/rscoord/rscoord/internal/redistest"
+	"github.com/rscoord/rscoord/redisconn"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,7 +34,7 @@ func TestOpenWithPassword(t *testing.T) {
 		{srv.Addr, "", false},
 		{"redis://:wrong@" + srv.Addr, "", false},
 	} {
-		rdb, err := redisconn.Open(tc.spec, tc.password)
+		rdb, err := redisconn.Open(tc.spec, redisconn.Config{Password: tc.password})
 		if err != nil {
 			t.Fatalf("Open(%q): %v", tc.spec, err)
 		}
@@ -60,7 +60,7 @@ func TestOpenKinds(t *testing.T) {
 		{"redis://user:pw@127.0.0.1:7001?addr=127.0.0.1:7002&addr=127.0.0.1:7003", true, false},
 		{"rediss://127.0.0.1:7001?addr=127.0.0.1:7002", true, true},
 	} {
-		rdb, err := redisconn.Open(tc.spec, "")
+		rdb, err := redisconn.Open(tc.spec, redisconn.Config{})
 		if err != nil {
 			t.Fatalf("Open(%q): %v", tc.spec, err)
 		}
@@ -79,7 +79,7 @@ func TestOpenKinds(t *testing.T) {
 		rdb.Close()
 	}
 	for _, bad := range []string{"", " , ", "http://127.0.0.1:6379", "redis://127.0.0.1:6379/notadb"} {
-		if rdb, err := redisconn.Open(bad, ""); err == nil {
+		if rdb, err := redisconn.Open(bad, redisconn.Config{}); err == nil {
 			rdb.Close()
 			t.Errorf("Open(%q): no error", bad)
 		}
