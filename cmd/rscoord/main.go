@@ -216,18 +216,7 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		args = []string{"--help"}
 	}
 	var cli CLI
-	parser, err := kong.New(&cli,
-		kong.Name("rscoord"),
-		kong.Description("Shard coordinator for Redis Streams, and its admin CLI."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { panic(exitRequest{code}) }),
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.Vars{"requester": defaultRequester(), "version": "rscoord " + buildVersion()},
-		kong.BindTo(ctx, (*context.Context)(nil)),
-		kong.BindTo(stdout, (*io.Writer)(nil)),
-		kong.BindTo(stdin, (*io.Reader)(nil)),
-		kong.Bind(stderrWriter{stderr}),
-	)
+	parser, err := newParser(ctx, &cli, stdin, stdout, stderr)
 	if err != nil {
 		// The grammar is ours: a failure here is a programming error.
 		fmt.Fprintf(stderr, "rscoord: build command line: %v\n", err)
@@ -256,6 +245,23 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return exitError
 	}
 	return exitOK
+}
+
+// newParser is rscoord's command line parser, filling cli.
+func newParser(ctx context.Context, cli *CLI, stdin io.Reader, stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(cli,
+		kong.Name("rscoord"),
+		kong.Description("Shard coordinator for Redis Streams, and its admin CLI."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitRequest{code}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Configuration(loadYAMLConfig),
+		kong.Vars{"requester": defaultRequester(), "version": "rscoord " + buildVersion()},
+		kong.BindTo(ctx, (*context.Context)(nil)),
+		kong.BindTo(stdout, (*io.Writer)(nil)),
+		kong.BindTo(stdin, (*io.Reader)(nil)),
+		kong.Bind(stderrWriter{stderr}),
+	)
 }
 
 // jsonRequested reports whether the command line selected --json.

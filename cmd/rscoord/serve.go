@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
@@ -31,10 +32,13 @@ import (
 )
 
 // ServeCmd runs the coordinator server. Every flag can also be set from the
-// RSCOORD_… environment variable named in its tag.
+// RSCOORD_… environment variable named in its tag, or from a --config file
+// (config.go); the command line wins over the environment, which wins over
+// the file.
 type ServeCmd struct {
-	Listen               string `default:"127.0.0.1:8080" env:"RSCOORD_LISTEN" help:"Address the HTTP API listens on."`
-	DataDir              string `default:"./data" env:"RSCOORD_DATA_DIR" help:"Directory of the embedded Pebble store (and of the token secret and bootstrap admin when they are not given)."`
+	Config               kong.ConfigFlag `placeholder:"FILE" help:"YAML file of serve flags by their long names (listen: 127.0.0.1:8080, member-lease: 15s, redis: [a:6379, b:6379], …); flags and RSCOORD_… variables override it, unknown keys are refused. Secrets stay in the environment."`
+	Listen               string          `default:"127.0.0.1:8080" env:"RSCOORD_LISTEN" help:"Address the HTTP API listens on."`
+	DataDir              string          `default:"./data" env:"RSCOORD_DATA_DIR" help:"Directory of the embedded Pebble store (and of the token secret and bootstrap admin when they are not given)."`
 	StoreFlags           `embed:""`
 	HeartbeatInterval    time.Duration `default:"3s" env:"RSCOORD_HEARTBEAT_INTERVAL" help:"Heartbeat interval answered to members."`
 	MemberLease          time.Duration `default:"15s" env:"RSCOORD_MEMBER_LEASE" help:"Member lease TTL."`
