@@ -116,22 +116,28 @@ func unframeOf(value []byte, kinds ...string) (envelope, error) {
 	if stored, computed := binary.LittleEndian.Uint32(value), crc32.Checksum(body, castagnoli); stored != computed {
 		return envelope{}, newErr(ErrCorrupt, "checksum mismatch (stored %08x, computed %08x)", stored, computed)
 	}
-	// The checksum holds, so the writer meant these bytes. Read the schema
-	// version alone first: a newer schema may have a different envelope,
-	// which a strict decode would misreport as corrupt.
-	var version struct {
-		SchemaVersion int `json:"schemaVersion"`
+	// The checksum holds, so the writer meant these bytes.
+	env, ok := parseFrame(body)
+	if !ok {
+		// Read the schema version alone first: a newer schema may have a
+		// different envelope, which a strict decode would misreport as
+		// corrupt.
+		var version struct {
+			SchemaVersion int `json:"schemaVersion"`
+		}
+		if err := json.Unmarshal(body, &version); err != nil {
+			return envelope{}, newErr(ErrCorrupt, "envelope: %v", err)
+		}
+		env.SchemaVersion = version.SchemaVersion
 	}
-	if err := json.Unmarshal(body, &version); err != nil {
-		return envelope{}, newErr(ErrCorrupt, "envelope: %v", err)
-	}
-	if version.SchemaVersion < oldestSchemaVersion || version.SchemaVersion > SchemaVersion {
+	if env.SchemaVersion < oldestSchemaVersion || env.SchemaVersion > SchemaVersion {
 		return envelope{}, newErr(ErrUnknownSchema, "schemaVersion %d, this build reads only %d to %d",
-			version.SchemaVersion, oldestSchemaVersion, SchemaVersion)
+			env.SchemaVersion, oldestSchemaVersion, SchemaVersion)
 	}
-	var env envelope
-	if err := strictUnmarshal(body, &env); err != nil {
-		return envelope{}, newErr(ErrCorrupt, "envelope: %v", err)
+	if !ok {
+		if err := strictUnmarshal(body, &env); err != nil {
+			return envelope{}, newErr(ErrCorrupt, "envelope: %v", err)
+		}
 	}
 	switch {
 	case !slices.Contains(kinds, env.Kind):
@@ -140,6 +146,70 @@ func unframeOf(value []byte, kinds ...string) (envelope, error) {
 		return envelope{}, newErr(ErrCorrupt, "storeRevision 0")
 	}
 	return env, nil
+}
+
+// parseFrame reads an envelope in the exact shape frameVersion writes (and
+// json.Marshal of envelope wrote under schema 1): the four fields in that
+// order, without spaces, a kind of lower-case letters, decimal numbers. It
+// reports false for anything else, which the general decoder then reads.
+//
+// It leaves the payload to its own decoder, which is strict: every load
+// decodes the payload it uses, so a payload that is not one JSON value is
+// still refused as corrupt, while a store opens and loads without
+// scanning every value three times (once for the schema version, once to
+// validate the envelope, once to decode it). A restart reads every value
+// of the store twice (revision recovery, then the load), so this is most
+// of what a restart costs.
+func parseFrame(body []byte) (env envelope, ok bool) {
+	rest, ok := bytes.CutPrefix(body, []byte(`{"schemaVersion":`))
+	if !ok {
+		return env, false
+	}
+	schema, rest, ok := cutDigits(rest)
+	if !ok || schema > 1<<20 {
+		return env, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"kind":"`)); !ok {
+		return env, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 {
+		return env, false
+	}
+	for _, c := range rest[:end] {
+		if c < 'a' || c > 'z' {
+			return env, false
+		}
+	}
+	kind := rest[:end]
+	if rest, ok = bytes.CutPrefix(rest[end+1:], []byte(`,"storeRevision":`)); !ok {
+		return env, false
+	}
+	revision, rest, ok := cutDigits(rest)
+	if !ok {
+		return env, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"payload":`)); !ok || len(rest) < 2 || rest[len(rest)-1] != '}' {
+		return env, false
+	}
+	return envelope{SchemaVersion: int(schema), Kind: string(kind), StoreRevision: revision, Payload: rest[:len(rest)-1]}, true
+}
+
+// cutDigits parses the decimal number b starts with (no sign, no leading
+// zero unless it is 0) and returns the rest.
+func cutDigits(b []byte) (uint64, []byte, bool) {
+	n := 0
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	if n == 0 || (n > 1 && b[0] == '0') {
+		return 0, b, false
+	}
+	v, err := strconv.ParseUint(string(b[:n]), 10, 64)
+	if err != nil {
+		return 0, b, false
+	}
+	return v, b[n:], true
 }
 
 // strictUnmarshal decodes exactly one JSON value into v, refusing unknown

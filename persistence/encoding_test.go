@@ -261,7 +261,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"kind mismatch", frame(kindStream, 1, good), ErrCorrupt},
 		{"revision 0", frame(kindGroup, 0, good), ErrCorrupt},
 		{"envelope not JSON", frameBody([]byte(`schemaVersion 1`)), ErrCorrupt},
-		{"unknown envelope field", frameBody([]byte(`{"schemaVersion":1,"kind":"group","storeRevision":1,"payload":{},"x":1}`)), ErrCorrupt},
+		{"unknown envelope field", frameBody([]byte(`{"schemaVersion":1,"kind":"group","x":1,"storeRevision":1,"payload":{}}`)), ErrCorrupt},
 		{"schema 3", frameVersion(3, kindGroup, 1, good), ErrUnknownSchema},
 		{"schema missing", frameBody([]byte(`{"kind":"group","storeRevision":1,"payload":{}}`)), ErrUnknownSchema},
 	}
@@ -271,5 +271,51 @@ func TestDecodeRefuses(t *testing.T) {
 				t.Fatalf("unframe: %v, want %v", err, c.want)
 			}
 		})
+	}
+	// In the envelope's own shape the payload is left to its decoder (see
+	// parseFrame): data after it is refused where the record is read.
+	body := func(after string) []byte {
+		return frameBody([]byte(`{"schemaVersion":2,"kind":"group","storeRevision":1,"payload":` + string(good) + after + `}`))
+	}
+	if rev, err := groupHeadRevision(body(""), "orders", "g"); err != nil || rev != 1 {
+		t.Fatalf("the well-formed record: revision %d, %v", rev, err)
+	}
+	for _, after := range []string{`,"x":1`, `{}`, ` 1`} {
+		if _, err := groupHeadRevision(body(after), "orders", "g"); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("envelope with %q after the payload: %v, want ErrCorrupt", after, err)
+		}
+	}
+}
+
+// TestParseFrame: the envelope's own shape is read without the JSON
+// decoder, and any other shape falls back to it with the same result.
+func TestParseFrame(t *testing.T) {
+	payload := []byte(`{"a":[1,2],"b":"}"}`)
+	for _, schema := range []int{1, 2} {
+		for _, rev := range []uint64{1, 9, 1 << 40, 1<<64 - 1} {
+			body := frameVersion(schema, kindMember, rev, payload)[checksumLen:]
+			env, ok := parseFrame(body)
+			if !ok || env.SchemaVersion != schema || env.Kind != kindMember || env.StoreRevision != rev || string(env.Payload) != string(payload) {
+				t.Fatalf("parseFrame(%s) = %+v, %v", body, env, ok)
+			}
+			var slow envelope
+			if err := strictUnmarshal(body, &slow); err != nil || slow.StoreRevision != rev || slow.Kind != env.Kind || string(slow.Payload) != string(env.Payload) {
+				t.Fatalf("the JSON decoder reads %s as %+v, %v", body, slow, err)
+			}
+		}
+	}
+	others := []string{
+		`{"schemaVersion": 2,"kind":"member","storeRevision":1,"payload":{}}`,     // space
+		`{"schemaVersion":02,"kind":"member","storeRevision":1,"payload":{}}`,     // leading zero
+		`{"schemaVersion":2,"kind":"mem\u0062er","storeRevision":1,"payload":{}}`, // escape in the kind
+		`{"schemaVersion":2,"kind":"member","storeRevision":18446744073709551616,"payload":{}}`,
+		`{"kind":"member","schemaVersion":2,"storeRevision":1,"payload":{}}`,
+		`{"schemaVersion":2,"kind":"member","storeRevision":-1,"payload":{}}`,
+		`{"schemaVersion":2,"kind":"member","storeRevision":1,"payload":}`,
+	}
+	for _, b := range others {
+		if env, ok := parseFrame([]byte(b)); ok {
+			t.Errorf("parseFrame(%s) = %+v, want the general decoder", b, env)
+		}
 	}
 }
