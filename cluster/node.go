@@ -19,8 +19,11 @@ import (
 const (
 	// DefaultLeaseTTL is the etcd lease of a replica: it must stay well
 	// under the member lease (15 s by default) so that a dead replica's
-	// groups move before any member fails closed.
-	DefaultLeaseTTL = 3 * time.Second
+	// groups move before any member fails closed. A failover takes what
+	// is left of the dead owner's lease (renewed every third of it), up
+	// to half a second more until etcd's lessor notices the expiry, and
+	// the new owner's load: 2 s keeps it under 3 s.
+	DefaultLeaseTTL = 2 * time.Second
 	// MinLeaseTTL is the shortest lease etcd grants reliably.
 	MinLeaseTTL = 2 * time.Second
 	// DefaultRoot is the etcd key prefix of a coordinator cluster.

@@ -6,6 +6,7 @@
 //	rscoord-bench converge --members 10 --shards 900 --join 1 --leave 1 --rounds 3
 //	rscoord-bench dataplane --records 50000 --shards 8 --rounds 4
 //	rscoord-bench scale --members 10000 --groups 1000
+//	rscoord-bench failover --trials 5
 //
 // Each prints its figures beside a baseline from the same run (or
 // repeated), and PASS or MISS beside each performance target.
@@ -49,6 +50,7 @@ type CLI struct {
 	Converge  ConvergeCmd  `cmd:"" help:"Time for a group to converge after members join or leave."`
 	Dataplane DataplaneCmd `cmd:"" help:"Producer and member runtime against raw go-redis loops on the same Redis."`
 	Scale     ScaleCmd     `cmd:"" help:"Heap per idle member and restart time of an in-process coordinator holding many groups."`
+	Failover  FailoverCmd  `cmd:"" help:"Cluster mode on a real 3-member etcd: heartbeat throughput through the owner and a stand-by against a single-node Pebble server, and owner SIGKILL → first OK heartbeat."`
 }
 
 // Credentials are the credential flags of the rscoord CLI, with the same

@@ -43,7 +43,7 @@ type StoreFlags struct {
 	EtcdCA        string        `placeholder:"FILE" env:"RSCOORD_ETCD_CA" help:"PEM CA bundle that signs the etcd servers' certificates (turns TLS on)."`
 	EtcdCert      string        `placeholder:"FILE" env:"RSCOORD_ETCD_CERT" help:"PEM client certificate for etcd (with --etcd-key)."`
 	EtcdKey       string        `placeholder:"FILE" env:"RSCOORD_ETCD_KEY" help:"PEM private key of --etcd-cert."`
-	EtcdLeaseTTL  time.Duration `default:"3s" env:"RSCOORD_ETCD_LEASE_TTL" help:"etcd lease of this replica: how long a dead or frozen replica keeps ownership. Keep it well under --member-lease."`
+	EtcdLeaseTTL  time.Duration `default:"2s" env:"RSCOORD_ETCD_LEASE_TTL" help:"etcd lease of this replica: how long a dead or frozen replica keeps ownership (a failover takes about this long plus up to 0.5 s). At least 2s; keep it well under --member-lease."`
 	AdvertiseURL  string        `placeholder:"URL" env:"RSCOORD_ADVERTISE_URL" help:"http(s) URL other replicas and clients reach this replica at (--store etcd)."`
 	ReplicaID     string        `env:"RSCOORD_REPLICA_ID" help:"Unique name of this replica (--store etcd); default: the advertise URL's host and port."`
 }

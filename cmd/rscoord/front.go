@@ -52,8 +52,9 @@ type front struct {
 	// once, a frozen one must not hold a member's heartbeat for long).
 	transport http.RoundTripper
 
-	node  atomic.Pointer[cluster.Node] // nil between two joins
-	owner atomic.Pointer[ownerHandler] // set while this replica serves as the owner
+	node   atomic.Pointer[cluster.Node] // nil between two joins
+	owner  atomic.Pointer[ownerHandler] // set while this replica serves as the owner
+	lookup atomic.Pointer[ownerLookup]  // the last liveOwner answer
 
 	mu      sync.Mutex
 	proxies map[string]*httputil.ReverseProxy // advertise URL → proxy; guarded by mu
@@ -153,10 +154,34 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.ServeHTTP(w, r)
 }
 
+// ownerCacheFor is how long liveOwner's answer is reused: decoding the
+// watched keys on every forwarded heartbeat costs more than the watch's
+// own delay is worth.
+const ownerCacheFor = 50 * time.Millisecond
+
+// ownerLookup is one answer of liveOwner and when it was found.
+type ownerLookup struct {
+	node  *cluster.Node
+	owner cluster.Replica
+	err   error
+	at    time.Time
+}
+
 // liveOwner is the replica that owns the coordinator, as this replica's
-// watch of etcd sees it, when that is another live replica.
+// watch of etcd sees it, when that is another live replica. The answer is
+// reused for ownerCacheFor, except when this replica's lease is no longer
+// certain.
 func (f *front) liveOwner() (cluster.Replica, error) {
 	n := f.node.Load()
+	if c := f.lookup.Load(); c != nil && c.node == n && n != nil && time.Since(c.at) < ownerCacheFor && n.Valid() {
+		return c.owner, c.err
+	}
+	owner, err := f.findOwner(n)
+	f.lookup.Store(&ownerLookup{node: n, owner: owner, err: err, at: time.Now()})
+	return owner, err
+}
+
+func (f *front) findOwner(n *cluster.Node) (cluster.Replica, error) {
 	if n == nil || !n.Valid() {
 		return cluster.Replica{}, fmt.Errorf("replica %s is not in the cluster right now (joining, or its etcd lease is not certain)", f.self)
 	}

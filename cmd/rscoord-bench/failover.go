@@ -1,0 +1,520 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rscoord/rscoord/cluster"
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// targetFailover is the failover goal (README, Cluster mode on etcd):
+// owner SIGKILL → first OK heartbeat from the new owner.
+const targetFailover = 3 * time.Second
+
+// FailoverCmd measures the cluster mode: heartbeat throughput through the
+// owner and through a stand-by (forwarded), each as a ratio to a
+// single-node Pebble server in the same run, then failover times.
+type FailoverCmd struct {
+	Rscoord      string        `help:"rscoord binary; empty builds ./cmd/rscoord with the go command into a temporary directory."`
+	EtcdLeaseTTL time.Duration `default:"0s" help:"--etcd-lease-ttl of the replicas; 0 leaves the server's default (cluster.DefaultLeaseTTL)."`
+	Trials       int           `default:"5" help:"Failovers measured: each SIGKILLs the owner, then restarts it as a stand-by."`
+	Members      int           `default:"200" help:"Members of the group heartbeating in the throughput phases."`
+	Shards       int           `default:"200" help:"Shards of the stream."`
+	Conns        int           `default:"16" help:"Concurrent clients in the throughput phases."`
+	Duration     time.Duration `default:"5s" help:"Length of each throughput phase."`
+	Rounds       int           `default:"2" help:"Throughput rounds; the order of the three targets rotates."`
+	JSON         bool          `name:"json" help:"Print the report as JSON."`
+}
+
+// FailoverReport is what the failover bench measured.
+type FailoverReport struct {
+	EtcdLeaseTTL time.Duration `json:"etcdLeaseTtl"`
+	// Throughput of steady heartbeats (OK answers per second) per target,
+	// over every round.
+	Single, Owner, Forwarded float64
+	// OwnerRatio and ForwardedRatio are Owner and Forwarded over Single.
+	OwnerRatio, ForwardedRatio float64
+	Rounds                     []map[string]float64
+	// Failovers are owner SIGKILL → first OK heartbeat, one per trial.
+	Failovers   []time.Duration
+	Median, Max time.Duration
+}
+
+// proc is a server process started by the bench.
+type proc struct {
+	name, url string
+	args      []string
+	log       string
+	cmd       *exec.Cmd
+	done      chan struct{}
+}
+
+func startProc(bin, name, url, logPath string, args []string) (*proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), "RSCOORD_ADMIN_PASSWORD=", "RSCOORD_TOKEN_SECRET=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, url: url, args: args, log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// kill sends sig and waits for the process, SIGKILL after 20 s.
+func (p *proc) kill(sig syscall.Signal) {
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// freePort is a loopback port free right now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// benchHTTP is the client of every bench call: many idle connections, so
+// that the throughput phases measure the servers, not dials.
+var benchTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return t
+}()
+
+// awaitReady polls /readyz of p until 200.
+func awaitReady(ctx context.Context, p *proc, within time.Duration) error {
+	cli := http.Client{Transport: benchTransport, Timeout: time.Second}
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if p.exited() {
+			return fmt.Errorf("%s exited (log %s)", p.name, p.log)
+		}
+		if resp, err := cli.Get(p.url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready within %v (log %s)", p.name, within, p.log)
+}
+
+// beat sends one heartbeat of m to base and applies the answer.
+func beat(ctx context.Context, cli *http.Client, base string, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
+	req := m.Request()
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return protocol.HeartbeatResponse{}, err
+	}
+	url := base + protocol.BasePath + "/streams/" + m.Prefix + "/groups/" + m.Group + "/members/" + m.ID + "/heartbeat"
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
+	if err != nil {
+		return protocol.HeartbeatResponse{}, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := cli.Do(hreq)
+	if err != nil {
+		return protocol.HeartbeatResponse{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return protocol.HeartbeatResponse{}, fmt.Errorf("heartbeat: %d %s", resp.StatusCode, body)
+	}
+	var hb protocol.HeartbeatResponse
+	if err := json.NewDecoder(resp.Body).Decode(&hb); err != nil {
+		return hb, err
+	}
+	m.Apply(req, hb)
+	return hb, nil
+}
+
+// createStream creates prefix with shards shards through base.
+func createStream(ctx context.Context, base, prefix string, shards int) error {
+	raw, _ := json.Marshal(protocol.CreateRequest{InitialShardCount: &shards, RequestedBy: "bench"})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+protocol.BasePath+"/streams/"+prefix, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: benchTransport, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("create stream %s: %d %s", prefix, resp.StatusCode, body)
+	}
+	return nil
+}
+
+// settle joins members through base and beats them until a whole sweep
+// is OK with nothing pending or revoking.
+func settle(ctx context.Context, base string, members []*coordtest.Member, conns int) error {
+	cli := &http.Client{Transport: benchTransport, Timeout: 10 * time.Second}
+	for range 100 {
+		var quiet atomic.Bool
+		quiet.Store(true)
+		var errs atomic.Value
+		forMembers(members, conns, func(m *coordtest.Member) {
+			before := len(m.Owned)
+			hb, err := beat(ctx, cli, base, m)
+			if err != nil {
+				errs.Store(err)
+				return
+			}
+			if hb.Status != protocol.StatusOK || len(hb.Assignment.PendingShards) > 0 || len(m.Revoking) > 0 || len(m.Owned) != before {
+				quiet.Store(false)
+			}
+		})
+		if err, _ := errs.Load().(error); err != nil {
+			return fmt.Errorf("settle through %s: %w", base, err)
+		}
+		if quiet.Load() {
+			return nil
+		}
+	}
+	return errors.New("settle: the group did not reach a steady state in 100 sweeps")
+}
+
+// forMembers runs do on every member, conns at a time.
+func forMembers(members []*coordtest.Member, conns int, do func(*coordtest.Member)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, conns)
+	for _, m := range members {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			do(m)
+		})
+	}
+	wg.Wait()
+}
+
+// steady beats members through base closed loop, conns workers, for d,
+// and returns OK answers per second; any other answer is an error.
+func steady(ctx context.Context, base string, members []*coordtest.Member, conns int, d time.Duration) (float64, error) {
+	cli := &http.Client{Transport: benchTransport, Timeout: 10 * time.Second}
+	var ok atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range min(conns, len(members)) {
+		// Worker w beats members w, w+conns, …: a member is never beaten
+		// by two workers at once, as in a real fleet.
+		var mine []*coordtest.Member
+		for i := w; i < len(members); i += conns {
+			mine = append(mine, members[i])
+		}
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+				m := mine[i%len(mine)]
+				epoch := m.Epoch
+				hb, err := beat(ctx, cli, base, m)
+				if err == nil && hb.Status != protocol.StatusOK {
+					err = fmt.Errorf("steady heartbeat of %s at epoch %d answered %s (epoch %d, group epoch %d) %s", m.ID, epoch, hb.Status, hb.MemberEpoch, hb.GroupEpoch, hb.Message)
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(ok.Load()) / time.Since(start).Seconds(), nil
+}
+
+// clusterOwner asks base who owns the coordinator.
+func clusterOwner(ctx context.Context, base string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+protocol.BasePath+"/monitoring/cluster", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := (&http.Client{Transport: benchTransport, Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var view protocol.ClusterResponse
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&view) != nil {
+		return "", fmt.Errorf("cluster view of %s: %d", base, resp.StatusCode)
+	}
+	live := 0
+	for _, r := range view.Replicas {
+		if r.Live {
+			live++
+		}
+	}
+	if live != 3 {
+		return "", fmt.Errorf("cluster view of %s: %d live replicas", base, live)
+	}
+	return view.Self.ID, nil
+}
+
+// Run runs the failover bench.
+func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
+	if f.Trials < 1 || f.Members < 1 || f.Shards < 1 || f.Conns < 1 || f.Rounds < 1 || f.Duration <= 0 {
+		return errors.New("failover: --trials, --members, --shards, --conns, --rounds and --duration must be positive")
+	}
+	dir, err := os.MkdirTemp("", "rscoord-bench-failover-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := f.Rscoord
+	if bin == "" {
+		bin = filepath.Join(dir, "rscoord")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rscoord/rscoord/cmd/rscoord")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("failover: build rscoord (or pass --rscoord): %w", err)
+		}
+	}
+	etcd, err := etcdtest.StartCluster(ctx, filepath.Join(dir, "etcd"))
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	defer etcd.Stop()
+
+	var procs []*proc
+	defer func() {
+		for _, p := range procs {
+			if !p.exited() {
+				p.kill(syscall.SIGTERM)
+			}
+		}
+	}()
+	start := func(name string, args ...string) (*proc, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		url := fmt.Sprintf("http://127.0.0.1:%d", port)
+		dataDir := filepath.Join(dir, name)
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, err
+		}
+		args = append([]string{"serve", "--listen", strings.TrimPrefix(url, "http://"), "--data-dir", dataDir,
+			"--no-auth", "--log-format", "json", "--log-level", "warn"}, args...)
+		if slices.Contains(args, "etcd") {
+			args = append(args, "--advertise-url", url, "--replica-id", name)
+		}
+		p, err := startProc(bin, name, url, filepath.Join(dir, name+".log"), args)
+		if err == nil {
+			procs = append(procs, p)
+		}
+		return p, err
+	}
+	single, err := start("single")
+	if err != nil {
+		return err
+	}
+	etcdArgs := []string{"--store", "etcd", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ",")}
+	lease := cluster.DefaultLeaseTTL
+	if f.EtcdLeaseTTL > 0 {
+		lease = f.EtcdLeaseTTL
+		etcdArgs = append(etcdArgs, "--etcd-lease-ttl", lease.String())
+	}
+	replicas := map[string]*proc{}
+	for i, name := range []string{"r1", "r2", "r3"} {
+		p, err := start(name, etcdArgs...)
+		if err != nil {
+			return err
+		}
+		replicas[name] = p
+		if i == 0 { // r1 owns: the others stand by
+			if err := awaitReady(ctx, p, 60*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range append([]*proc{single}, replicas["r2"], replicas["r3"]) {
+		if err := awaitReady(ctx, p, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	owner, err := clusterOwner(ctx, replicas["r2"].url)
+	if err != nil {
+		return err
+	}
+	standby := replicas["r2"]
+	if owner == "r2" {
+		standby = replicas["r3"]
+	}
+
+	// Throughput: one group of Members on each store, steady heartbeats.
+	newMembers := func() []*coordtest.Member {
+		ms := make([]*coordtest.Member, f.Members)
+		for i := range ms {
+			ms[i] = coordtest.NewMember(fmt.Sprintf("m%d", i), "bench", "bench")
+		}
+		return ms
+	}
+	singleMembers, clusterMembers := newMembers(), newMembers()
+	for _, t := range []struct {
+		url     string
+		members []*coordtest.Member
+	}{{single.url, singleMembers}, {replicas[owner].url, clusterMembers}} {
+		if err := createStream(ctx, t.url, "bench", f.Shards); err != nil {
+			return err
+		}
+		if err := settle(ctx, t.url, t.members, f.Conns); err != nil {
+			return err
+		}
+	}
+	rep := FailoverReport{EtcdLeaseTTL: lease}
+	targets := []struct {
+		name    string
+		url     string
+		members []*coordtest.Member
+		total   *float64
+	}{
+		{"single", single.url, singleMembers, &rep.Single},
+		{"owner", replicas[owner].url, clusterMembers, &rep.Owner},
+		{"forwarded", standby.url, clusterMembers, &rep.Forwarded},
+	}
+	for r := range f.Rounds {
+		round := map[string]float64{}
+		for i := range targets {
+			t := targets[(i+r)%len(targets)]
+			// Members idle through the other phases may have outlived their
+			// lease: settle again, untimed.
+			if err := settle(ctx, t.url, t.members, f.Conns); err != nil {
+				return err
+			}
+			perSecond, err := steady(ctx, t.url, t.members, f.Conns, f.Duration)
+			if err != nil {
+				return fmt.Errorf("failover: %s phase: %w", t.name, err)
+			}
+			round[t.name] = perSecond
+			*t.total += perSecond / float64(f.Rounds)
+		}
+		rep.Rounds = append(rep.Rounds, round)
+	}
+	rep.OwnerRatio, rep.ForwardedRatio = rep.Owner/rep.Single, rep.Forwarded/rep.Single
+	single.kill(syscall.SIGTERM)
+
+	// Failovers: SIGKILL the owner, beat one member through the other
+	// replicas until an OK answer, restart the killed one as a stand-by.
+	cli := &http.Client{Transport: benchTransport, Timeout: 2 * time.Second}
+	probe := clusterMembers[0]
+	asker := standby // a live replica that says who owns
+	for trial := range f.Trials {
+		owner, err := clusterOwner(ctx, asker.url)
+		if err != nil {
+			return fmt.Errorf("failover: trial %d: %w", trial+1, err)
+		}
+		victim := replicas[owner]
+		var others []*proc
+		for _, name := range []string{"r1", "r2", "r3"} {
+			if name != owner {
+				others = append(others, replicas[name])
+			}
+		}
+		if _, err := beat(ctx, cli, others[0].url, probe); err != nil {
+			return fmt.Errorf("failover: trial %d: heartbeat before the kill: %w", trial+1, err)
+		}
+		killed := time.Now()
+		_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+		var took time.Duration
+		for i := 0; took == 0; i++ {
+			if time.Since(killed) > 60*time.Second || ctx.Err() != nil {
+				return fmt.Errorf("failover: trial %d: no OK heartbeat within 60 s of the owner's SIGKILL", trial+1)
+			}
+			hb, err := beat(ctx, cli, others[i%2].url, probe)
+			if err == nil && hb.Status == protocol.StatusOK {
+				took = time.Since(killed)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		rep.Failovers = append(rep.Failovers, took)
+		<-victim.done
+		restarted, err := startProc(bin, victim.name, victim.url, victim.log, victim.args)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, restarted)
+		replicas[owner] = restarted
+		if err := awaitReady(ctx, restarted, 60*time.Second); err != nil {
+			return err
+		}
+		asker = others[0]
+	}
+	sorted := slices.Clone(rep.Failovers)
+	slices.Sort(sorted)
+	rep.Median, rep.Max = sorted[len(sorted)/2], sorted[len(sorted)-1]
+
+	if f.JSON {
+		return printJSON(out, rep)
+	}
+	fmt.Fprintf(out, "failover: 3 replicas on a 3-member etcd (--etcd-lease-ttl %v), one group of %d members on %d shards\n",
+		lease, f.Members, f.Shards)
+	for i, r := range rep.Rounds {
+		fmt.Fprintf(out, "  round %d  single-node Pebble %7.0f/s  owner %7.0f/s  forwarded %7.0f/s\n", i+1, r["single"], r["owner"], r["forwarded"])
+	}
+	fmt.Fprintf(out, "  steady heartbeats (%d conns): single-node Pebble %.0f/s, owner %.0f/s (%.2f×), through a stand-by %.0f/s (%.2f×)\n",
+		f.Conns, rep.Single, rep.Owner, rep.OwnerRatio, rep.Forwarded, rep.ForwardedRatio)
+	var trials []string
+	for _, d := range rep.Failovers {
+		trials = append(trials, d.Round(time.Millisecond).String())
+	}
+	fmt.Fprintf(out, "  owner SIGKILL → first OK heartbeat: %s; median %v, max %v\n", strings.Join(trials, ", "),
+		rep.Median.Round(time.Millisecond), rep.Max.Round(time.Millisecond))
+	fmt.Fprintf(out, "  target failover ≤ %v (every trial): %s\n", targetFailover, verdict(rep.Max <= targetFailover))
+	return nil
+}
