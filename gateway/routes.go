@@ -80,6 +80,8 @@ func (s *server) routes() []route {
 		{http.MethodGet, "/metrics", metricsPerm, "", s.metricsHandler},
 		{http.MethodGet, "/actuator/prometheus", metricsPerm, "", s.metricsHandler},
 		{http.MethodGet, "/openapi.yaml", 0, "", serveOpenAPI},
+		// Runtime profiles show the whole process: ADMIN only.
+		{http.MethodGet, "/debug/pprof/*profile", auth.PermAdmin, "", servePprof},
 		// Probes need no credentials and answer no details.
 		{http.MethodGet, "/healthz", 0, "", healthz},
 		{http.MethodGet, "/readyz", 0, "", s.readyz},

@@ -69,6 +69,9 @@ const (
 	// PermMember: heartbeats when member auth is on. MEMBER or ADMIN (WRITE
 	// does not imply MEMBER).
 	PermMember
+	// PermAdmin: the runtime profiles under /debug/pprof. ADMIN only, on
+	// every stream (they show the whole process).
+	PermAdmin
 )
 
 // String names p for logs and error messages.
@@ -82,6 +85,8 @@ func (p Permission) String() string {
 		return "READ or MEMBER"
 	case PermMember:
 		return "MEMBER"
+	case PermAdmin:
+		return "ADMIN"
 	}
 	return fmt.Sprintf("Permission(%d)", int(p))
 }
@@ -97,6 +102,8 @@ func (p Permission) grants() Roles {
 		return Read | Monitor | Write | Member | Admin
 	case PermMember:
 		return Member | Admin
+	case PermAdmin:
+		return Admin
 	}
 	return 0
 }
