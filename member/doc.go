@@ -86,7 +86,9 @@
 //  8. UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH: ACKs and dispatch stop at
 //     once on every shard (in-flight handlers' contexts are cancelled and
 //     their ACKs fail with ErrFenced), OnRevoked runs, ownership is cleared
-//     and the member rejoins with memberEpoch 0.
+//     and the member rejoins with memberEpoch 0 once every read loop has
+//     returned (a blocking read issued before the fence ends first, so
+//     that no shard freed by the rejoin is still being read).
 //  9. Assignment lease: without a successful heartbeat (OK, SYNC_METADATA,
 //     REVOKE_PENDING) for the member lease, counted from when that
 //     heartbeat was sent, every shard stops reads and ACKs (ErrLeaseExpired)

@@ -83,6 +83,9 @@ type memberActor struct {
 	notified map[int]bool
 	// suspended: the lease expired; reads stay stopped until an OK.
 	suspended bool
+	// rejoinWait: a join heartbeat (epoch 0) waits for the read loops of
+	// the runs a fence stopped to return (see beat).
+	rejoinWait bool
 
 	interval, rebalance time.Duration
 	errBackoff          time.Duration
@@ -135,6 +138,10 @@ func (a *memberActor) Receive(ctx actor.Context) {
 			delete(a.byPID, m.Who.Id)
 			run.terminated = true
 			a.settle(run)
+			if a.rejoinWait && !a.reading() {
+				a.rejoinWait = false
+				a.beat()
+			}
 		}
 	case *drainDeadlineMsg:
 		if m.at == m.run.drainAt {
@@ -202,12 +209,28 @@ func (a *memberActor) shutdown() {
 }
 
 // beat sends a heartbeat now, or right after the one in flight (rule 2).
+//
+// A join (epoch 0) of a member that was reading waits until every read
+// loop has returned (rule 8): the join tells the coordinator the member
+// owns nothing, and it may grant the shards to another member at once
+// (docs/protocol.md §9.1), while a blocking XREADGROUP issued before the
+// fence would still take that shard's new records into this consumer's
+// pending list. The wait is at most one read: WithBlock, or the lease
+// left when it was issued, whichever is shorter.
 func (a *memberActor) beat() {
 	if a.stopped || a.done || a.leaveSent {
 		return
 	}
 	if a.hbBusy {
 		a.beatAgain = true
+		return
+	}
+	if a.epoch == protocol.EpochJoin && a.reading() {
+		if !a.rejoinWait {
+			a.log.Debug("rejoin waits for the read loops to return", slog.Int("runs", len(a.runs)))
+		}
+		a.rejoinWait = true
+		stopTimer(&a.beatTimer)
 		return
 	}
 	stopTimer(&a.beatTimer)
@@ -292,6 +315,16 @@ func (a *memberActor) request() protocol.HeartbeatRequest {
 		RevokingShards: a.revokingReport(),
 		ShardProgress:  progress,
 	}
+}
+
+// reading reports whether a read loop of the member is still running.
+func (a *memberActor) reading() bool {
+	for _, run := range a.runs {
+		if !run.terminated {
+			return true
+		}
+	}
+	return false
 }
 
 // revokingReport lists every shard being given up: REVOKING while its read
