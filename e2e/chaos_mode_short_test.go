@@ -3,9 +3,9 @@
 package e2e
 
 // Without the chaos build tag TestChaos runs the short schedule: one seed,
-// a few faults, part of the normal suite.
+// the five ownership faults, part of the normal suite.
 const (
 	chaosLong          = false
-	chaosDefaultFaults = 4
+	chaosDefaultFaults = 5
 	chaosDefaultSeed   = 7
 )

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -43,19 +44,40 @@ const (
 	faultHBDrop          = "hb-drop"
 	faultHBDelay         = "hb-delay"
 	faultRedisRestart    = "redis-restart"
+	// Faults of the ownership promise: a pod frozen in the middle of a
+	// handler past its lease; a second process with a live pod's member
+	// ids; a stale incarnation coming back after its members expired and
+	// a new process took their ids; members alive but refusing to release
+	// past their rebalance deadline; a lost join answer.
+	faultHandlerStop = "handler-sigstop"
+	faultDuplicateID = "duplicate-id"
+	faultStaleInc    = "stale-incarnation"
+	faultRefuse      = "refuse-release"
+	faultLostJoin    = "lost-join-answer"
 )
 
 var faultKinds = []string{faultCoordKill, faultConsumerKill, faultConsumerStop, faultConsumerRestart,
-	faultHBDrop, faultHBDelay, faultRedisRestart}
+	faultHBDrop, faultHBDelay, faultRedisRestart,
+	faultHandlerStop, faultDuplicateID, faultStaleInc, faultRefuse, faultLostJoin}
+
+// shortKinds is the schedule of the short mode (part of go tool task
+// test): the ownership faults, in a seeded order.
+var shortKinds = []string{faultHandlerStop, faultDuplicateID, faultStaleInc, faultRefuse, faultLostJoin}
 
 const (
-	chaosShards   = 8
-	chaosPods     = 3
-	chaosPerPod   = 2 // --concurrency: members per pod
-	chaosRate     = 800
-	chaosLease    = 3 * time.Second
-	chaosHB       = 500 * time.Millisecond
-	chaosBlock    = time.Second // consumer-pod's default --block
+	chaosShards = 8
+	chaosPods   = 3
+	chaosPerPod = 2 // --concurrency: members per pod
+	chaosRate   = 800
+	chaosLease  = 3 * time.Second
+	chaosHB     = 500 * time.Millisecond
+	chaosBlock  = time.Second // consumer-pod's default --block
+	// chaosRebalance is the coordinator's --rebalance-timeout: members
+	// refusing to release are fenced at it.
+	chaosRebalance = 4 * time.Second
+	// chaosHold bounds a handler held by SIGUSR1 (--hold-on-signal); its
+	// context must be cancelled long before.
+	chaosHold     = 30 * time.Second
 	thawStopSlack = 2 * time.Second
 	// recoveryBudget: a group must be STABLE again within the member lease
 	// plus two heartbeat intervals after a fault ends (a killed pod's fault
@@ -64,10 +86,13 @@ const (
 )
 
 // TestChaos runs seeded fault schedules over a real coordinator, a 3-master
-// Redis Cluster, 3 consumer pods (2 members each) and a publisher, then
-// checks at-least-once delivery, no overlapping reads, no fence caused by a
-// lost heartbeat answer, and recovery time. Without -tags chaos it runs
-// one short schedule.
+// Redis Cluster, 3 consumer pods (2 members each, each pod behind its own
+// heartbeat proxy) and a publisher, then checks at-least-once delivery,
+// no overlapping ownership windows of one shard, every handled record
+// inside a window of its own member incarnation, no fence caused by a
+// lost heartbeat answer, and recovery time; each fault checks that it
+// fired. Without -tags chaos it runs one short schedule: the five
+// ownership faults once each.
 func TestChaos(t *testing.T) {
 	seed := *chaosSeed
 	if seed == 0 {
@@ -88,7 +113,7 @@ func TestChaos(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			t.Logf("chaos seed %d, %d faults (replay: go test -tags chaos -run TestChaos ./e2e -chaos.seed=%d -chaos.faults=%d)", s, faults, s, faults)
 			r := &chaosRun{t: t, seed: s, rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), b: b, dir: t.TempDir(),
-				faults: map[string]int{}}
+				faults: map[string]int{}, metricsBefore: map[string]float64{}}
 			sum := r.run(faults)
 			summaries = append(summaries, sum)
 			t.Log(sum)
@@ -135,20 +160,28 @@ type chaosRun struct {
 	coord      *proctest.Process
 	coordURL   string
 	coordPort  int
-	proxy      *hbProxy
+	proxies    [chaosPods]*hbProxy
+	refuseOpen atomic.Bool // shared by the proxies (hbProxy.refuseOpen)
 	httpc      *http.Client
 	transport  *http.Transport
 
 	incs []*incarnation
 	live [chaosPods]*incarnation
 
-	faults        map[string]int
-	fencesBefore  float64 // fences counted by coordinator processes killed already
+	faults map[string]int
+	// metricsBefore sums counters of coordinator processes killed already.
+	metricsBefore map[string]float64
 	allowedFences int
-	crashes       []crashWindow
-	overNominal   int // consumer kills that recovered after lease + 2 heartbeats
-	slowest       time.Duration
-	slowestKind   string
+	// What the ownership faults did, to show each of them fired.
+	holdsCut         int // held handlers whose context was cancelled after the thaw
+	duplicateRetries float64
+	staleFences      float64
+	refusals         int
+	joinDrops        int
+	crashes          []crashWindow
+	overNominal      int // consumer kills that recovered after lease + 2 heartbeats
+	slowest          time.Duration
+	slowestKind      string
 }
 
 func (r *chaosRun) run(nFaults int) string {
@@ -166,8 +199,10 @@ func (r *chaosRun) run(nFaults int) string {
 	if err := redistest.CreateShards(ctx, r.cluster.Client(), "orders", chaosShards, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	r.proxy = newHBProxy(r.coordURL)
-	t.Cleanup(r.proxy.Close)
+	for i := range chaosPods {
+		r.proxies[i] = newHBProxy(r.coordURL, &r.refuseOpen)
+		t.Cleanup(r.proxies[i].Close)
+	}
 	for i := range chaosPods {
 		r.startPod(i)
 	}
@@ -187,6 +222,9 @@ func (r *chaosRun) run(nFaults int) string {
 	var kinds []string
 	for len(kinds) < nFaults {
 		perm := slices.Clone(faultKinds)
+		if !chaosLong {
+			perm = slices.Clone(shortKinds)
+		}
 		r.rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 		kinds = append(kinds, perm...)
 	}
@@ -214,7 +252,7 @@ func (r *chaosRun) run(nFaults int) string {
 		}
 		inc.end = time.Now().UnixNano()
 	}
-	nOverlaps, postThaw, takeovers := r.checkOwnership()
+	nOverlaps, nOutside, postThaw, takeovers := r.checkOwnership()
 	if r.faults[faultConsumerStop] > 0 && takeovers == 0 {
 		t.Errorf("%d SIGSTOPs past the lease, but no shard of a frozen pod moved to another member while it was frozen", r.faults[faultConsumerStop])
 	}
@@ -232,8 +270,9 @@ func (r *chaosRun) run(nFaults int) string {
 			byKind = append(byKind, fmt.Sprintf("%s=%d", k, r.faults[k]))
 		}
 	}
-	return fmt.Sprintf("chaos seed=%d faults[%s] published=%d handled=%d handlings=%d lost-in-redis-crash=%d overlaps=%d frozen-shards-taken-over=%d post-thaw-handlings=%d unnecessary-fences=%d slowest-recovery=%v(%s) kill-recoveries-over-lease+2hb=%d",
-		r.seed, strings.Join(byKind, " "), nPublished, nHandled, handlings, lost, nOverlaps, takeovers, postThaw, needless,
+	return fmt.Sprintf("chaos seed=%d faults[%s] published=%d handled=%d handlings=%d lost-in-redis-crash=%d overlaps=%d outside-window=%d frozen-shards-taken-over=%d post-thaw-handlings=%d unnecessary-fences=%d held-handlers-cancelled=%d duplicate-retries=%v stale-incarnation-fences=%v refused-shards=%d join-answers-dropped=%d slowest-recovery=%v(%s) kill-recoveries-over-lease+2hb=%d",
+		r.seed, strings.Join(byKind, " "), nPublished, nHandled, handlings, lost, nOverlaps, nOutside, takeovers, postThaw, needless,
+		r.holdsCut, r.duplicateRetries, r.staleFences, r.refusals, r.joinDrops,
 		r.slowest.Round(time.Millisecond), r.slowestKind, r.overNominal)
 }
 
@@ -260,7 +299,7 @@ func (r *chaosRun) startCoordinator() {
 		p := proctest.Start(t, "coordinator", r.b.coordinator, []string{"serve",
 			"--listen", fmt.Sprintf("127.0.0.1:%d", r.coordPort), "--data-dir", filepath.Join(r.dir, "coord"),
 			"--no-auth", "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
-			"--rebalance-timeout", "20s"})
+			"--rebalance-timeout", chaosRebalance.String()})
 		_, err := p.WaitForLine(30*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) })
 		if err == nil {
 			r.coord = p
@@ -274,10 +313,14 @@ func (r *chaosRun) startCoordinator() {
 	}
 }
 
-// startPod starts a new incarnation of pod i (same POD_NAME, so the same
-// member ids, but its own log files). Pod 0 talks to the coordinator
-// through the heartbeat proxy.
-func (r *chaosRun) startPod(i int) *incarnation {
+// startPod starts a new incarnation of pod i and makes it the live one.
+func (r *chaosRun) startPod(i int) *incarnation { return r.startPodAs(i, true) }
+
+// startPodAs starts a new incarnation of pod i (same POD_NAME, so the same
+// member ids, but its own log files), the live one of pod i or not (a
+// duplicate, or the new process beside a frozen one). Each pod talks to
+// the coordinator through its own heartbeat proxy.
+func (r *chaosRun) startPodAs(i int, live bool) *incarnation {
 	n := 0
 	for _, inc := range r.incs {
 		if inc.pod == i {
@@ -287,18 +330,17 @@ func (r *chaosRun) startPod(i int) *incarnation {
 	inc := &incarnation{pod: i, n: n}
 	inc.events = filepath.Join(r.dir, inc.label()+"-events.jsonl")
 	inc.ownership = filepath.Join(r.dir, inc.label()+"-ownership.jsonl")
-	url := r.coordURL
-	if i == 0 {
-		url = r.proxy.URL()
-	}
 	inc.proc = proctest.Start(r.t, inc.label(), r.b.consumer, []string{
-		"--coordinator", url, "--redis", r.redisAddrs, "--stream", "orders", "--group", "orders",
+		"--coordinator", r.proxies[i].URL(), "--redis", r.redisAddrs, "--stream", "orders", "--group", "orders",
 		"--concurrency", strconv.Itoa(chaosPerPod), "--workers", "2", "--handler-delay", "2ms",
 		"--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
 		"--events-log", inc.events, "--ownership-log", inc.ownership,
+		"--hold-on-signal", chaosHold.String(), "--log-format", "json",
 	}, fmt.Sprintf("POD_NAME=pod-%d", i))
 	r.incs = append(r.incs, inc)
-	r.live[i] = inc
+	if live {
+		r.live[i] = inc
+	}
 	return inc
 }
 
@@ -312,7 +354,9 @@ func (r *chaosRun) inject(i int, kind string) {
 	var since int64
 	switch kind {
 	case faultCoordKill:
-		r.fencesBefore += r.scrapeFences()
+		for _, name := range []string{metricFences, metricDuplicates, metricStale} {
+			r.metricsBefore[name] += r.scrapeMetric(name)
+		}
 		down := r.between(0, time.Second)
 		t.Logf("fault %d: SIGKILL the coordinator, restart after %v", i, down)
 		if err := r.coord.Signal(syscall.SIGKILL); err != nil {
@@ -333,7 +377,7 @@ func (r *chaosRun) inject(i int, kind string) {
 		inc.end = time.Now().UnixNano()
 		from = time.Now()
 		inc.proc.Wait(10 * time.Second)
-		r.proxy.forget()
+		r.proxies[p].forget()
 		time.Sleep(down)
 		startedBy = r.startPod(p)
 		since = startedBy.startNs()
@@ -349,7 +393,7 @@ func (r *chaosRun) inject(i int, kind string) {
 			t.Fatal(err)
 		}
 		time.Sleep(d)
-		r.proxy.forget()
+		r.proxies[p].forget()
 		fz.cont = time.Now().UnixNano()
 		if err := inc.proc.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
@@ -370,7 +414,7 @@ func (r *chaosRun) inject(i int, kind string) {
 			t.Errorf("%s after SIGTERM: %v", inc.label(), err)
 		}
 		inc.end = time.Now().UnixNano()
-		r.proxy.forget()
+		r.proxies[p].forget()
 		startedBy = r.startPod(p)
 		since = startedBy.startNs()
 		from = time.Now()
@@ -380,17 +424,17 @@ func (r *chaosRun) inject(i int, kind string) {
 		// heartbeats, so it must neither expire nor fence it.
 		d := r.between(500*time.Millisecond, 5*time.Second)
 		t.Logf("fault %d: drop every heartbeat answer to pod-0 for %v", i, d)
-		r.proxy.set(true, 0)
+		r.proxies[0].set(true, 0)
 		time.Sleep(d)
-		r.proxy.set(false, 0)
+		r.proxies[0].set(false, 0)
 		from = time.Now()
 	case faultHBDelay:
 		d := r.between(2*time.Second, 4*time.Second)
 		delay := r.between(200*time.Millisecond, 1500*time.Millisecond)
 		t.Logf("fault %d: delay every heartbeat answer to pod-0 by %v for %v", i, delay, d)
-		r.proxy.set(false, delay)
+		r.proxies[0].set(false, delay)
 		time.Sleep(d)
-		r.proxy.set(false, 0)
+		r.proxies[0].set(false, 0)
 		from = time.Now()
 	case faultRedisRestart:
 		node := r.rng.IntN(len(r.cluster.Nodes))
@@ -421,6 +465,8 @@ func (r *chaosRun) inject(i int, kind string) {
 			t.Fatal(err)
 		}
 		from = time.Now()
+	default:
+		startedBy, since, from = r.injectOwnership(i, kind)
 	}
 	var extra func() bool
 	if startedBy != nil {
@@ -440,6 +486,11 @@ func (r *chaosRun) inject(i int, kind string) {
 	// RETRY with an interval that ends just after the dead incarnation's
 	// lease (docs/protocol-notes.md 5b).
 	budget := recoveryBudget
+	if kind == faultRefuse {
+		// The refusing members hold their shards until the rebalance
+		// deadline fences them.
+		budget += chaosRebalance
+	}
 	if kind == faultConsumerKill && took > recoveryBudget {
 		r.overNominal++
 	}
@@ -534,9 +585,16 @@ func (r *chaosRun) getJSON(path string, out any) error {
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// scrapeFences reads rscoord_member_fences_total of the running
-// coordinator (0 if it cannot be read).
-func (r *chaosRun) scrapeFences() float64 {
+// Counters of the coordinator the chaos run reads.
+const (
+	metricFences     = "rscoord_member_fences_total"
+	metricDuplicates = "rscoord_duplicate_member_heartbeats_total"
+	metricStale      = "rscoord_stale_incarnation_heartbeats_total"
+)
+
+// scrapeMetric reads one counter of the running coordinator (0 if it
+// cannot be read).
+func (r *chaosRun) scrapeMetric(name string) float64 {
 	resp, err := r.httpc.Get(r.coordURL + "/metrics")
 	if err != nil {
 		r.t.Logf("scrape /metrics: %v", err)
@@ -545,7 +603,7 @@ func (r *chaosRun) scrapeFences() float64 {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "rscoord_member_fences_total "); ok {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			return f
 		}
@@ -638,7 +696,7 @@ func (r *chaosRun) checkHandled(published string) (nPublished, nHandled, handlin
 // logs cannot show a read issued just before the freeze and served by Redis
 // while frozen: that one is bounded by the member's own lease (reads never
 // block past it), which ends before the coordinator's.
-func (r *chaosRun) checkOwnership() (nOverlaps, postThaw, takeovers int) {
+func (r *chaosRun) checkOwnership() (nOverlaps, nOutside, postThaw, takeovers int) {
 	t := r.t
 	byShard := map[int][]interval{}
 	type frozen struct {
@@ -701,10 +759,11 @@ func (r *chaosRun) checkOwnership() (nOverlaps, postThaw, takeovers int) {
 	// Cut at its freeze, a frozen member's window still holds the records
 	// whose handlers started before the freeze; a record dispatched after
 	// SIGCONT under the lapsed ownership falls outside it.
-	if out := outsideWindows(records, byShard); len(out) > 0 {
+	out := outsideWindows(records, byShard)
+	if len(out) > 0 {
 		t.Errorf("%d of %d records handled outside their member's window:\n%s", len(out), len(records), strings.Join(out[:min(50, len(out))], "\n"))
 	}
-	return len(o), postThaw, takeovers
+	return len(o), len(out), postThaw, takeovers
 }
 
 // checkThaw looks at what inc handled after SIGCONT and before it started
@@ -753,8 +812,13 @@ func (r *chaosRun) checkThaw(inc *incarnation, evs []ownershipEvent, fz freeze) 
 // schedule caused (members frozen past their lease).
 func (r *chaosRun) checkFences() int {
 	t := r.t
-	dropped, delayed, needless := r.proxy.stats()
-	total := r.fencesBefore + r.scrapeFences()
+	var dropped, delayed int
+	var needless []string
+	for _, p := range r.proxies {
+		d, l, n := p.stats()
+		dropped, delayed, needless = dropped+d, delayed+l, append(needless, n...)
+	}
+	total := r.metricsBefore[metricFences] + r.scrapeMetric(metricFences)
 	unexplained := max(0, int(total)-r.allowedFences)
 	t.Logf("heartbeat answers dropped %d, delayed %d; fences: metric %v, caused on purpose ≤ %d", dropped, delayed, total, r.allowedFences)
 	if len(needless) > 0 {

@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,6 +82,10 @@ type CLI struct {
 	User          string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (needed when it runs with --member-auth)."`
 	Password      string        `env:"RSCOORD_PASSWORD" help:"Password of --user."`
 	Token         string        `env:"RSCOORD_TOKEN" help:"Bearer token from POST /coord/v1/auth/login, instead of --user."`
+	// HoldOnSignal is a fault hook of the chaos suite (e2e): a pod frozen
+	// in the middle of a handler needs a handler that is surely running
+	// when the SIGSTOP comes.
+	HoldOnSignal time.Duration `hidden:"" help:"Testing: on SIGUSR1 the next handler logs \"chaos: handler holding\" and waits for its context to be cancelled (at most this long) before going on; then it logs \"chaos: handler hold ended\"."`
 }
 
 func main() {
@@ -158,8 +163,13 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 		settle = (*member.Message).AckDel
 	}
 	var instanceID string // set once the runtime exists, before Run
+	hold, stopHold := c.holdOnSignal(log)
+	defer stopHold()
 	handler := func(ctx context.Context, m *member.Message) error {
 		started := time.Now()
+		if err := hold(ctx, m); err != nil {
+			return err
+		}
 		if c.HandlerDelay > 0 {
 			t := time.NewTimer(c.HandlerDelay)
 			select {
@@ -216,6 +226,54 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 	}
 	instanceID = rt.InstanceID()
 	return rt.Run(ctx)
+}
+
+// holdOnSignal arms --hold-on-signal: after each SIGUSR1 the next call of
+// the returned function blocks until the handler's context is cancelled or
+// the hold time passes. It reports the context's error when the hold was
+// cut by it (the record is then not handled). stop ends the signal
+// watcher and waits for it.
+func (c *CLI) holdOnSignal(log *slog.Logger) (hold func(context.Context, *member.Message) error, stop func()) {
+	if c.HoldOnSignal <= 0 {
+		return func(context.Context, *member.Message) error { return nil }, func() {}
+	}
+	var armed atomic.Bool
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-sig:
+				armed.Store(true)
+			case <-quit:
+				return
+			}
+		}
+	}()
+	stop = func() {
+		signal.Stop(sig)
+		close(quit)
+		<-done
+	}
+	return func(hctx context.Context, m *member.Message) error {
+		if !armed.CompareAndSwap(true, false) {
+			return nil
+		}
+		attrs := []any{slog.String("memberId", m.MemberID), slog.Int("shard", m.Shard), slog.String("recordId", m.ID)}
+		log.Warn("chaos: handler holding", attrs...)
+		t := time.NewTimer(c.HoldOnSignal)
+		defer t.Stop()
+		select {
+		case <-hctx.Done():
+			log.Warn("chaos: handler hold ended", append(attrs, slog.Bool("cancelled", true))...)
+			return fmt.Errorf("held handler: %w", hctx.Err())
+		case <-t.C:
+			log.Warn("chaos: handler hold ended", append(attrs, slog.Bool("cancelled", false))...)
+			return nil
+		}
+	}, stop
 }
 
 // eventLine is one line of the events log.
