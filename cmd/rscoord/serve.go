@@ -135,6 +135,11 @@ func (s *ServeCmd) rejoinLoop(ctx context.Context, log *slog.Logger, f *front) e
 	rejoining := false
 	for {
 		err := s.runOnce(ctx, log, f)
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Stopped while joining again: nothing to hand over.
+			log.Info("stopped while joining the cluster")
+			return nil
+		}
 		if ctx.Err() != nil || err == nil {
 			return err
 		}
