@@ -173,16 +173,28 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, er
 		})
 	}
 	base := func() PhaseResult { return baseline(ctx, baseClient, cfg, len(members)) }
+	// Every phase starts from a steady group: an untimed sweep heartbeats
+	// every member first. Without it the members' leases lapse while the
+	// baseline runs (two phases pass between coordinator phases when the
+	// order alternates), and the next coordinator phase measures a
+	// rejoin storm instead of steady heartbeats.
+	var sweepErr error
+	steady := func(phase func() PhaseResult) PhaseResult {
+		if _, err := settle(ctx, client, cfg.Conns, members); err != nil {
+			sweepErr = errors.Join(sweepErr, err)
+		}
+		return phase()
+	}
 	rep := HeartbeatReport{Config: cfg}
 	var coordAll, baseAll PhaseResult
 	for r := range cfg.Rounds {
 		var round RoundResult
 		if r%2 == 0 {
-			round.Coordinator = coordinator()
-			round.Baseline = base()
+			round.Coordinator = steady(coordinator)
+			round.Baseline = steady(base)
 		} else {
-			round.Baseline = base()
-			round.Coordinator = coordinator()
+			round.Baseline = steady(base)
+			round.Coordinator = steady(coordinator)
 		}
 		round.Ratio = ratio(cfg, round.Coordinator, round.Baseline)
 		coordAll.merge(round.Coordinator)
@@ -199,6 +211,9 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, er
 	}
 	rep.Join = join
 	rep.Join.SteadyKeys = stats().Sub(steadyBefore).Keys
+	if sweepErr != nil {
+		return rep, fmt.Errorf("between phases: %w", sweepErr)
+	}
 	return rep, nil
 }
 
@@ -421,12 +436,23 @@ func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfi
 				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}})
 		}
 	}
-	// Join all, then sweep until a whole sweep is quiet.
+	sweeps, err := settle(ctx, client, cfg.Conns, members)
+	if err != nil {
+		return nil, 0, err
+	}
+	return members, sweeps, nil
+}
+
+// settle heartbeats every member, from conns callers, until a whole sweep
+// is quiet: every member answered OK with nothing pending and kept its
+// shards. A member the coordinator no longer knows rejoins on the way. It
+// returns the number of sweeps.
+func settle(ctx context.Context, client *coordclient.Client, conns int, members []*simMember) (int, error) {
 	for round := 0; round < 50; round++ {
 		quiet := true
 		var mu sync.Mutex
 		var firstErr error
-		sem := make(chan struct{}, cfg.Conns)
+		sem := make(chan struct{}, conns)
 		var wg sync.WaitGroup
 		for _, m := range members {
 			wg.Add(1)
@@ -449,13 +475,13 @@ func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfi
 		}
 		wg.Wait()
 		if firstErr != nil {
-			return nil, 0, fmt.Errorf("settle: %w", firstErr)
+			return 0, fmt.Errorf("settle: %w", firstErr)
 		}
 		if quiet {
-			return members, round + 1, nil
+			return round + 1, nil
 		}
 	}
-	return nil, 0, errors.New("settle: groups did not reach a steady state in 50 sweeps")
+	return 0, errors.New("settle: groups did not reach a steady state in 50 sweeps")
 }
 
 // startBaseline serves BaselineHandler on a fresh loopback listener and

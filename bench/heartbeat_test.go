@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/goleak"
 
+	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
@@ -74,6 +75,28 @@ func TestRunHeartbeatPaced(t *testing.T) {
 	}
 	if rep.RatioToBase <= 0 || rep.Rounds[0].Ratio <= 0 || rep.Rounds[1].Ratio <= 0 {
 		t.Fatalf("ratios missing: %+v", rep)
+	}
+}
+
+// TestRunHeartbeatPhasesStartSteady: with the order of the phases
+// alternating, two phases pass between coordinator phases, longer here than
+// the member lease; every phase must still start from a steady group, so
+// that no measured heartbeat is answered non-OK and the steady phases
+// write nothing.
+func TestRunHeartbeatPhasesStartSteady(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Group: assign.Config{
+		HeartbeatInterval: 300 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond, MemberLease: 1600 * time.Millisecond,
+	}})
+	rep, err := RunHeartbeat(context.Background(), HeartbeatConfig{
+		Server: s.URL, Groups: 1, Members: 6, Shards: 12, Duration: time.Second, Conns: 2, Rounds: 2,
+		WriteStats: s.Store.WriteStats,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.NotOK != 0 || rep.Errors != 0 || rep.Join.SteadyKeys != 0 {
+		t.Fatalf("%d non-OK answers, %d errors, %d keys written in the steady phases; want none",
+			rep.NotOK, rep.Errors, rep.Join.SteadyKeys)
 	}
 }
 
