@@ -48,9 +48,11 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if cfg.CoordinatorID == "" {
 		cfg.CoordinatorID = "rscoord-" + system.ID
 	}
+	closing, stopClosing := context.WithCancel(context.Background())
 	c := &Coordinator{env: &env{
 		cfg: cfg, store: cfg.Store, system: system, log: logger,
 		dir: newDirectory(), failed: newFailedGroups(), obs: cfg.Observer,
+		closing: closing, stopClosing: stopClosing,
 	}, routed: map[string]int64{}}
 	streams, err := cfg.Store.LoadStreams(ctx)
 	if err != nil {
@@ -82,7 +84,7 @@ func (c *Coordinator) spawnStream(ctx context.Context, init *streamInit) error {
 	if init.record.Err != nil {
 		c.env.failed.remember(prefix, "*", init.record.Err)
 	}
-	if _, err := c.askReply(ctx, pid, &readyMsg{}); err != nil {
+	if _, err := askReply[struct{}](ctx, c, pid, &readyMsg{}); err != nil {
 		return fmt.Errorf("start stream %s: %w", prefix, err)
 	}
 	return nil
@@ -128,7 +130,17 @@ func (c *Coordinator) shutdownActors(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	// 2. Then the actor system itself.
+	// 2. Stop the work still running beside them (a Redis call of a
+	//    migration step, say) and wait for it within ctx.
+	c.env.stopClosing()
+	done := make(chan struct{})
+	go func() { c.env.work.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("work beside the actors: %w", ctx.Err()))
+	}
+	// 3. Then the actor system itself.
 	c.env.system.Shutdown()
 	if len(errs) > 0 {
 		return fmt.Errorf("stop actors: %w", errors.Join(errs...))
@@ -170,15 +182,16 @@ func (c *Coordinator) askFor(ctx context.Context, pid *actor.PID, msg any, timeo
 	return res, nil
 }
 
-// askReply is ask for messages answered with a reply.
-func (c *Coordinator) askReply(ctx context.Context, pid *actor.PID, msg any) (any, error) {
+// askReply is ask for messages answered with a reply[T].
+func askReply[T any](ctx context.Context, c *Coordinator, pid *actor.PID, msg any) (T, error) {
+	var zero T
 	res, err := c.ask(ctx, pid, msg)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	r, ok := res.(reply)
+	r, ok := res.(reply[T])
 	if !ok {
-		return nil, fmt.Errorf("ask %T: unexpected answer %T", msg, res)
+		return zero, fmt.Errorf("ask %T: unexpected answer %T, want %T", msg, res, r)
 	}
 	return r.value, r.err
 }
@@ -233,11 +246,11 @@ func (c *Coordinator) lookup(ctx context.Context, prefix, group string, register
 	if err := c.mutating(); err != nil {
 		return nil, err
 	}
-	v, err := c.askReply(ctx, stream, &ensureGroupMsg{name: group})
+	v, err := askReply[ensured](ctx, c, stream, &ensureGroupMsg{name: group})
 	if err != nil {
 		return nil, err
 	}
-	return v.(ensured).pid, nil
+	return v.pid, nil
 }
 
 func shardCountOf(req protocol.CreateRequest, def int) (int, error) {
@@ -309,7 +322,7 @@ func (c *Coordinator) CreateStream(ctx context.Context, prefix string, req proto
 		return protocol.StreamResponse{}, protocol.Errorf(protocol.CodeStreamPrefixAlreadyExists,
 			fmt.Sprintf("stream %q already exists", prefix))
 	}
-	if _, err := c.askReply(ctx, c.env.dir.stream(prefix), &ensureGroupMsg{name: prefix}); err != nil {
+	if _, err := askReply[ensured](ctx, c, c.env.dir.stream(prefix), &ensureGroupMsg{name: prefix}); err != nil {
 		return protocol.StreamResponse{}, fmt.Errorf("register default group: %w", err)
 	}
 	return protocol.StreamResponse{StreamPrefix: prefix, ShardCount: rec.ShardCount, MetadataVersion: rec.MetadataVersion}, nil
@@ -333,11 +346,11 @@ func (c *Coordinator) CreateGroup(ctx context.Context, prefix, group string, req
 	if _, _, err := c.createStream(ctx, prefix, shards); err != nil {
 		return protocol.GroupResponse{}, err
 	}
-	v, err := c.askReply(ctx, c.env.dir.stream(prefix), &ensureGroupMsg{name: group, mustCreate: true})
+	v, err := askReply[ensured](ctx, c, c.env.dir.stream(prefix), &ensureGroupMsg{name: group, mustCreate: true})
 	if err != nil {
 		return protocol.GroupResponse{}, err
 	}
-	return v.(ensured).summary, nil
+	return v.summary, nil
 }
 
 // Group describes one group.
@@ -369,11 +382,10 @@ func (c *Coordinator) ProducerRouting(ctx context.Context, prefix, group string)
 	if err != nil {
 		return protocol.ProducerRoutingResponse{}, err
 	}
-	v, err := c.askReply(ctx, pid, &routingMsg{})
+	routing, err := askReply[protocol.ProducerRoutingResponse](ctx, c, pid, &routingMsg{})
 	if err != nil {
 		return protocol.ProducerRoutingResponse{}, err
 	}
-	routing := v.(protocol.ProducerRoutingResponse)
 	if err := c.ensureRouted(ctx, routing); err != nil {
 		return protocol.ProducerRoutingResponse{}, err
 	}
@@ -418,11 +430,7 @@ func groupAsk[T any](ctx context.Context, c *Coordinator, prefix, group string, 
 	if err != nil {
 		return zero, err
 	}
-	v, err := c.askReply(ctx, pid, msg)
-	if err != nil {
-		return zero, err
-	}
-	return v.(T), nil
+	return askReply[T](ctx, c, pid, msg)
 }
 
 // DeleteGroup deletes a group; live members make it a conflict unless forced.
@@ -437,7 +445,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, prefix, group string, req
 	if err != nil {
 		return summary, err
 	}
-	if _, err := c.askReply(ctx, c.env.dir.stream(prefix), &groupDeletedMsg{name: group}); err != nil {
+	if _, err := askReply[struct{}](ctx, c, c.env.dir.stream(prefix), &groupDeletedMsg{name: group}); err != nil {
 		return summary, err
 	}
 	c.env.log.Info("group deleted", slog.String("stream", prefix), slog.String("group", group),
@@ -475,11 +483,7 @@ func (c *Coordinator) Scale(ctx context.Context, prefix string, req protocol.Sca
 		return protocol.ScaleResponse{}, protocol.Errorf(protocol.CodeInvalidRequest,
 			fmt.Sprintf("targetShardCount %d is outside 0..%d", n, protocol.MaxShardCount))
 	}
-	v, err := c.askReply(ctx, pid, &scaleMsg{req: req})
-	if err != nil {
-		return protocol.ScaleResponse{}, err
-	}
-	return v.(protocol.ScaleResponse), nil
+	return askReply[protocol.ScaleResponse](ctx, c, pid, &scaleMsg{req: req})
 }
 
 // Migrations lists the stream's migrations as seen by one group.
@@ -487,11 +491,7 @@ func (c *Coordinator) Migrations(ctx context.Context, prefix, group string) (pro
 	if _, err := c.lookup(ctx, prefix, group, false); err != nil {
 		return protocol.MigrationsResponse{}, err
 	}
-	v, err := c.askReply(ctx, c.env.dir.stream(prefix), &migrationsMsg{})
-	if err != nil {
-		return protocol.MigrationsResponse{}, err
-	}
-	return v.(protocol.MigrationsResponse), nil
+	return askReply[protocol.MigrationsResponse](ctx, c, c.env.dir.stream(prefix), &migrationsMsg{})
 }
 
 // Migration finds one migration by id.
@@ -520,11 +520,7 @@ func (c *Coordinator) Rollback(ctx context.Context, prefix, group, id string, re
 	if _, err := c.lookup(ctx, prefix, group, false); err != nil {
 		return protocol.Migration{}, err
 	}
-	v, err := c.askReply(ctx, c.env.dir.stream(prefix), &rollbackMsg{id: id, req: req})
-	if err != nil {
-		return protocol.Migration{}, err
-	}
-	return v.(protocol.Migration), nil
+	return askReply[protocol.Migration](ctx, c, c.env.dir.stream(prefix), &rollbackMsg{id: id, req: req})
 }
 
 // Complete lets an operator retire the removed shards of a migration whose
@@ -540,11 +536,7 @@ func (c *Coordinator) Complete(ctx context.Context, prefix, id string, req proto
 	if err != nil {
 		return protocol.Migration{}, err
 	}
-	v, err := c.askReply(ctx, pid, &completeMsg{id: id, req: req})
-	if err != nil {
-		return protocol.Migration{}, err
-	}
-	return v.(protocol.Migration), nil
+	return askReply[protocol.Migration](ctx, c, pid, &completeMsg{id: id, req: req})
 }
 
 // Groups describes every group that can answer; groups that failed closed
@@ -557,16 +549,13 @@ func (c *Coordinator) Groups(ctx context.Context) (protocol.GroupsResponse, erro
 	}
 	out := protocol.GroupsResponse{Groups: []protocol.GroupResponse{}}
 	for i, f := range futures {
-		res, err := f.Result()
-		if err == nil {
-			err = res.(reply).err
-		}
+		group, err := resultOf[protocol.GroupResponse](f)
 		if err != nil {
 			c.env.log.Warn("group left out of the list", slog.String("stream", refs[i].prefix),
 				slog.String("group", refs[i].name), slog.Any("error", err))
 			continue
 		}
-		out.Groups = append(out.Groups, res.(reply).value.(protocol.GroupResponse))
+		out.Groups = append(out.Groups, group)
 	}
 	return out, ctx.Err()
 }
@@ -635,7 +624,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID str
 	if register {
 		// Registering a group provisions its shard streams in Redis; a
 		// member is not kept waiting on a slow Redis for that: RETRY, and
-		// it joins again.
+		// the registration goes on for its next join.
 		var cancel context.CancelFunc
 		lctx, cancel = context.WithTimeout(ctx, registerWait)
 		defer cancel()
@@ -658,7 +647,13 @@ func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID str
 		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		return assign.RetryResponse(req, cfg)
 	}
-	return res.(protocol.HeartbeatResponse)
+	resp, ok := res.(protocol.HeartbeatResponse)
+	if !ok {
+		c.env.log.Error("heartbeat answered RETRY: unexpected answer", slog.String("stream", prefix), slog.String("group", group),
+			slog.String("answer", fmt.Sprintf("%T", res)))
+		return assign.RetryResponse(req, cfg)
+	}
+	return resp
 }
 
 // HeartbeatBudget is how long answering req may take: the ask timeout, plus

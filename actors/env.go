@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"log/slog"
 	"sort"
 	"sync"
@@ -26,6 +27,12 @@ type env struct {
 	// terminating is set once shutdown has begun: no heartbeat is held
 	// any more.
 	terminating atomic.Bool
+	// closing ends when the coordinator closes: work running beside the
+	// actors (Redis calls, waits for asks) stops, and Close waits for it
+	// in work.
+	closing     context.Context
+	stopClosing context.CancelFunc
+	work        sync.WaitGroup
 	// testHooks are set by this package's tests only.
 	testHooks testHooks
 }

@@ -143,19 +143,19 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	case *tickMsg:
 		a.tick(ctx)
 	case *getGroupMsg:
-		ctx.Respond(a.view(func(g *assign.Group) any { return g.Summary() }))
+		ctx.Respond(view(a, (*assign.Group).Summary))
 	case *membersMsg:
-		ctx.Respond(a.view(func(g *assign.Group) any { return g.MemberViews(a.env.cfg.Group) }))
+		ctx.Respond(view(a, func(g *assign.Group) []protocol.Member { return g.MemberViews(a.env.cfg.Group) }))
 	case *assignmentsMsg:
-		ctx.Respond(a.view(func(g *assign.Group) any {
+		ctx.Respond(view(a, func(g *assign.Group) protocol.AssignmentsResponse {
 			view := g.Assignments()
 			view.InvariantViolations = append(view.InvariantViolations, a.regressions...)
 			return view
 		}))
 	case *consumptionMsg:
-		ctx.Respond(a.view(func(g *assign.Group) any { return g.Consumption() }))
+		ctx.Respond(view(a, (*assign.Group).Consumption))
 	case *routingMsg:
-		ctx.Respond(a.view(func(g *assign.Group) any {
+		ctx.Respond(view(a, func(g *assign.Group) protocol.ProducerRoutingResponse {
 			return protocol.NewProducerRouting(g.StreamPrefix, g.Name, g.ShardCount, g.MetadataVersion)
 		}))
 	case *deleteGroupMsg:
@@ -165,7 +165,7 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.setLayout(m))
 		a.wake(ctx)
 	case *layoutStatusMsg:
-		ctx.Respond(a.view(func(g *assign.Group) any {
+		ctx.Respond(view(a, func(g *assign.Group) layoutStatus {
 			return layoutStatus{shardCount: g.ShardCount, draining: slices.Clone(g.DrainingShards), state: g.State}
 		}))
 	}
@@ -488,22 +488,23 @@ func (a *groupActor) unavailable() error {
 	return nil
 }
 
-func (a *groupActor) view(f func(*assign.Group) any) reply {
+// view answers a monitoring ask with f of the group, or why it cannot.
+func view[T any](a *groupActor, f func(*assign.Group) T) reply[T] {
 	if err := a.unavailable(); err != nil {
-		return reply{err: err}
+		return reply[T]{err: err}
 	}
-	return reply{value: f(a.g)}
+	return reply[T]{value: f(a.g)}
 }
 
-func (a *groupActor) delete(force bool) reply {
+func (a *groupActor) delete(force bool) reply[protocol.GroupResponse] {
 	if err := a.unavailable(); err != nil {
-		return reply{err: err}
+		return reply[protocol.GroupResponse]{err: err}
 	}
 	if n := a.g.HoldingMembers(); n > 0 && !force {
 		// Not only live members: a leaving member that still drains, or a
 		// fenced one whose lease has not lapsed, may still be reading, and
 		// a group registered again would grant its shards at once.
-		return reply{err: protocol.Errorf(protocol.CodeGroupHasActiveMembers,
+		return reply[protocol.GroupResponse]{err: protocol.Errorf(protocol.CodeGroupHasActiveMembers,
 			fmt.Sprintf("group %q has %d members that are live or still hold shards; stop them or delete with force", a.name, n))}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
@@ -512,25 +513,25 @@ func (a *groupActor) delete(force bool) reply {
 	err := a.env.store.DeleteGroup(sctx, a.prefix, a.name, a.revision)
 	a.env.obs.StoreWrite("group", time.Since(start), err)
 	if err != nil {
-		return reply{err: fmt.Errorf("delete group %s/%s: %w", a.prefix, a.name, err)}
+		return reply[protocol.GroupResponse]{err: fmt.Errorf("delete group %s/%s: %w", a.prefix, a.name, err)}
 	}
 	summary := a.g.Summary()
 	a.deleted = true
 	a.env.obs.GroupRemoved(a.prefix, a.name)
 	a.stopTimer()
-	return reply{value: summary}
+	return reply[protocol.GroupResponse]{value: summary}
 }
 
-func (a *groupActor) setLayout(m *setLayoutMsg) reply {
+func (a *groupActor) setLayout(m *setLayoutMsg) reply[protocol.GroupResponse] {
 	if err := a.unavailable(); err != nil {
-		return reply{err: err}
+		return reply[protocol.GroupResponse]{err: err}
 	}
 	a.g.ActiveMigration = m.migration
 	res := assign.SetLayout(a.g, m.shardCount, m.draining, a.env.now(), a.env.cfg.Group)
 	// A layout change is rare and may touch every member: write them all.
 	if err := a.persist(nil); err != nil {
-		return reply{err: err}
+		return reply[protocol.GroupResponse]{err: err}
 	}
 	a.finish(StepLayout, res)
-	return reply{value: a.g.Summary()}
+	return reply[protocol.GroupResponse]{value: a.g.Summary()}
 }

@@ -1,12 +1,15 @@
 package actors
 
 import (
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// Messages a group actor handles. Each is answered with a reply (or, for a
-// heartbeat, a protocol.HeartbeatResponse), except tick and flush.
+// Messages a group actor handles. Each is answered with a reply of its own
+// type (or, for a heartbeat, a protocol.HeartbeatResponse), except tick and
+// flush.
 type (
 	heartbeatMsg struct{ req *protocol.HeartbeatRequest }
 	// tickMsg is the group's own timer firing.
@@ -72,11 +75,19 @@ type streamLayout struct {
 	draining   []int
 }
 
-// reply carries a value or an error back to the asker. Errors meant for
-// the client are *protocol.Error.
-type reply struct {
-	value any
+// reply carries a value of the type its request names, or an error, back
+// to the asker. Errors meant for the client are *protocol.Error. Every
+// request has its own T, so an asker checks the answer's type (see
+// replyValue) instead of asserting it blindly.
+type reply[T any] struct {
+	value T
 	err   error
+}
+
+// resultOf waits for f and returns its typed reply; an answer of another
+// type is an error, never a panic. It blocks: callers outside actors only.
+func resultOf[T any](f *actor.Future) (T, error) {
+	return replyValue[T](f.Result())
 }
 
 // streamInit is what a stream actor starts from: its record and its groups

@@ -2,8 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
-	"strings"
 )
 
 // StreamRedis is what the coordinator asks of Redis (docs/protocol.md §7): it
@@ -65,25 +63,4 @@ func (f ShardFacts) Group(name string) *GroupFacts {
 		}
 	}
 	return nil
-}
-
-// drainProof tells whether a removed shard is proven drained: a missing
-// key, or every consumer group on it with nothing pending and a known lag
-// of 0. Otherwise it says why not, for monitoring.
-func drainProof(f ShardFacts) (bool, string) {
-	if !f.Exists {
-		return true, ""
-	}
-	var why []string
-	for _, g := range f.Groups {
-		switch {
-		case g.Pending > 0:
-			why = append(why, fmt.Sprintf("%s group %s has %d pending", f.Key, g.Name, g.Pending))
-		case g.Lag == nil:
-			why = append(why, fmt.Sprintf("%s group %s lag unknown", f.Key, g.Name))
-		case *g.Lag > 0:
-			why = append(why, fmt.Sprintf("%s group %s lag %d", f.Key, g.Name, *g.Lag))
-		}
-	}
-	return len(why) == 0, strings.Join(why, "; ")
 }

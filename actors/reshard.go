@@ -10,142 +10,462 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/reshard"
 )
 
-// Resharding (docs/protocol.md §7), as the stream actor runs it. Every state
-// change is written to the stream record before it is acted on, so that a
-// restarted stream actor resumes from its record:
+// Resharding (docs/protocol.md §7) as the stream actor executes it. Package
+// reshard decides; this file only gathers the facts it asks for and
+// carries its decisions out, in the order reshard.Decision gives: save the
+// record (synced, before anything is acted on, so that a restarted stream
+// actor resumes from it), tell the groups the layout, do the Redis work,
+// schedule the next check.
 //
-//  1. PREPARING is recorded before any Redis call.
-//  2. With Redis, the new shards are provisioned for every group
-//     (XGROUP CREATE … 0 MKSTREAM). A failure answers 503 and leaves the
-//     migration PREPARING; the same request again resumes it.
-//  3. ACTIVE: the new shard count is recorded (removed shards of a
-//     scale-in become draining) and every group takes the layout.
-//  4. On the stream actor's timer: once every group has converged on the
-//     layout and one producer routing lease has passed since activation,
-//     DRAINING (until then an operator may roll back).
-//  5. Each removed shard proven drained in Redis (pending 0 and a known
-//     lag 0 for every consumer group on it) is retired: recorded, then
-//     taken out of every group's layout.
-//  6. Once none is left and the groups converged again, the removed keys
-//     are deleted (with the retire option) and the migration is
-//     DEPRECATED.
-//
-// Without Redis, 2 and 4–6 are skipped: the migration stays ACTIVE until
-// an operator completes or rolls it back, and its record says why.
+// Asks of group actors and every Redis call run beside the actor and come
+// back as continuations (ReenterAfter): the stream actor keeps serving
+// joins, group registrations and reads while Redis is slow. Migration
+// steps themselves (operator commands and timer checks) run one at a time:
+// one that arrives while another is under way waits in s.queue, so that,
+// say, a scale never provisions a shard that a completed migration's
+// best-effort delete is still removing.
 
-// noRedisNote is the detail of migrations that run without Redis.
-const noRedisNote = "redis not configured: no stream provisioning and no drain proof; complete or roll back by hand"
+// migrationStep is an operator command or a timer check waiting for the
+// step under way, with whom to answer.
+type migrationStep struct {
+	msg    any
+	sender *actor.PID
+}
 
-func (s *streamActor) scale(req protocol.ScaleRequest) reply {
+// reshardConfig is the migration rules of this coordinator.
+func (s *streamActor) reshardConfig() reshard.Config {
+	c := s.env.cfg
+	return reshard.Config{Redis: c.Redis != nil, RoutingLease: c.ProducerRoutingLease,
+		CheckInterval: c.DrainCheckInterval, RetireRemoved: c.RetireRemovedShards}
+}
+
+// stream is the record as package reshard sees it.
+func (s *streamActor) stream() reshard.Stream {
+	r := s.rec
+	out := reshard.Stream{Prefix: s.prefix, ShardCount: r.ShardCount, Draining: normalizeShards(r.DrainingShards),
+		MetadataVersion: r.MetadataVersion, Migrations: make([]reshard.Migration, len(r.Migrations))}
+	for i, m := range r.Migrations {
+		out.Migrations[i] = reshard.Migration{Migration: m.Migration, RequestedBy: m.RequestedBy, Reason: m.Reason,
+			ActivatedAt: m.ActivatedAt, DeprecatedAfter: m.DeprecatedAfter, RetiredShards: slices.Clone(m.RetiredShards), Note: m.Note}
+	}
+	return out
+}
+
+// record is next as a stream record, keeping what reshard does not own.
+func (s *streamActor) record(next reshard.Stream) persistence.StreamRecord {
+	r := s.rec
+	r.ShardCount, r.DrainingShards, r.MetadataVersion = next.ShardCount, normalizeShards(next.Draining), next.MetadataVersion
+	r.Migrations = make([]persistence.MigrationRecord, len(next.Migrations))
+	for i, m := range next.Migrations {
+		r.Migrations[i] = persistence.MigrationRecord{Migration: m.Migration, RequestedBy: m.RequestedBy, Reason: m.Reason,
+			ActivatedAt: m.ActivatedAt, DeprecatedAfter: m.DeprecatedAfter, RetiredShards: normalizeShards(m.RetiredShards), Note: m.Note}
+	}
+	return r
+}
+
+// migrate starts step, or queues it behind the step under way.
+func (s *streamActor) migrate(ctx actor.Context, step migrationStep) {
+	if s.stepping {
+		if _, isCheck := step.msg.(*drainCheckMsg); isCheck && slices.ContainsFunc(s.queue, func(q migrationStep) bool {
+			_, ok := q.msg.(*drainCheckMsg)
+			return ok
+		}) {
+			return // one queued check does what two would
+		}
+		s.queue = append(s.queue, step)
+		return
+	}
+	s.stepping = true
+	answer := func(v any) {
+		if step.sender != nil {
+			ctx.Send(step.sender, v)
+		}
+	}
+	done := func() {
+		s.stepping = false
+		if len(s.queue) > 0 {
+			next := s.queue[0]
+			s.queue = s.queue[1:]
+			s.migrate(ctx, next)
+		}
+	}
+	switch m := step.msg.(type) {
+	case *scaleMsg:
+		s.scale(ctx, m.req, answer, done)
+	case *rollbackMsg:
+		s.operator(ctx, m.req, answer, done, func(st reshard.Stream) reshard.Decision {
+			return reshard.Rollback(st, m.id, m.req.RequestedBy, m.req.Reason, s.env.now())
+		})
+	case *completeMsg:
+		s.operator(ctx, m.req, answer, done, func(st reshard.Stream) reshard.Decision {
+			return reshard.Complete(st, m.id, m.req.RequestedBy, m.req.Reason, s.env.now(), s.reshardConfig())
+		})
+	case *drainCheckMsg:
+		s.check(ctx, done)
+	default:
+		done()
+	}
+}
+
+// failMigrationSteps answers every queued operator command with err (the
+// stream actor is going away).
+func (s *streamActor) failMigrationSteps(ctx actor.Context, err error) {
+	for _, q := range s.queue {
+		if q.sender == nil {
+			continue
+		}
+		switch q.msg.(type) {
+		case *scaleMsg:
+			ctx.Send(q.sender, reply[protocol.ScaleResponse]{err: err})
+		case *rollbackMsg, *completeMsg:
+			ctx.Send(q.sender, reply[protocol.Migration]{err: err})
+		}
+	}
+	s.queue = nil
+}
+
+func (s *streamActor) scale(ctx actor.Context, req protocol.ScaleRequest, answer func(any), done func()) {
 	if err := s.unavailable(); err != nil {
-		return reply{err: err}
+		answer(reply[protocol.ScaleResponse]{err: err})
+		done()
+		return
 	}
 	target := *req.TargetShardCount
-	if active := s.activeMigration(); active != nil {
-		if active.State == protocol.MigrationPreparing && active.ToShardCount == target {
-			// The same request again: resume the provisioning that failed.
-			return s.prepare(active.ReshardingID)
-		}
-		return reply{err: protocol.Errorf(protocol.CodeActiveMigrationExists,
-			fmt.Sprintf("migration %s of stream %q is %s; roll it back or let it finish first", active.ReshardingID, s.prefix, active.State))}
-	}
-	now := s.env.now()
-	if target == s.rec.ShardCount {
-		noop := protocol.Migration{ReshardingID: protocol.NoopReshardingID, FromShardCount: target, ToShardCount: target,
-			State: protocol.MigrationDeprecated, CreatedAt: now, UpdatedAt: now}
-		return reply{value: s.scaleResponse(target, noop)}
-	}
-	mig := persistence.MigrationRecord{
-		Migration: protocol.Migration{
-			ReshardingID: fmt.Sprintf("rs-%d", len(s.rec.Migrations)+1), FromShardCount: s.rec.ShardCount, ToShardCount: target,
-			State: protocol.MigrationPreparing, CreatedAt: now, UpdatedAt: now,
-		},
-		RequestedBy:   req.RequestedBy,
-		Reason:        req.Reason,
-		RetiredShards: []int{},
-	}
+	r := reshard.Request{RequestedBy: req.RequestedBy, Reason: req.Reason}
 	if req.DeprecatedAfter != nil {
-		mig.DeprecatedAfter = req.DeprecatedAfter.UTC()
+		r.DeprecatedAfter = req.DeprecatedAfter.UTC()
 	}
-	if s.env.cfg.Redis == nil {
-		mig.Note = noRedisNote
-	}
-	// PREPARING is durable before anything else happens, so a crash or a
-	// failed provisioning leaves a record that a repeated request resumes.
-	next := cloneRecord(s.rec)
-	next.Migrations = append(next.Migrations, mig)
-	if err := s.saveRecord(next); err != nil {
-		return reply{err: err}
-	}
-	return s.prepare(mig.ReshardingID)
+	d := reshard.Scale(s.stream(), target, r, s.env.now(), s.reshardConfig())
+	s.run(ctx, d, func(d reshard.Decision, err error) {
+		if err != nil {
+			answer(reply[protocol.ScaleResponse]{err: err})
+		} else {
+			answer(reply[protocol.ScaleResponse]{value: s.scaleResponse(target, s.answerOf(d.Migration))})
+		}
+		done()
+	})
 }
 
-// prepare provisions the shards a PREPARING migration adds and activates
-// it.
-func (s *streamActor) prepare(id string) reply {
-	mig := findIn(s.rec.Migrations, id)
-	from, target := s.rec.ShardCount, mig.ToShardCount
-	if target > from {
-		keys := make([]string, 0, target-from)
-		for i := from; i < target; i++ {
-			keys = append(keys, protocol.StreamKey(s.prefix, i))
+// operator runs an operator's rollback or complete, decided by decide on
+// the current record, and answers the migration as it ends up.
+func (s *streamActor) operator(ctx actor.Context, req protocol.OperatorRequest, answer func(any), done func(),
+	decide func(reshard.Stream) reshard.Decision,
+) {
+	if err := s.unavailable(); err != nil {
+		answer(reply[protocol.Migration]{err: err})
+		done()
+		return
+	}
+	s.run(ctx, decide(s.stream()), func(d reshard.Decision, err error) {
+		switch {
+		case err != nil:
+			answer(reply[protocol.Migration]{err: err})
+		default:
+			if d.Save != nil {
+				s.log().Info("migration ended", slog.String("migration", d.Migration.ReshardingID), slog.String("state", string(d.Migration.State)),
+					slog.String("by", req.RequestedBy), slog.String("reason", req.Reason))
+			}
+			answer(reply[protocol.Migration]{value: s.answerOf(d.Migration)})
 		}
-		if err := s.provision(keys, s.groupNames()); err != nil {
-			s.log().Warn("migration stays PREPARING", slog.String("migration", id), slog.Any("error", err))
-			return reply{err: err}
-		}
-	}
-	now := s.env.now()
-	next := cloneRecord(s.rec)
-	m := findIn(next.Migrations, id)
-	m.State, m.UpdatedAt, m.ActivatedAt = protocol.MigrationActive, now, now
-	next.DrainingShards = drainingAfterScale(next.DrainingShards, from, target)
-	next.ShardCount = target
-	next.MetadataVersion++
-	if err := s.saveRecord(next); err != nil {
-		return reply{err: err}
-	}
-	s.log().Info("migration ACTIVE", slog.String("migration", id), slog.Int("from", mig.FromShardCount), slog.Int("to", target))
-	active := s.wire(*findIn(s.rec.Migrations, id))
-	if err := s.applyLayout(&active); err != nil {
-		return reply{err: err}
-	}
-	if s.env.cfg.Redis != nil {
-		s.scheduleCheck(s.env.cfg.DrainCheckInterval)
-	}
-	return reply{value: s.scaleResponse(target, active)}
+		done()
+	})
 }
 
-// provision creates keys with every group on them, when Redis is
-// configured. A failure is the 503 of docs/protocol.md §7.
-func (s *streamActor) provision(keys, groups []string) error {
+// answerOf is the operator's view of migration m: as recorded now, with
+// what it waits for; a migration never recorded (the no-op) as decided.
+func (s *streamActor) answerOf(m *reshard.Migration) protocol.Migration {
+	if rec := findIn(s.rec.Migrations, m.ReshardingID); rec != nil {
+		return s.wire(*rec)
+	}
+	out := m.Migration
+	out.Detail = m.Note
+	return out
+}
+
+// check is the stream actor's timer: it steps the active migration as far
+// as the facts allow, then schedules the next check if the decisions asked
+// for one.
+func (s *streamActor) check(ctx actor.Context, done func()) {
+	if s.failed != nil || s.env.cfg.Redis == nil {
+		done()
+		return
+	}
+	resume := s.resume
+	s.resume = false
+	d := reshard.Check(s.stream(), reshard.Facts{Now: s.env.now(), Resume: resume}, s.reshardConfig())
+	s.run(ctx, d, func(_ reshard.Decision, err error) {
+		if err != nil {
+			s.log().Warn("migration check did not complete", slog.Any("error", err))
+			// A step that failed (a refused write, a lost layout) is tried
+			// again later; a failed provisioning waits for the operator.
+			if m := s.activeMigration(); m != nil && m.State != protocol.MigrationPreparing && s.timer == nil {
+				s.scheduleCheck(s.env.cfg.DrainCheckInterval)
+			}
+		}
+		done()
+	})
+}
+
+// run carries out d in the order reshard.Decision gives, feeding the
+// outcome of its Redis work back to package reshard, and calls done with
+// the last decision of the chain and its first error.
+func (s *streamActor) run(ctx actor.Context, d reshard.Decision, done func(reshard.Decision, error)) {
+	if d.Waiting != "" || d.Save != nil {
+		s.waiting = d.Waiting
+	}
+	if d.Err != nil {
+		done(d, d.Err)
+		return
+	}
+	if d.Save != nil {
+		if err := s.saveRecord(s.record(*d.Save)); err != nil {
+			s.log().Error("migration step not recorded", slog.Any("error", err))
+			done(d, err)
+			return
+		}
+		if m := d.Migration; m != nil {
+			s.log().Info("migration step recorded", slog.String("migration", m.ReshardingID), slog.String("state", string(m.State)),
+				slog.Int("from", m.FromShardCount), slog.Int("to", m.ToShardCount), slog.Any("retired", m.RetiredShards))
+		}
+	}
+	cfg := s.reshardConfig()
+	next := func(layoutErr error) {
+		switch {
+		case d.ProvisionNeeded:
+			id := d.Migration.ReshardingID
+			s.provisionShards(ctx, d.Provision, nil, func(err error) {
+				if err != nil {
+					s.log().Warn("migration stays PREPARING", slog.String("migration", id), slog.Any("error", err))
+				}
+				s.run(ctx, reshard.Provisioned(s.stream(), id, err, s.env.now(), cfg), done)
+			})
+		case d.Gather != nil:
+			s.gather(ctx, *d.Gather, func(f reshard.Facts) {
+				s.run(ctx, reshard.Check(s.stream(), f, cfg), done)
+			})
+		case len(d.Delete) > 0:
+			s.deleteKeys(ctx, d.Delete, func(err error) {
+				if d.DeleteThenRetire {
+					s.run(ctx, reshard.Retired(s.stream(), err, s.env.now(), cfg), done)
+					return
+				}
+				// Forced retirement: deleting is best effort, the operator
+				// asked to end the migration.
+				done(d, layoutErr)
+			})
+		default:
+			if !d.CheckAt.IsZero() {
+				s.scheduleCheck(d.CheckAt.Sub(s.env.now()))
+			}
+			done(d, layoutErr)
+		}
+	}
+	if d.Layout != nil {
+		s.pushLayout(ctx, *d.Layout, d.LayoutTo, next)
+		return
+	}
+	next(nil)
+}
+
+// after runs cont inside the actor once f completes, unless this
+// incarnation of the stream actor is gone by then: a restarted one resumes
+// from its record instead.
+func (s *streamActor) after(ctx actor.Context, f *actor.Future, cont func(res any, err error)) {
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if s.gone {
+			return
+		}
+		cont(res, err)
+	})
+}
+
+// provisionShards makes keys exist in Redis with every group of the stream
+// on them, beside the actor, skipping the groups in done. Groups
+// registered while it runs are provisioned too before cont is called: each
+// registration provisioned only the shards readable when it began. A
+// failure is the 503 of docs/protocol.md §7.
+func (s *streamActor) provisionShards(ctx actor.Context, keys []string, done map[string]bool, cont func(error)) {
+	var groups []string
+	for _, name := range s.groupNames() {
+		if !done[name] {
+			groups = append(groups, name)
+		}
+	}
+	s.provisionBeside(ctx, keys, groups, func(err error) {
+		if err != nil || len(groups) == 0 {
+			cont(err)
+			return
+		}
+		if done == nil {
+			done = map[string]bool{}
+		}
+		for _, name := range groups {
+			done[name] = true
+		}
+		s.provisionShards(ctx, keys, done, cont)
+	})
+}
+
+// provisionBeside creates keys with groups on them in Redis, beside the
+// actor. A failure is the 503 of docs/protocol.md §7.
+func (s *streamActor) provisionBeside(ctx actor.Context, keys, groups []string, cont func(error)) {
 	r := s.env.cfg.Redis
 	if r == nil || len(keys) == 0 || len(groups) == 0 {
-		return nil
+		cont(nil)
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.env.cfg.RedisTimeout)
-	defer cancel()
-	if err := r.Provision(ctx, keys, groups); err != nil {
-		return fmt.Errorf("provision %d shard streams of %s: %w", len(keys), s.prefix, errors.Join(
-			protocol.Errorf(protocol.CodeRedisStreamProvisioningFailed, "creating the shard streams in Redis failed; repeat the request once Redis answers"), err))
+	f := beside(s.env, s.env.cfg.RedisTimeout, func(c context.Context) error {
+		return r.Provision(c, keys, groups)
+	})
+	s.after(ctx, f, func(res any, ferr error) {
+		err, lost := besideValue[error](res, ferr)
+		if err = errors.Join(err, lost); err != nil {
+			err = fmt.Errorf("provision %d shard streams of %s: %w", len(keys), s.prefix, errors.Join(
+				protocol.Errorf(protocol.CodeRedisStreamProvisioningFailed, "creating the shard streams in Redis failed; repeat the request once Redis answers"), err))
+		}
+		cont(err)
+	})
+}
+
+// deleteKeys deletes retired shard keys in Redis, beside the actor.
+// Deleting a missing key is fine, so this is safe to repeat.
+func (s *streamActor) deleteKeys(ctx actor.Context, keys []string, cont func(error)) {
+	r := s.env.cfg.Redis
+	f := beside(s.env, s.env.cfg.RedisTimeout, func(c context.Context) error {
+		return r.Delete(c, keys...)
+	})
+	s.after(ctx, f, func(res any, ferr error) {
+		err, lost := besideValue[error](res, ferr)
+		if err = errors.Join(err, lost); err != nil {
+			err = fmt.Errorf("delete retired shards %v of %s: %w", keys, s.prefix, err)
+			s.log().Warn("removed shards not deleted", slog.Any("keys", keys), slog.Any("error", err))
+		} else {
+			s.log().Info("retired shard keys deleted", slog.Any("keys", keys))
+		}
+		cont(err)
+	})
+}
+
+// askGroups asks each named group msg() and calls cont inside the actor
+// once every one answered (or its ask timed out), with the answers in
+// names' order. Unknown names answer an error.
+func askGroups[T any](s *streamActor, ctx actor.Context, names []string, msg func() any, cont func([]T, []error)) {
+	values, errs := make([]T, len(names)), make([]error, len(names))
+	left := len(names)
+	if left == 0 {
+		cont(values, errs)
+		return
 	}
-	return nil
+	for i, name := range names {
+		pid := s.groups[name]
+		if pid == nil {
+			errs[i] = groupNotFound(s.prefix, name)
+			if left--; left == 0 {
+				cont(values, errs)
+			}
+			continue
+		}
+		f := ctx.RequestFuture(pid, msg(), s.env.cfg.AskTimeout)
+		s.after(ctx, f, func(res any, err error) {
+			values[i], errs[i] = replyValue[T](res, err)
+			if left--; left == 0 {
+				cont(values, errs)
+			}
+		})
+	}
+}
+
+// pushLayout tells groups (every group when to is nil) the layout and calls
+// cont once all answered, with the first failure. A group that did not take
+// it is told again at a later check: the check compares its layout with the
+// record.
+func (s *streamActor) pushLayout(ctx actor.Context, l reshard.Layout, to []string, cont func(error)) {
+	names := to
+	if names == nil {
+		names = s.groupNames()
+	}
+	msg := func() any {
+		return &setLayoutMsg{shardCount: l.ShardCount, draining: slices.Clone(l.Draining), migration: l.Active}
+	}
+	askGroups[protocol.GroupResponse](s, ctx, names, msg, func(_ []protocol.GroupResponse, errs []error) {
+		var first error
+		for i, err := range errs {
+			if err != nil {
+				s.log().Error("group did not take the new layout", slog.String("group", names[i]), slog.Any("error", err))
+				if first == nil {
+					first = fmt.Errorf("group %s did not take the layout: %w", names[i], err)
+				}
+			}
+		}
+		cont(first)
+	})
+}
+
+// gather reads what a check asked for: every group's layout and state
+// (asks answered as continuations), then the drain facts of removed shards
+// in Redis (beside the actor).
+func (s *streamActor) gather(ctx actor.Context, g reshard.Gather, cont func(reshard.Facts)) {
+	var names []string
+	if g.Groups {
+		names = s.groupNames()
+	}
+	askGroups[layoutStatus](s, ctx, names, func() any { return &layoutStatusMsg{} }, func(sts []layoutStatus, errs []error) {
+		f := reshard.Facts{Gathered: true}
+		for i, st := range sts {
+			f.Groups = append(f.Groups, reshard.GroupFacts{Name: names[i], ShardCount: st.shardCount, Draining: st.draining,
+				State: string(st.state), Converged: st.state == protocol.GroupStable || st.state == protocol.GroupEmpty, Err: errs[i]})
+		}
+		if len(g.Shards) == 0 {
+			f.Now = s.env.now()
+			cont(f)
+			return
+		}
+		r, prefix, timeout := s.env.cfg.Redis, s.prefix, s.env.cfg.RedisTimeout
+		shards := slices.Clone(g.Shards)
+		fut := beside(s.env, timeout, func(c context.Context) []reshard.ShardFacts {
+			out := make([]reshard.ShardFacts, 0, len(shards))
+			for _, shard := range shards {
+				key := protocol.StreamKey(prefix, shard)
+				facts, err := r.Inspect(c, key)
+				out = append(out, shardFacts(shard, key, facts, err))
+			}
+			return out
+		})
+		s.after(ctx, fut, func(res any, ferr error) {
+			read, lost := besideValue[[]reshard.ShardFacts](res, ferr)
+			if lost != nil {
+				read = nil
+				for _, shard := range shards {
+					read = append(read, reshard.ShardFacts{Shard: shard, Key: protocol.StreamKey(prefix, shard), Err: lost})
+				}
+			}
+			f.Shards = read
+			f.Now = s.env.now()
+			cont(f)
+		})
+	})
+}
+
+// shardFacts is what Redis said of a removed shard, as reshard reads it.
+func shardFacts(shard int, key string, f ShardFacts, err error) reshard.ShardFacts {
+	out := reshard.ShardFacts{Shard: shard, Key: key, Exists: f.Exists, Err: err}
+	for _, g := range f.Groups {
+		out.Groups = append(out.Groups, reshard.GroupLag{Name: g.Name, Pending: g.Pending, Lag: g.Lag})
+	}
+	return out
 }
 
 // readableKeys are the keys of every readable shard: live and draining.
 func (s *streamActor) readableKeys() []string {
-	keys := make([]string, 0, s.rec.ShardCount+len(s.rec.DrainingShards))
-	for i := range s.rec.ShardCount {
-		keys = append(keys, protocol.StreamKey(s.prefix, i))
-	}
-	for _, i := range s.rec.DrainingShards {
-		keys = append(keys, protocol.StreamKey(s.prefix, i))
-	}
-	return keys
+	st := s.stream()
+	return st.ReadableKeys()
 }
 
 func (s *streamActor) groupNames() []string {
@@ -170,7 +490,7 @@ func (s *streamActor) wire(m persistence.MigrationRecord) protocol.Migration {
 func (s *streamActor) scheduleCheck(after time.Duration) {
 	s.stopTimer()
 	self, root := s.self, s.env.system.Root
-	s.timer = time.AfterFunc(after, func() { root.Send(self, &drainCheckMsg{}) })
+	s.timer = time.AfterFunc(max(after, 0), func() { root.Send(self, &drainCheckMsg{}) })
 }
 
 func (s *streamActor) stopTimer() {
@@ -178,212 +498,6 @@ func (s *streamActor) stopTimer() {
 		s.timer.Stop()
 		s.timer = nil
 	}
-}
-
-// drainCheck steps the active migration as far as the facts allow, then
-// schedules the next check while one is active.
-func (s *streamActor) drainCheck() {
-	mig := s.activeMigration()
-	if mig == nil || s.failed != nil || s.env.cfg.Redis == nil {
-		return
-	}
-	id := mig.ReshardingID
-	switch mig.State {
-	case protocol.MigrationPreparing:
-		if !s.resume {
-			return // only a repeated request resumes a failed provisioning
-		}
-		s.resume = false
-		if r := s.prepare(id); r.err != nil {
-			return
-		}
-	case protocol.MigrationActive:
-		s.stepActive(mig)
-	case protocol.MigrationDraining:
-		s.stepDraining(mig)
-	}
-	if s.activeMigration() != nil {
-		s.scheduleCheck(s.env.cfg.DrainCheckInterval)
-	}
-}
-
-// stepActive moves an ACTIVE migration to DRAINING once every group has
-// converged and a producer routing lease has passed since activation.
-func (s *streamActor) stepActive(mig *persistence.MigrationRecord) {
-	now := s.env.now()
-	if wait := mig.ActivatedAt.Add(s.env.cfg.ProducerRoutingLease).Sub(now); wait > 0 {
-		s.waiting = fmt.Sprintf("producer routing lease: %v left", wait.Round(time.Millisecond))
-		return
-	}
-	if wait := mig.DeprecatedAfter.Sub(now); wait > 0 {
-		s.waiting = fmt.Sprintf("deprecatedAfter %s: %v left", mig.DeprecatedAfter.Format(time.RFC3339), wait.Round(time.Millisecond))
-		return
-	}
-	if ok, why := s.converged(); !ok {
-		s.waiting = why
-		return
-	}
-	if err := s.setState(mig.ReshardingID, protocol.MigrationDraining, nil); err != nil {
-		return
-	}
-	s.stepDraining(findIn(s.rec.Migrations, mig.ReshardingID))
-}
-
-// stepDraining retires every draining shard proven drained, and ends the
-// migration once none is left.
-func (s *streamActor) stepDraining(mig *persistence.MigrationRecord) {
-	id := mig.ReshardingID
-	var proven, why []string
-	var retire []int
-	for _, shard := range s.rec.DrainingShards {
-		key := protocol.StreamKey(s.prefix, shard)
-		ctx, cancel := context.WithTimeout(context.Background(), s.env.cfg.RedisTimeout)
-		facts, err := s.env.cfg.Redis.Inspect(ctx, key)
-		cancel()
-		if err != nil {
-			why = append(why, fmt.Sprintf("%s: %v", key, err))
-			continue
-		}
-		ok, reason := drainProof(facts)
-		if !ok {
-			why = append(why, reason)
-			continue
-		}
-		retire = append(retire, shard)
-		proven = append(proven, key)
-	}
-	if len(retire) > 0 {
-		err := s.setState(id, protocol.MigrationDraining, func(next *persistence.StreamRecord, m *persistence.MigrationRecord) {
-			next.DrainingShards = slices.DeleteFunc(next.DrainingShards, func(x int) bool { return slices.Contains(retire, x) })
-			m.RetiredShards = normalizeShards(append(m.RetiredShards, retire...))
-		})
-		if err != nil {
-			return
-		}
-		s.log().Info("removed shards proven drained and retired", slog.String("migration", id), slog.Any("shards", proven))
-	}
-	if len(s.rec.DrainingShards) > 0 {
-		s.waiting = "drain not proven: " + strings.Join(why, "; ")
-		return
-	}
-	if ok, reason := s.converged(); !ok {
-		s.waiting = reason
-		return
-	}
-	mig = findIn(s.rec.Migrations, id)
-	if err := s.deleteRetired(*mig); err != nil {
-		s.waiting = err.Error()
-		s.log().Warn("removed shards not deleted yet", slog.String("migration", id), slog.Any("error", err))
-		return
-	}
-	if err := s.setState(id, protocol.MigrationDeprecated, nil); err != nil {
-		return
-	}
-	s.log().Info("migration DEPRECATED", slog.String("migration", id), slog.Any("retired", mig.RetiredShards))
-}
-
-// setState records migration id in state (changed further by change, if
-// any) and tells every group the layout.
-func (s *streamActor) setState(id string, state protocol.MigrationState,
-	change func(next *persistence.StreamRecord, m *persistence.MigrationRecord),
-) error {
-	next := cloneRecord(s.rec)
-	m := findIn(next.Migrations, id)
-	m.RetiredShards = slices.Clone(m.RetiredShards)
-	m.State, m.UpdatedAt = state, s.env.now()
-	if change != nil {
-		change(&next, m)
-	}
-	next.MetadataVersion++
-	if err := s.saveRecord(next); err != nil {
-		s.log().Error("migration step not recorded", slog.String("migration", id), slog.String("state", string(state)), slog.Any("error", err))
-		return err
-	}
-	s.waiting = ""
-	var active *protocol.Migration
-	if state != protocol.MigrationDeprecated {
-		w := s.wire(*findIn(s.rec.Migrations, id))
-		active = &w
-	}
-	// A group that did not take the layout is told again at the next
-	// check: converged compares its layout with the record.
-	_ = s.applyLayout(active)
-	return nil
-}
-
-// converged reports whether every group runs the record's layout and is
-// STABLE or EMPTY; otherwise it says which is not.
-func (s *streamActor) converged() (bool, string) {
-	for _, name := range s.groupNames() {
-		res, err := s.env.system.Root.RequestFuture(s.groups[name], &layoutStatusMsg{}, s.env.cfg.AskTimeout).Result()
-		if err == nil {
-			err = res.(reply).err
-		}
-		if err != nil {
-			return false, fmt.Sprintf("group %s: %v", name, err)
-		}
-		st := res.(reply).value.(layoutStatus)
-		if st.shardCount != s.rec.ShardCount || !slices.Equal(normalizeShards(st.draining), normalizeShards(s.rec.DrainingShards)) {
-			// Lost a layout message (a failed write): tell it again.
-			_ = s.applyLayout(s.activeWire())
-			return false, fmt.Sprintf("group %s has not taken the layout yet", name)
-		}
-		if st.state != protocol.GroupStable && st.state != protocol.GroupEmpty {
-			return false, fmt.Sprintf("group %s is %s", name, st.state)
-		}
-	}
-	return true, ""
-}
-
-func (s *streamActor) activeWire() *protocol.Migration {
-	if m := s.activeMigration(); m != nil {
-		w := s.wire(*m)
-		return &w
-	}
-	return nil
-}
-
-// deleteRetired deletes the keys of the shards m retired, with the retire
-// option on. Deleting a missing key is fine, so this is safe to repeat.
-func (s *streamActor) deleteRetired(m persistence.MigrationRecord) error {
-	r := s.env.cfg.Redis
-	if r == nil || !s.env.cfg.RetireRemovedShards || len(m.RetiredShards) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(m.RetiredShards))
-	for _, shard := range m.RetiredShards {
-		if shard >= s.rec.ShardCount { // never a shard live again
-			keys = append(keys, protocol.StreamKey(s.prefix, shard))
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.env.cfg.RedisTimeout)
-	defer cancel()
-	if err := r.Delete(ctx, keys...); err != nil {
-		return fmt.Errorf("delete retired shards %v of %s: %w", m.RetiredShards, s.prefix, err)
-	}
-	s.log().Info("retired shard keys deleted", slog.String("migration", m.ReshardingID), slog.Any("keys", keys))
-	return nil
-}
-
-// drainingAfterScale is the set of removed shards still to drain after a
-// scale from one count to another: shards cut by a scale-in are added,
-// shards that a scale-out brings back into range are live again.
-func drainingAfterScale(draining []int, from, to int) []int {
-	set := map[int]bool{}
-	for _, s := range draining {
-		set[s] = true
-	}
-	for s := to; s < from; s++ {
-		set[s] = true
-	}
-	out := []int{}
-	for s := range set {
-		if s >= to {
-			out = append(out, s)
-		}
-	}
-	sort.Ints(out)
-	return out
 }
 
 // normalizeShards sorts shards and drops duplicates; never nil.

@@ -48,11 +48,10 @@ func (c *Coordinator) readableShards(ctx context.Context, prefix, group string) 
 	if c.env.cfg.Redis == nil {
 		return nil, 0, protocol.Errorf(protocol.CodeRedisNotConfigured, "the coordinator runs without --redis: it cannot read shard streams")
 	}
-	v, err := c.askReply(ctx, c.env.dir.stream(prefix), &shardsMsg{})
+	layout, err := askReply[streamLayout](ctx, c, c.env.dir.stream(prefix), &shardsMsg{})
 	if err != nil {
 		return nil, 0, err
 	}
-	layout := v.(streamLayout)
 	out := make([]shardRead, 0, layout.shardCount+len(layout.draining))
 	for i := range layout.shardCount {
 		out = append(out, shardRead{index: i})

@@ -38,6 +38,24 @@ type streamActor struct {
 	// resume is set at start-up when a PREPARING migration was found: the
 	// first check retries its provisioning once.
 	resume bool
+	// stepping is set while a migration step (an operator command or a
+	// check) runs; its Redis work and asks go on beside the actor, and
+	// later steps wait in queue.
+	stepping bool
+	queue    []migrationStep
+	// gone is set once this incarnation stops or restarts: continuations
+	// of its work beside the actor are dropped (a restarted actor resumes
+	// from its record).
+	gone bool
+	// registering holds the asks to register a group, by name, while its
+	// shard streams are provisioned in Redis beside the actor.
+	registering map[string][]registration
+}
+
+// registration is an ask to register a group waiting for its provisioning.
+type registration struct {
+	to         *actor.PID
+	mustCreate bool
 }
 
 // groupSupervision restarts a failing group actor, alone, from its
@@ -61,39 +79,37 @@ func (s *streamActor) Receive(ctx actor.Context) {
 		s.self = ctx.Self()
 		s.start(ctx)
 	case *actor.Stopping, *actor.Restarting:
+		s.gone = true
 		s.stopTimer()
+		s.abandon(ctx)
 	case *drainCheckMsg:
 		s.timer = nil
-		s.drainCheck()
+		s.migrate(ctx, migrationStep{msg: m})
 	case *shardsMsg:
 		if err := s.unavailable(); err != nil {
-			ctx.Respond(reply{err: err})
+			ctx.Respond(reply[streamLayout]{err: err})
 			return
 		}
-		ctx.Respond(reply{value: streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards)}})
+		ctx.Respond(reply[streamLayout]{value: streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards)}})
 	case *readyMsg:
-		ctx.Respond(reply{err: s.failed})
+		ctx.Respond(reply[struct{}]{err: s.failed})
 	case *ensureGroupMsg:
-		ctx.Respond(s.ensureGroup(ctx, m))
+		s.ensureGroup(ctx, m)
 	case *groupDeletedMsg:
 		if pid := s.groups[m.name]; pid != nil {
 			ctx.Poison(pid)
 			delete(s.groups, m.name)
 			s.env.dir.removeGroup(s.prefix, m.name)
 		}
-		ctx.Respond(reply{})
-	case *scaleMsg:
-		ctx.Respond(s.scale(m.req))
-	case *rollbackMsg:
-		ctx.Respond(s.rollback(m.id, m.req))
-	case *completeMsg:
-		ctx.Respond(s.complete(m.id, m.req))
+		ctx.Respond(reply[struct{}]{})
+	case *scaleMsg, *rollbackMsg, *completeMsg:
+		s.migrate(ctx, migrationStep{msg: m, sender: ctx.Sender()})
 	case *migrationsMsg:
 		if err := s.unavailable(); err != nil {
-			ctx.Respond(reply{err: err})
+			ctx.Respond(reply[protocol.MigrationsResponse]{err: err})
 			return
 		}
-		ctx.Respond(reply{value: s.migrations()})
+		ctx.Respond(reply[protocol.MigrationsResponse]{value: s.migrations()})
 	}
 }
 
@@ -126,6 +142,22 @@ func (s *streamActor) start(ctx actor.Context) {
 		// A restart resumes the migration where its record says it was.
 		s.resume = mig.State == protocol.MigrationPreparing
 		s.scheduleCheck(0)
+	}
+}
+
+// abandon answers every ask waiting for work beside this incarnation
+// (queued migration steps, group registrations), which will never finish.
+func (s *streamActor) abandon(ctx actor.Context) {
+	err := protocol.Errorf(protocol.CodeCoordinatorTerminating,
+		fmt.Sprintf("the actor of stream %q is stopping; retry", s.prefix))
+	s.failMigrationSteps(ctx, err)
+	for name, waiting := range s.registering {
+		for _, w := range waiting {
+			if w.to != nil {
+				ctx.Send(w.to, reply[ensured]{err: err})
+			}
+		}
+		delete(s.registering, name)
 	}
 }
 
@@ -181,30 +213,74 @@ type ensured struct {
 	summary protocol.GroupResponse
 }
 
-func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) reply {
+// ensureGroup registers a group unless it exists. With Redis, its shard
+// streams are provisioned first, beside the actor: asks for the same group
+// meanwhile wait for that one provisioning, and the stream actor keeps
+// serving everything else.
+func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) {
 	if err := s.unavailable(); err != nil {
-		return reply{err: err}
+		ctx.Respond(reply[ensured]{err: err})
+		return
 	}
-	if pid := s.groups[m.name]; pid != nil {
-		if m.mustCreate {
-			return reply{err: protocol.Errorf(protocol.CodeGroupAlreadyExists,
-				fmt.Sprintf("group %q of stream %q already exists", m.name, s.prefix))}
+	if s.groups[m.name] != nil || s.env.cfg.Redis == nil {
+		ctx.Respond(s.registerNow(ctx, m.name, m.mustCreate))
+		return
+	}
+	if s.registering == nil {
+		s.registering = map[string][]registration{}
+	}
+	waiting, inFlight := s.registering[m.name]
+	s.registering[m.name] = append(waiting, registration{to: ctx.Sender(), mustCreate: m.mustCreate})
+	if !inFlight {
+		s.provisionGroup(ctx, m.name)
+	}
+}
+
+// provisionGroup provisions every readable shard for group name beside the
+// actor, then registers it and answers everyone waiting.
+func (s *streamActor) provisionGroup(ctx actor.Context, name string) {
+	keys := s.readableKeys()
+	s.provisionBeside(ctx, keys, []string{name}, func(err error) {
+		if err == nil && !slices.Equal(keys, s.readableKeys()) {
+			// A scale changed the layout meanwhile; the new shards were
+			// provisioned for the groups that existed then only.
+			s.provisionGroup(ctx, name)
+			return
 		}
-		return reply{value: ensured{pid: pid}}
-	}
-	if err := s.provision(s.readableKeys(), []string{m.name}); err != nil {
-		return reply{err: err}
+		waiting := s.registering[name]
+		delete(s.registering, name)
+		for _, w := range waiting {
+			r := reply[ensured]{err: err}
+			if err == nil {
+				r = s.registerNow(ctx, name, w.mustCreate)
+			}
+			if w.to != nil {
+				ctx.Send(w.to, r)
+			}
+		}
+	})
+}
+
+// registerNow answers an existing group, else creates it (its shard
+// streams are provisioned already).
+func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate bool) reply[ensured] {
+	if pid := s.groups[name]; pid != nil {
+		if mustCreate {
+			return reply[ensured]{err: protocol.Errorf(protocol.CodeGroupAlreadyExists,
+				fmt.Sprintf("group %q of stream %q already exists", name, s.prefix))}
+		}
+		return reply[ensured]{value: ensured{pid: pid}}
 	}
 	now := s.env.now()
 	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	// A group registered again continues above what its deleted
 	// predecessor answered (docs/protocol.md, monotonic versions).
-	tomb, err := s.env.store.LoadTombstone(sctx, s.prefix, m.name)
+	tomb, err := s.env.store.LoadTombstone(sctx, s.prefix, name)
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return reply{err: storeError("create group", err)}
+		return reply[ensured]{err: storeError("create group", err)}
 	}
-	g := assign.NewGroupAfter(tomb, s.prefix, m.name, s.rec.ShardCount, now)
+	g := assign.NewGroupAfter(tomb, s.prefix, name, s.rec.ShardCount, now)
 	if len(s.rec.DrainingShards) > 0 {
 		assign.SetLayout(g, s.rec.ShardCount, s.rec.DrainingShards, now, s.env.cfg.Group)
 	}
@@ -217,16 +293,16 @@ func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) reply {
 	if errors.Is(err, persistence.ErrStaleRevision) {
 		// The store holds a group this actor does not run: one that failed
 		// to load. Refuse rather than overwrite it.
-		return reply{err: protocol.Errorf(protocol.CodeGroupAlreadyExists,
-			fmt.Sprintf("group %q of stream %q exists in the store but could not be loaded", m.name, s.prefix))}
+		return reply[ensured]{err: protocol.Errorf(protocol.CodeGroupAlreadyExists,
+			fmt.Sprintf("group %q of stream %q exists in the store but could not be loaded", name, s.prefix))}
 	}
 	if err != nil {
-		return reply{err: storeError("create group", err)}
+		return reply[ensured]{err: storeError("create group", err)}
 	}
 	summary := g.Summary()
-	pid := s.spawnGroup(ctx, m.name, &persistence.GroupRecord{StreamPrefix: s.prefix, Name: m.name, Group: g, Revision: rev})
-	s.log().Info("group registered", slog.String("group", m.name), slog.Bool("requested", m.mustCreate))
-	return reply{value: ensured{pid: pid, created: true, summary: summary}}
+	pid := s.spawnGroup(ctx, name, &persistence.GroupRecord{StreamPrefix: s.prefix, Name: name, Group: g, Revision: rev})
+	s.log().Info("group registered", slog.String("group", name), slog.Bool("requested", mustCreate))
+	return reply[ensured]{value: ensured{pid: pid, created: true, summary: summary}}
 }
 
 // storeError turns a store failure into the 503 clients see.
@@ -262,14 +338,6 @@ func (s *streamActor) saveRecord(next persistence.StreamRecord) error {
 	return nil
 }
 
-// cloneRecord copies the record deeply enough that changing the copy's
-// migrations or draining shards leaves the durable one untouched.
-func cloneRecord(r persistence.StreamRecord) persistence.StreamRecord {
-	r.DrainingShards = slices.Clone(r.DrainingShards)
-	r.Migrations = slices.Clone(r.Migrations)
-	return r
-}
-
 func (s *streamActor) scaleResponse(target int, mig protocol.Migration) protocol.ScaleResponse {
 	names := make([]string, 0, len(s.groups))
 	for name := range s.groups {
@@ -281,94 +349,6 @@ func (s *streamActor) scaleResponse(target int, mig protocol.Migration) protocol
 		migs[i] = mig
 	}
 	return protocol.ScaleResponse{StreamPrefix: s.prefix, TargetShardCount: target, AffectedConsumerGroups: names, Migrations: migs}
-}
-
-// applyLayout tells every group the stream's current layout. Every group is
-// tried; the first failure is returned.
-func (s *streamActor) applyLayout(active *protocol.Migration) error {
-	var first error
-	for name, pid := range s.groups {
-		msg := &setLayoutMsg{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards), migration: active}
-		res, err := s.env.system.Root.RequestFuture(pid, msg, s.env.cfg.AskTimeout).Result()
-		if err == nil {
-			err = res.(reply).err
-		}
-		if err != nil {
-			s.log().Error("group did not take the new layout", slog.String("group", name), slog.Any("error", err))
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	return first
-}
-
-func (s *streamActor) rollback(id string, req protocol.OperatorRequest) reply {
-	return s.endMigration(id, req, protocol.MigrationRolledBack, []protocol.MigrationState{protocol.MigrationActive},
-		func(next *persistence.StreamRecord, m *persistence.MigrationRecord) {
-			// A rolled-back scale-in makes its removed shards live again;
-			// the shards a rolled-back scale-out added simply leave the
-			// layout, with any records already written to them left for the
-			// operator (docs/protocol.md §7).
-			next.DrainingShards = slices.DeleteFunc(next.DrainingShards, func(s int) bool { return s < m.FromShardCount })
-			next.ShardCount = m.FromShardCount
-		})
-}
-
-// complete lets an operator retire the removed shards of a migration whose
-// drain cannot be proven, ending it as DEPRECATED.
-func (s *streamActor) complete(id string, req protocol.OperatorRequest) reply {
-	return s.endMigration(id, req, protocol.MigrationDeprecated,
-		[]protocol.MigrationState{protocol.MigrationActive, protocol.MigrationDraining},
-		func(next *persistence.StreamRecord, m *persistence.MigrationRecord) {
-			m.RetiredShards = normalizeShards(append(m.RetiredShards, next.DrainingShards...))
-			next.DrainingShards = nil
-		})
-}
-
-// endMigration moves migration id from one of the states in from to final,
-// changing the stream record with change in the same durable write, then
-// tells every group the new layout. Asking again once the migration is
-// final answers the same record, so operators can retry safely.
-func (s *streamActor) endMigration(id string, req protocol.OperatorRequest, final protocol.MigrationState,
-	from []protocol.MigrationState, change func(next *persistence.StreamRecord, m *persistence.MigrationRecord),
-) reply {
-	if err := s.unavailable(); err != nil {
-		return reply{err: err}
-	}
-	mig := findIn(s.rec.Migrations, id)
-	switch {
-	case mig == nil:
-		return reply{err: migrationNotFound(s.prefix, id)}
-	case mig.State == final:
-		return reply{value: s.wire(*mig)}
-	case !slices.Contains(from, mig.State):
-		return reply{err: protocol.Errorf(protocol.CodeRollbackNotAllowed,
-			fmt.Sprintf("migration %s is %s; only %v can become %s", id, mig.State, from, final))}
-	}
-	next := cloneRecord(s.rec)
-	m := findIn(next.Migrations, id)
-	m.State, m.UpdatedAt = final, s.env.now()
-	m.Note = fmt.Sprintf("%s by %s: %s", final, req.RequestedBy, req.Reason)
-	change(&next, m)
-	next.MetadataVersion++
-	if err := s.saveRecord(next); err != nil {
-		return reply{err: err}
-	}
-	s.log().Info("migration ended", slog.String("migration", id), slog.String("state", string(final)),
-		slog.String("by", req.RequestedBy), slog.String("reason", req.Reason))
-	s.waiting = ""
-	if err := s.applyLayout(nil); err != nil {
-		return reply{err: err}
-	}
-	if final == protocol.MigrationDeprecated {
-		// Forced retirement: with the retire option the removed keys go
-		// too. Best effort: the operator asked to end the migration.
-		if err := s.deleteRetired(*findIn(s.rec.Migrations, id)); err != nil {
-			s.log().Error("removed shards not deleted", slog.String("migration", id), slog.Any("error", err))
-		}
-	}
-	return reply{value: s.wire(*findIn(s.rec.Migrations, id))}
 }
 
 func findIn(migs []persistence.MigrationRecord, id string) *persistence.MigrationRecord {
