@@ -51,6 +51,12 @@ type ConvergeConfig struct {
 	// Seed fixes the members' heartbeat phases and the pauses; it is
 	// printed in the report.
 	Seed uint64
+	// NoWait makes the members heartbeat like the reference clients: no
+	// waitMs, so a member hears of a change only at its next heartbeat.
+	// By default they hold their steady heartbeats (waitMs) and heartbeat
+	// again at once after an answer that carried a change, as package
+	// member does.
+	NoWait bool
 }
 
 // ConvergeReport is the outcome of a convergence run.
@@ -81,7 +87,10 @@ type ConvergeReport struct {
 // convMember is a simulated member runtime: it heartbeats one request at a
 // time, waits the answer's heartbeatIntervalMs (or soonDelay once a
 // revoked shard is let go) and applies answers as package member does
-// (its rules 4, 5 and 8).
+// (its rules 4, 5 and 8). Unless NoWait, a steady member (joined, nothing
+// revoked) asks the coordinator to hold its answer for the interval
+// (waitMs), and heartbeats again at once after an answer that told it
+// something new, as package member does.
 type convMember struct {
 	id             string
 	epoch, version int64
@@ -92,6 +101,10 @@ type convMember struct {
 	released map[int]time.Time
 	seq      int
 	interval time.Duration
+	// wait holds steady heartbeats (waitMs); lastView is what the last
+	// answer said (status, epoch, assigned and pending shards).
+	wait     bool
+	lastView string
 	// settled: the last answer, to a request sent after the change was
 	// known, was OK with nothing pending, and the member already reported
 	// exactly what it was granted.
@@ -168,7 +181,7 @@ func RunConverge(ctx context.Context, cfg ConvergeConfig) (ConvergeReport, error
 	next := 0
 	newMember := func() *convMember {
 		m := &convMember{id: fmt.Sprintf("m%03d", next), owned: []int{}, draining: map[int]time.Time{},
-			released: map[int]time.Time{}}
+			released: map[int]time.Time{}, wait: !cfg.NoWait}
 		next++
 		return m
 	}
@@ -324,7 +337,7 @@ func (w *convWorld) loop(ctx context.Context, client *coordclient.Client, cfg Co
 			w.mu.Unlock()
 			return nil
 		}
-		due = m.apply(req, resp, time.Now(), cfg.Drain)
+		due = m.apply(req, resp, sentAt, time.Now(), cfg.Drain)
 		m.held = !sentAt.Before(w.changeAt) && resp.Status == protocol.StatusOK &&
 			len(resp.Assignment.PendingShards) == 0 && len(m.draining) == 0
 		m.settled = m.held && len(m.released) == 0 && slices.Equal(protocol.Indexes(req.OwnedShards), m.owned)
@@ -456,8 +469,14 @@ func (m *convMember) request(now time.Time) protocol.HeartbeatRequest {
 			State: protocol.RevokeRevoked, AckedAt: &at})
 	}
 	slices.SortFunc(revoking, func(a, b protocol.RevokingShard) int { return a.Shard.ShardIndex - b.Shard.ShardIndex })
+	var waitMs int64
+	if m.wait && m.epoch > 0 && len(revoking) == 0 && m.interval > 0 {
+		// Only a steady member is held: reports the coordinator waits
+		// for are never held behind an answer.
+		waitMs = m.interval.Milliseconds()
+	}
 	return protocol.HeartbeatRequest{
-		ProtocolVersion: protocol.CurrentVersion, RequestID: fmt.Sprintf("%s-%d", m.id, m.seq),
+		ProtocolVersion: protocol.CurrentVersion, RequestID: fmt.Sprintf("%s-%d", m.id, m.seq), WaitMs: waitMs,
 		MemberID: m.id, MemberName: "bench", MemberEpoch: m.epoch, MetadataVersion: m.version,
 		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 2, AvailableConcurrency: 2},
 		OwnedShards:             protocol.Shards(m.owned), RevokingShards: revoking,
@@ -465,9 +484,9 @@ func (m *convMember) request(now time.Time) protocol.HeartbeatRequest {
 	}
 }
 
-// apply applies resp (the answer to req, received at now) and returns when
-// the next heartbeat is due.
-func (m *convMember) apply(req protocol.HeartbeatRequest, resp protocol.HeartbeatResponse, now time.Time, drain time.Duration) time.Time {
+// apply applies resp (the answer to req, sent at sentAt and received at
+// now) and returns when the next heartbeat is due.
+func (m *convMember) apply(req protocol.HeartbeatRequest, resp protocol.HeartbeatResponse, sentAt, now time.Time, drain time.Duration) time.Time {
 	interval := protocol.DefaultHeartbeatInterval
 	if resp.HeartbeatIntervalMs > 0 {
 		interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
@@ -521,6 +540,18 @@ func (m *convMember) apply(req protocol.HeartbeatRequest, resp protocol.Heartbea
 		return now.Add(interval)
 	}
 	due := now.Add(interval)
+	if m.wait {
+		// An answer that differs from the last one carried a change: the
+		// next heartbeat follows at once; a held one counts its wait.
+		view := fmt.Sprint(resp.Status, resp.MemberEpoch, assigned, protocol.Indexes(resp.Assignment.PendingShards))
+		switch {
+		case view != m.lastView:
+			due = now
+		case req.WaitMs > 0:
+			due = sentAt.Add(interval)
+		}
+		m.lastView = view
+	}
 	for _, s := range lost {
 		m.draining[s] = now.Add(drain)
 	}

@@ -24,6 +24,7 @@ type ConvergeCmd struct {
 	Seed      uint64        `default:"1" help:"Seed of the members' phases and of the pauses between changes."`
 	Heartbeat time.Duration `name:"heartbeat-interval" default:"0" help:"Steady heartbeat interval of the in-process coordinator (0: protocol default 3s)."`
 	Reconcile time.Duration `name:"reconcile-interval" default:"0" help:"Reconcile heartbeat interval of the in-process coordinator (0: protocol default 200ms)."`
+	NoWait    bool          `name:"no-wait" help:"Members heartbeat like the reference clients, without waitMs: they hear of a change only at their next heartbeat."`
 	JSON      bool          `name:"json" help:"Print the report as JSON."`
 }
 
@@ -46,15 +47,15 @@ func (c *ConvergeCmd) Run(ctx context.Context, out io.Writer) error {
 		server = co.url
 	}
 	rep, err := bench.RunConverge(ctx, bench.ConvergeConfig{Server: server, Credentials: creds, Members: c.Members, Shards: c.Shards,
-		Join: c.Join, Leave: c.Leave, Rounds: c.Rounds, Drain: c.Drain, Seed: c.Seed})
+		Join: c.Join, Leave: c.Leave, Rounds: c.Rounds, Drain: c.Drain, Seed: c.Seed, NoWait: c.NoWait})
 	if err != nil {
 		return fmt.Errorf("converge bench: %w", err)
 	}
 	if c.JSON {
 		return printJSON(out, rep)
 	}
-	fmt.Fprintf(out, "converge: %d members, %d shards, join %d / leave %d per round, %d rounds, drain %v, seed %d\n",
-		c.Members, c.Shards, c.Join, c.Leave, c.Rounds, c.Drain, c.Seed)
+	fmt.Fprintf(out, "converge: %d members, %d shards, join %d / leave %d per round, %d rounds, drain %v, seed %d, held heartbeats %v\n",
+		c.Members, c.Shards, c.Join, c.Leave, c.Rounds, c.Drain, c.Seed, !c.NoWait)
 	fmt.Fprintf(out, "  steady heartbeat interval answered: %v\n", rep.Interval)
 	fmt.Fprintln(out, "  converged = every member reported its whole target, OK, nothing pending")
 	fmt.Fprintln(out, "  held      = every member was granted its whole target, nothing pending or draining (not yet reported)")
