@@ -105,6 +105,14 @@ type convMember struct {
 	// answer said (status, epoch, assigned and pending shards).
 	wait     bool
 	lastView string
+	// shorten cuts the next held wait once (the member's phase).
+	shorten time.Duration
+	// quiet: the last answer, held or not, told the member nothing new,
+	// so what it confirms was true when its request reached the
+	// coordinator, not only when it came back.
+	quiet bool
+	// settledAt and heldAt are when settled and held last became true.
+	settledAt, heldAt time.Time
 	// settled: the last answer, to a request sent after the change was
 	// known, was OK with nothing pending, and the member already reported
 	// exactly what it was granted.
@@ -305,6 +313,11 @@ func (w *convWorld) loop(ctx context.Context, client *coordclient.Client, cfg Co
 		w.mu.Lock()
 		skew := m.skew
 		m.skew = 0
+		if m.wait {
+			// A holding member is parked at the coordinator whatever its
+			// phase: the skew shortens one held wait instead.
+			m.shorten, skew = skew, 0
+		}
 		w.mu.Unlock()
 		sleepCtx(ctx, skew)
 		if ctx.Err() != nil {
@@ -337,10 +350,25 @@ func (w *convWorld) loop(ctx context.Context, client *coordclient.Client, cfg Co
 			w.mu.Unlock()
 			return nil
 		}
-		due = m.apply(req, resp, sentAt, time.Now(), cfg.Drain)
-		m.held = !sentAt.Before(w.changeAt) && resp.Status == protocol.StatusOK &&
+		now := time.Now()
+		due = m.apply(req, resp, sentAt, now, cfg.Drain)
+		held := !sentAt.Before(w.changeAt) && resp.Status == protocol.StatusOK &&
 			len(resp.Assignment.PendingShards) == 0 && len(m.draining) == 0
-		m.settled = m.held && len(m.released) == 0 && slices.Equal(protocol.Indexes(req.OwnedShards), m.owned)
+		settled := held && len(m.released) == 0 && slices.Equal(protocol.Indexes(req.OwnedShards), m.owned)
+		// A held answer comes back up to waitMs late; when it says
+		// nothing new, the report it confirms reached the coordinator
+		// when it was sent (the grant came with an earlier answer).
+		at := now
+		if m.quiet {
+			at = sentAt
+		}
+		if held && !m.held {
+			m.heldAt = at
+		}
+		if settled && !m.settled {
+			m.settledAt = at
+		}
+		m.held, m.settled = held, settled
 		w.check()
 		w.mu.Unlock()
 	}
@@ -353,11 +381,18 @@ func (w *convWorld) check() {
 	w.rep.Checks++
 	holder := map[int]string{}
 	all, held := true, true
+	var settledAt, heldAt time.Time
 	for _, m := range w.members {
 		if m.left {
 			continue
 		}
 		all, held = all && m.settled, held && m.held
+		if m.settledAt.After(settledAt) {
+			settledAt = m.settledAt
+		}
+		if m.heldAt.After(heldAt) {
+			heldAt = m.heldAt
+		}
 		for _, s := range m.owned {
 			w.claim(holder, s, m.id)
 		}
@@ -366,13 +401,13 @@ func (w *convWorld) check() {
 		}
 	}
 	if held && w.heldAt.IsZero() {
-		w.heldAt = time.Now()
+		w.heldAt = heldAt
 	}
 	if all && w.done != nil {
 		select {
 		case <-w.done:
 		default:
-			w.doneAt = time.Now()
+			w.doneAt = settledAt
 			close(w.done)
 		}
 	}
@@ -473,8 +508,9 @@ func (m *convMember) request(now time.Time) protocol.HeartbeatRequest {
 	if m.wait && m.epoch > 0 && len(revoking) == 0 && m.interval > 0 {
 		// Only a steady member is held: reports the coordinator waits
 		// for are never held behind an answer.
-		waitMs = m.interval.Milliseconds()
+		waitMs = max((m.interval - m.shorten).Milliseconds(), 1)
 	}
+	m.shorten = 0
 	return protocol.HeartbeatRequest{
 		ProtocolVersion: protocol.CurrentVersion, RequestID: fmt.Sprintf("%s-%d", m.id, m.seq), WaitMs: waitMs,
 		MemberID: m.id, MemberName: "bench", MemberEpoch: m.epoch, MetadataVersion: m.version,
@@ -492,6 +528,7 @@ func (m *convMember) apply(req protocol.HeartbeatRequest, resp protocol.Heartbea
 		interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 	}
 	m.interval = interval
+	m.quiet = false
 	assigned := protocol.Indexes(resp.Assignment.AssignedShards)
 	slices.Sort(assigned)
 	assigned = slices.Compact(assigned)
@@ -544,11 +581,17 @@ func (m *convMember) apply(req protocol.HeartbeatRequest, resp protocol.Heartbea
 		// An answer that differs from the last one carried a change: the
 		// next heartbeat follows at once; a held one counts its wait.
 		view := fmt.Sprint(resp.Status, resp.MemberEpoch, assigned, protocol.Indexes(resp.Assignment.PendingShards))
+		m.quiet = view == m.lastView
 		switch {
 		case view != m.lastView:
 			due = now
-		case req.WaitMs > 0:
-			due = sentAt.Add(interval)
+		case req.WaitMs > 0 || (m.epoch > 0 && len(m.draining) == 0 && len(m.released) == 0):
+			// Nothing new, and this heartbeat was held or the next one
+			// will be: the next follows once the wait asked for is over
+			// (at once after a held one, or after an unheld report), so
+			// that a steady member stays parked at the coordinator even
+			// when the answer brings a longer interval.
+			due = sentAt.Add(time.Duration(req.WaitMs) * time.Millisecond)
 		}
 		m.lastView = view
 	}

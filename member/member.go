@@ -437,7 +437,10 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	a.takeTiming(resp)
 	// An answer that differs from the last one carried a change: the next
 	// heartbeat follows at once (docs/protocol.md, held heartbeats), else
-	// after the interval minus the time the answer was held.
+	// once the wait it asked for is over (at once after a held answer):
+	// counting from the interval instead would leave the member unparked,
+	// deaf to changes, for most of a longer interval the answer brings
+	// (the end of a hand-off's short one).
 	view := answerView(resp)
 	changed := view != a.lastView
 	a.lastView = view
@@ -445,7 +448,7 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	if changed {
 		next = 0
 	} else if m.req.WaitMs > 0 {
-		next = max(a.interval-(a.core.lease.now()-m.sentAt), 0)
+		next = max(time.Duration(m.req.WaitMs)*time.Millisecond-(a.core.lease.now()-m.sentAt), 0)
 	}
 	assigned := sanitizeShards(resp.Assignment.AssignedShards)
 	p := planFor(resp.Status, a.owned, assigned)
@@ -490,6 +493,12 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	}
 	if !a.leaving {
 		a.apply(resp.Status, p, m.sentAt)
+	}
+	if !changed && m.req.WaitMs == 0 && a.waitMs() > 0 {
+		// An unheld report (a revocation) answered with nothing new: the
+		// member is steady again, and its next heartbeat is held, so it
+		// goes now rather than leave the member deaf for an interval.
+		next = 0
 	}
 	a.after(next)
 }

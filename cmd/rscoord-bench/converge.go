@@ -15,6 +15,7 @@ import (
 type ConvergeCmd struct {
 	Server    string        `help:"Coordinator base URL; empty starts one in this process."`
 	Creds     Credentials   `embed:""`
+	Prefix    string        `default:"converge" help:"Stream (and default group) the run creates; it must not exist."`
 	Members   int           `default:"10" help:"Members of the settled group."`
 	Shards    int           `default:"900" help:"Shards of the stream."`
 	Join      int           `default:"0" help:"Members that join per round."`
@@ -46,7 +47,7 @@ func (c *ConvergeCmd) Run(ctx context.Context, out io.Writer) error {
 		defer co.stop(ctx)
 		server = co.url
 	}
-	rep, err := bench.RunConverge(ctx, bench.ConvergeConfig{Server: server, Credentials: creds, Members: c.Members, Shards: c.Shards,
+	rep, err := bench.RunConverge(ctx, bench.ConvergeConfig{Server: server, Credentials: creds, Prefix: c.Prefix, Members: c.Members, Shards: c.Shards,
 		Join: c.Join, Leave: c.Leave, Rounds: c.Rounds, Drain: c.Drain, Seed: c.Seed, NoWait: c.NoWait})
 	if err != nil {
 		return fmt.Errorf("converge bench: %w", err)
