@@ -89,7 +89,9 @@ func TestClusterForwarding(t *testing.T) {
 	}
 	status, _, raw = get(t, r2.url+"/metrics")
 	if status != http.StatusOK || !strings.Contains(string(raw), "rscoord_cluster_replicas_live 3") ||
-		!strings.Contains(string(raw), "rscoord_cluster_groups_unowned 0") {
+		!strings.Contains(string(raw), "rscoord_cluster_groups_unowned 0") ||
+		strings.Contains(string(raw), "rscoord_cluster_forwarded_requests_total 0") ||
+		!strings.Contains(string(raw), "rscoord_cluster_forwarded_requests_total") {
 		t.Fatalf("metrics through r2: %d, cluster gauges missing:\n%s", status, grepLines(raw, "rscoord_cluster"))
 	}
 

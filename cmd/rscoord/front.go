@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/protocol"
@@ -64,8 +66,10 @@ type front struct {
 // Every request it serves holds a read lock, so that dropping it can wait
 // for them before the coordinator stops.
 type ownerHandler struct {
-	h  http.Handler
-	mu sync.RWMutex
+	h http.Handler
+	// forwarded counts the requests a stand-by forwarded here.
+	forwarded prometheus.Counter
+	mu        sync.RWMutex
 }
 
 func newFront(self string, log *slog.Logger, group assign.Config, ownerTimeout time.Duration) *front {
@@ -77,9 +81,10 @@ func newFront(self string, log *slog.Logger, group assign.Config, ownerTimeout t
 	return &front{self: self, log: log, group: group.EnsureDefaults(), transport: tr, proxies: map[string]*httputil.ReverseProxy{}}
 }
 
-// serveOwner makes h answer every request from now on.
-func (f *front) serveOwner(h http.Handler) *ownerHandler {
-	o := &ownerHandler{h: h}
+// serveOwner makes h answer every request from now on, counting those a
+// stand-by forwarded in forwarded.
+func (f *front) serveOwner(h http.Handler, forwarded prometheus.Counter) *ownerHandler {
+	o := &ownerHandler{h: h, forwarded: forwarded}
 	f.owner.Store(o)
 	return o
 }
@@ -107,6 +112,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if n := f.node.Load(); n == nil || !n.Valid() {
 			f.unsure(w, r, "this replica's ownership is not certain (its etcd lease may have lapsed)")
 			return
+		}
+		if r.Header.Get(forwardedByHeader) != "" {
+			o.forwarded.Inc()
 		}
 		o.h.ServeHTTP(w, r)
 		return

@@ -16,6 +16,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/actors"
@@ -248,7 +249,12 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	var srv *gateway.HTTPServer
 	var owning *ownerHandler
 	if f != nil {
-		owning = f.serveOwner(handler)
+		forwarded := prometheus.NewCounter(prometheus.CounterOpts{Name: "rscoord_cluster_forwarded_requests_total",
+			Help: "Requests this replica answered as the owner that a stand-by forwarded (cluster mode)."})
+		if err := m.Registry().Register(forwarded); err != nil {
+			return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(context.Background()), store.Close())
+		}
+		owning = f.serveOwner(handler, forwarded)
 		go rep.publishGauges(ctx, coord, m)
 		log.Info("rscoord listening", slog.String("address", s.Listen), slog.String("role", protocol.RoleOwner),
 			slog.String("replica", rep.node.Self().ID))
