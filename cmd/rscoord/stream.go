@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -30,6 +31,7 @@ type StreamCreateCmd struct {
 	Shards      *int   `placeholder:"N" help:"Initial shard count (default: the server's --default-shards)."`
 	RequestedBy string `default:"${requester}" help:"Who asks, for the audit log; defaults to $$USER, else cli."`
 	Reason      string `placeholder:"TEXT" help:"Why, for the audit log."`
+	ExistOK     bool   `name:"exist-ok" help:"An existing stream of that prefix is a success (its shard count is left as it is): for set-up scripts that may run twice."`
 }
 
 // Run creates the stream: POST /streams/{prefix}.
@@ -43,6 +45,17 @@ func (c *StreamCreateCmd) Run(ctx context.Context, a *Admin) error {
 	req := protocol.CreateRequest{InitialShardCount: c.Shards, RequestedBy: c.RequestedBy, Reason: c.Reason}
 	var resp protocol.StreamResponse
 	raw, err := a.Client.Do(ctx, http.MethodPost, []string{"streams", c.Prefix}, req, &resp)
+	var apiErr *APIError
+	if c.ExistOK && errors.As(err, &apiErr) && apiErr.Body.ErrorCode == protocol.CodeStreamPrefixAlreadyExists {
+		if a.JSON {
+			raw, _ := json.Marshal(struct {
+				StreamPrefix string `json:"streamPrefix"`
+				Existed      bool   `json:"existed"`
+			}{c.Prefix, true}) // a string and a bool always encode
+			return printJSON(a.Out, raw)
+		}
+		return printLine(a.Out, "stream %s exists already", c.Prefix)
+	}
 	if err != nil {
 		return fmt.Errorf("stream create %s: %w", c.Prefix, err)
 	}

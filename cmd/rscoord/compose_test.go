@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rscoord/rscoord/internal/image"
+)
+
+// composeService is what the test reads of a compose.yaml service.
+type composeService struct {
+	Image string `yaml:"image"`
+	Build *struct {
+		Context string `yaml:"context"`
+		Target  string `yaml:"target"`
+	} `yaml:"build"`
+	Entrypoint  []string          `yaml:"entrypoint"`
+	Command     []string          `yaml:"command"`
+	Environment map[string]string `yaml:"environment"`
+	Volumes     []string          `yaml:"volumes"`
+	Ports       []string          `yaml:"ports"`
+}
+
+// Images compose.yaml runs from this repository.
+const (
+	composeCoordinatorImage = "rscoord:latest"
+	composePodsImage        = "rscoord-pods:latest"
+)
+
+// secretEnv are the variables serve reads that are not flags.
+var secretEnv = []string{envTokenSecret, envPreviousTokenSecrets, envAdminPassword, envRedisPassword}
+
+// TestComposeMatchesCode keeps compose.yaml true to the code it runs: its
+// images are the Dockerfile's targets (the coordinator's also the name
+// go tool task image gives), each command line and environment variable
+// is one the binaries take, the coordinator's config file parses with
+// serve's own parser, ports and the data directory agree with the image,
+// and every file mounted from the repository exists.
+func TestComposeMatchesCode(t *testing.T) {
+	root := filepath.Join("..", "..")
+	read := func(name string) string {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(raw)
+	}
+	var compose struct {
+		Services map[string]composeService `yaml:"services"`
+	}
+	if err := yaml.Unmarshal([]byte(read("compose.yaml")), &compose); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	dockerfile := read("Dockerfile")
+	stages := regexp.MustCompile(`(?m)^FROM \S+ AS (\S+)$`).FindAllStringSubmatch(dockerfile, -1)
+	var targets []string
+	for _, m := range stages {
+		targets = append(targets, m[1])
+	}
+	if len(targets) == 0 || targets[len(targets)-1] != "rscoord" {
+		t.Fatalf("Dockerfile stages %v: the last (docker build's default) must be rscoord", targets)
+	}
+	ref := regexp.MustCompile(`Ref\s+string\s+` + "`" + `default:"([^"]+)"`).FindStringSubmatch(read("cmd/rscoord-image/main.go"))
+	if ref == nil || ref[1] != composeCoordinatorImage {
+		t.Fatalf("go tool task image names its image %v, compose.yaml runs %s", ref, composeCoordinatorImage)
+	}
+
+	kinds := map[string]int{}
+	for name, svc := range compose.Services {
+		if svc.Build != nil {
+			if svc.Build.Context != "." || !slices.Contains(targets, svc.Build.Target) {
+				t.Errorf("%s: builds %+v; want context . and a Dockerfile target of %v", name, *svc.Build, targets)
+			}
+			want := map[string]string{"rscoord": composeCoordinatorImage, "pods": composePodsImage}[svc.Build.Target]
+			if svc.Image != want {
+				t.Errorf("%s: target %s tagged %s, want %s", name, svc.Build.Target, svc.Image, want)
+			}
+		}
+		for _, v := range svc.Volumes {
+			host, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(host, "./") {
+				if _, err := os.Stat(filepath.Join(root, host)); err != nil {
+					t.Errorf("%s mounts %s: %v", name, host, err)
+				}
+			}
+		}
+		switch svc.Image {
+		case composeCoordinatorImage:
+			kinds["rscoord"]++
+			checkComposeCoordinator(t, root, name, svc)
+		case composePodsImage:
+			if len(svc.Entrypoint) != 1 || !strings.Contains(dockerfile, "COPY --from=build /out"+svc.Entrypoint[0]+" "+svc.Entrypoint[0]+"\n") {
+				t.Errorf("%s: entrypoint %v is not a binary of the Dockerfile's pods stage", name, svc.Entrypoint)
+				continue
+			}
+			kinds[svc.Entrypoint[0]]++
+			checkComposePod(t, name, svc)
+		}
+	}
+	if kinds["rscoord"] < 2 || kinds["/consumer-pod"] < 2 || kinds["/publisher-pod"] < 1 {
+		t.Errorf("compose.yaml runs %v; want the coordinator (and its set-up), two consumer pods and a publisher", kinds)
+	}
+
+	// Prometheus scrapes the coordinator's service at its listen port.
+	prom := read("deploy/compose/prometheus.yml")
+	if !strings.Contains(prom, `targets: ["rscoord:8080"]`) {
+		t.Errorf("deploy/compose/prometheus.yml does not scrape rscoord:8080:\n%s", prom)
+	}
+}
+
+// checkComposeCoordinator parses a service of the rscoord image with the
+// real parser: serve with its --config file, or an admin command.
+func checkComposeCoordinator(t *testing.T, root, name string, svc composeService) {
+	t.Helper()
+	if svc.Entrypoint != nil && !slices.Equal(svc.Entrypoint, image.Entrypoint()) {
+		t.Errorf("%s: entrypoint %v, the image's is %v", name, svc.Entrypoint, image.Entrypoint())
+	}
+	args := slices.Clone(svc.Command)
+	for i, a := range args {
+		if i > 0 && args[i-1] == "--config" {
+			// The container path of a file mounted from the repository.
+			found := false
+			for _, v := range svc.Volumes {
+				parts := strings.Split(v, ":")
+				if len(parts) >= 2 && parts[1] == a {
+					args[i], found = filepath.Join(root, parts[0]), true
+				}
+			}
+			if !found {
+				t.Errorf("%s: --config %s is not mounted from the repository", name, a)
+			}
+		}
+	}
+	var cli CLI
+	parser, err := newParser(context.Background(), &cli, strings.NewReader(""), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		t.Errorf("%s: rscoord %v: %v", name, args, err)
+		return
+	}
+	envs := slices.Clone(secretEnv)
+	for _, f := range kctx.Flags() {
+		envs = append(envs, f.Tag.Envs...)
+	}
+	for k := range svc.Environment {
+		if !slices.Contains(envs, k) {
+			t.Errorf("%s: environment %s is read by no flag of rscoord %s", name, k, kctx.Command())
+		}
+	}
+	if kctx.Command() != "serve" {
+		return
+	}
+	s := cli.Serve
+	if s.DataDir != image.DataDir || !slices.Contains(svc.Volumes, "rscoord-data:"+image.DataDir) {
+		t.Errorf("%s: data dir %s, volumes %v; want %s on a named volume", name, s.DataDir, svc.Volumes, image.DataDir)
+	}
+	_, port, err := net.SplitHostPort(s.Listen)
+	if err != nil || len(svc.Ports) != 1 || !strings.HasSuffix(svc.Ports[0], ":"+port) || port != "8080" {
+		t.Errorf("%s: listens on %s, publishes %v; want container port 8080 published", name, s.Listen, svc.Ports)
+	}
+	if err := s.validate(); err != nil {
+		t.Errorf("%s: serve flags: %v", name, err)
+	}
+	if len(s.Redis) != 3 {
+		t.Errorf("%s: --redis %v, want the three cluster nodes", name, s.Redis)
+	}
+}
+
+// checkComposePod runs the pod binary with the service's command line and
+// --help: kong refuses unknown flags before it prints help; and each
+// environment variable must be one the pod's help names.
+func checkComposePod(t *testing.T, name string, svc composeService) {
+	t.Helper()
+	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd"+svc.Entrypoint[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append(slices.Clone(svc.Command), "--help")...)
+	cmd.Env = []string{} // the help must not depend on this machine
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("%s: %s %v --help: %v\n%s", name, svc.Entrypoint[0], svc.Command, err, out)
+		return
+	}
+	for k := range svc.Environment {
+		if !strings.Contains(string(out), "$"+k) && k != envRedisPassword {
+			t.Errorf("%s: environment %s is read by no flag of %s", name, k, svc.Entrypoint[0])
+		}
+	}
+}
