@@ -34,7 +34,12 @@
 // and every held one are answered RETRY.
 //
 // The stream actor owns the stream record (shard layout and migrations) and
-// serializes group creation, deletion and scaling for its prefix. The
+// serializes group creation, deletion and scaling for its prefix. It never
+// waits inside its mailbox: Redis provisioning, drain reads and key deletes
+// run on goroutines beside it and asks of its group actors are futures;
+// both come back as continuations (ReenterAfter). Migration decisions are
+// package reshard's; the stream actor gathers their facts and executes
+// them, one migration step at a time (see reshard.go). The
 // [Coordinator] is the only way in: it holds a concurrency-safe directory of
 // actor PIDs so that heartbeats go straight to their group actor and never
 // queue behind another group's work.
