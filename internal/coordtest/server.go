@@ -123,7 +123,10 @@ func Start(t testing.TB, dir string, opts Options) *Server {
 		dir = t.TempDir()
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
+	// A fuzz target's server stays quiet: its log lines would go through
+	// f.Log from inside the fuzz function, which the testing package
+	// forbids (it panics), and the inputs are far too many to log anyway.
+	if _, fuzzing := t.(*testing.F); testing.Verbose() && !fuzzing {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	store, err := persistence.OpenPebble(dir, persistence.Options{Logger: log})
