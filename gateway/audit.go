@@ -110,7 +110,7 @@ func (s *server) recordAudit(c *gin.Context, op protocol.AuditOperation, start t
 		}
 	}
 	var req auditBody
-	if json.Unmarshal(body, &req) != nil {
+	if decodeJSON(body, &req) != nil {
 		// A malformed body is audited with its hash only: the decoder may
 		// have filled fields before it failed.
 		req = auditBody{}

@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/rscoord/rscoord/protocol"
 )
@@ -65,7 +68,7 @@ func readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.Error) {
 func decodeBody(c *gin.Context, v any) bool {
 	body, perr := readBody(c)
 	if perr == nil && len(strings.TrimSpace(string(body))) > 0 {
-		if err := json.Unmarshal(body, v); err != nil {
+		if err := decodeJSON(body, v); err != nil {
 			perr = protocol.Errorf(protocol.CodeInvalidRequest, "malformed JSON body: "+jsonProblem(err))
 		}
 	}
@@ -103,13 +106,30 @@ func checkOperator(v any) *protocol.Error {
 	return nil
 }
 
+// decodeJSON decodes a request body into v with encoding/json's rules
+// (numbers, nulls, unknown members ignored) but two of its leniencies
+// removed: a member name must match the field's JSON name exactly, case
+// included ("MemberId" binds nothing), and a name given twice in one
+// object is an error, so that no second spelling or copy of a field can
+// carry a value past what checked the first.
+func decodeJSON(body []byte, v any) error {
+	return jsonv2.Unmarshal(body, v, jsonv1.DefaultOptionsV1(),
+		jsonv2.MatchCaseInsensitiveNames(false), jsontext.AllowDuplicateNames(false))
+}
+
+// duplicateNames reports whether body is well-formed JSON in which some
+// object names a member twice.
+func duplicateNames(body []byte) bool {
+	return json.Valid(body) && !jsontext.Value(body).IsValid(jsontext.AllowInvalidUTF8(true))
+}
+
 // jsonProblem describes a decoding failure without echoing the body.
 func jsonProblem(err error) string {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
+	var syntax *jsonv1.SyntaxError
+	var typ *jsonv1.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntax):
-		return fmt.Sprintf("syntax error at byte %d", syntax.Offset)
+		return fmt.Sprintf("%s (at byte %d)", syntax.Error(), syntax.Offset)
 	case errors.As(err, &typ):
 		return fmt.Sprintf("field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
 	default:

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
@@ -23,25 +22,16 @@ func (s *server) heartbeat(c *gin.Context) {
 		abortWith(c, perr.Code, perr.Message)
 		return
 	}
-	var req protocol.HeartbeatRequest
-	err := json.Unmarshal(body, &req)
-	if err != nil && json.Valid(body) {
-		// Well-formed JSON whose informational times do not parse (a
-		// zone-less timestamp, a number): the reference clients send
-		// such values, and a non-2xx would stop them. Those times decide
-		// nothing, so they are dropped and the rest is read again.
-		req = protocol.HeartbeatRequest{}
-		err = json.Unmarshal(withoutReportTimes(body), &req)
+	req, problem, perr := decodeHeartbeat(body)
+	if perr != nil {
+		abortWith(c, perr.Code, perr.Message)
+		return
 	}
-	if err != nil {
-		var typ *json.UnmarshalTypeError
-		if !errors.As(err, &typ) && !json.Valid(body) {
-			abortWith(c, protocol.CodeInvalidRequest, "malformed heartbeat JSON: "+jsonProblem(err))
-			return
-		}
-		// Well-formed JSON with a field of the wrong type is the client's
-		// bug, told the protocol's way.
+	if problem != "" {
+		// Well-formed JSON the protocol refuses is the client's bug, told
+		// the protocol's way.
 		resp := assign.InvalidRequestResponse(&req, s.coord.GroupConfig())
+		resp.ErrorCode, resp.Message = protocol.CodeInvalidRequest, problem
 		s.metrics.Heartbeat(resp.Status, time.Since(start))
 		c.JSON(http.StatusOK, resp)
 		return
@@ -56,6 +46,32 @@ func (s *server) heartbeat(c *gin.Context) {
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, time.Since(start))
 	c.JSON(http.StatusOK, resp)
+}
+
+// decodeHeartbeat reads a heartbeat body. A body that is not JSON at all is
+// perr (400). Well-formed JSON that the protocol refuses (a field of the
+// wrong type, a member named twice) is a problem, answered INVALID_REQUEST
+// in a 200. Member names match exactly (decodeJSON).
+func decodeHeartbeat(body []byte) (req protocol.HeartbeatRequest, problem string, perr *protocol.Error) {
+	err := decodeJSON(body, &req)
+	if err == nil {
+		return req, "", nil
+	}
+	if !json.Valid(body) {
+		return req, "", protocol.Errorf(protocol.CodeInvalidRequest, "malformed heartbeat JSON: "+jsonProblem(err))
+	}
+	if duplicateNames(body) {
+		return req, "a member name appears twice in one object of the heartbeat body", nil
+	}
+	// Well-formed JSON whose informational times do not parse (a
+	// zone-less timestamp, a number): the reference clients send such
+	// values, and a non-2xx would stop them. Those times decide nothing,
+	// so they are dropped and the rest is read again.
+	req = protocol.HeartbeatRequest{}
+	if err := decodeJSON(withoutReportTimes(body), &req); err != nil {
+		return req, "heartbeat body: " + jsonProblem(err), nil
+	}
+	return req, "", nil
 }
 
 // withoutReportTimes returns body with the optional report times

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -26,7 +25,7 @@ func (s *server) login(c *gin.Context) {
 	}
 	var req protocol.LoginRequest
 	if len(strings.TrimSpace(string(body))) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
+		if err := decodeJSON(body, &req); err != nil {
 			abortWith(c, protocol.CodeInvalidRequest, "malformed JSON body: "+jsonProblem(err))
 			return
 		}
