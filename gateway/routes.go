@@ -6,7 +6,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/gateway/auth"
-	"github.com/rscoord/rscoord/gateway/console"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -36,7 +35,7 @@ func (s *server) routes() []route {
 		metricsPerm = 0
 	}
 	read, write := auth.PermRead, auth.PermWrite
-	consolePage := gin.WrapH(console.Handler("/console"))
+	consolePage := consolePage()
 	return []route{
 		{http.MethodPost, b + "/auth/login", 0, "", s.login},
 		{http.MethodPost, b + "/auth/logout", 0, "", s.logout},
