@@ -2,8 +2,10 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rscoord/rscoord/protocol"
@@ -31,7 +33,7 @@ func (c *Coordinator) readShards(ctx context.Context, prefix, group string) ([]s
 		key := protocol.StreamKey(prefix, out[i].index)
 		f, err := c.env.cfg.Redis.Inspect(rctx, key)
 		if err != nil {
-			return nil, 0, fmt.Errorf("read shard %s: %w", key, err)
+			return nil, 0, redisUnavailable(fmt.Errorf("read shard %s: %w", key, err))
 		}
 		out[i].facts = f
 	}
@@ -151,7 +153,7 @@ func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard 
 	// One entry more than asked tells whether another page follows.
 	entries, err := c.env.cfg.Redis.Range(rctx, key, cursor, int64(limit)+1, direction == protocol.DirectionBackward)
 	if err != nil {
-		return zero, fmt.Errorf("read messages of %s: %w", key, err)
+		return zero, redisUnavailable(fmt.Errorf("read messages of %s: %w", key, err))
 	}
 	out := protocol.MessagesResponse{StreamPrefix: prefix, ConsumerGroup: group, ShardIndex: shard, StreamKey: key,
 		Direction: direction, Messages: make([]protocol.StreamMessage, 0, min(len(entries), limit))}
@@ -170,21 +172,22 @@ func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard 
 	return out, nil
 }
 
-// validEntryID checks the "ms-seq" shape of a stream entry id, so that a
-// cursor can never become another XRANGE argument.
-func validEntryID(id string) bool {
-	ms, seq, ok := strings.Cut(id, "-")
-	return ok && isDigits(ms) && isDigits(seq)
+// redisUnavailable marks a failed Redis read: the client's request was
+// fine, Redis did not answer or refused, so it is answered 503
+// REDIS_UNAVAILABLE (retry later), with err kept for the server's log.
+func redisUnavailable(err error) error {
+	return errors.Join(protocol.Errorf(protocol.CodeRedisUnavailable, "Redis did not answer the read; retry later"), err)
 }
 
-func isDigits(s string) bool {
-	if s == "" || len(s) > 20 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+// validEntryID checks the "ms-seq" shape of a stream entry id, both parts
+// decimal numbers Redis can hold (64 bits), so that a cursor can never
+// become another XRANGE argument nor an id Redis refuses.
+func validEntryID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	return ok && isUint64(ms) && isUint64(seq)
+}
+
+func isUint64(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 64) // digits only: no sign, no '_'
+	return err == nil
 }

@@ -14,10 +14,16 @@ import (
 // the chain picks the status; anything else is the server's fault.
 func (s *server) writeError(c *gin.Context, err error) {
 	var perr *protocol.Error
-	if !errors.As(err, &perr) {
+	switch {
+	case !errors.As(err, &perr):
 		s.log.Error("request failed", slog.String("method", c.Request.Method),
 			slog.String("path", c.FullPath()), slog.Any("error", err))
 		perr = protocol.Errorf(protocol.CodeInternal, "the coordinator could not complete the request")
+	case perr.Code.HTTPStatus() >= http.StatusInternalServerError && error(perr) != err:
+		// A dependency failed (Redis, the store): the client gets the
+		// code, the log keeps the cause.
+		s.log.Warn("request failed on a dependency", slog.String("method", c.Request.Method),
+			slog.String("path", c.FullPath()), slog.String("errorCode", string(perr.Code)), slog.Any("error", err))
 	}
 	abortWith(c, perr.Code, perr.Message)
 }

@@ -29,9 +29,16 @@ const (
 	CodeRateLimitExceeded             ErrorCode = "RATE_LIMIT_EXCEEDED"
 	CodeRedisNotConfigured            ErrorCode = "REDIS_NOT_CONFIGURED"
 	CodeRedisStreamProvisioningFailed ErrorCode = "REDIS_STREAM_PROVISIONING_FAILED"
-	CodeCoordinatorTerminating        ErrorCode = "COORDINATOR_TERMINATING"
-	CodeStoreUnavailable              ErrorCode = "STORE_UNAVAILABLE"
-	CodeInternal                      ErrorCode = "INTERNAL_ERROR"
+	// CodeRedisUnavailable (ours): Redis did not answer, or refused, a
+	// read the request needs; retry later.
+	CodeRedisUnavailable ErrorCode = "REDIS_UNAVAILABLE"
+	// CodeMemberLimitReached (ours): the group already has as many
+	// members as the coordinator allows. Carried by a join's RETRY
+	// heartbeat answer (errorCode), never as an HTTP status of its own.
+	CodeMemberLimitReached     ErrorCode = "MEMBER_LIMIT_REACHED"
+	CodeCoordinatorTerminating ErrorCode = "COORDINATOR_TERMINATING"
+	CodeStoreUnavailable       ErrorCode = "STORE_UNAVAILABLE"
+	CodeInternal               ErrorCode = "INTERNAL_ERROR"
 )
 
 // HTTPStatus is the HTTP status code that carries c.
@@ -48,7 +55,7 @@ func (c ErrorCode) HTTPStatus() int {
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case CodeGroupAlreadyExists, CodeStreamPrefixAlreadyExists, CodeActiveMigrationExists,
-		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers:
+		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers, CodeMemberLimitReached:
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -58,7 +65,7 @@ func (c ErrorCode) HTTPStatus() int {
 		return http.StatusUnprocessableEntity
 	case CodeRateLimitExceeded:
 		return http.StatusTooManyRequests
-	case CodeRedisNotConfigured, CodeRedisStreamProvisioningFailed,
+	case CodeRedisNotConfigured, CodeRedisStreamProvisioningFailed, CodeRedisUnavailable,
 		CodeCoordinatorTerminating, CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
 	default:

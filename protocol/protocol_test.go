@@ -58,6 +58,8 @@ func TestErrorCodes(t *testing.T) {
 		{CodePayloadTooLarge, 413, "REQUEST_ENTITY_TOO_LARGE"},
 		{CodeCoordinatorTerminating, 503, "SERVICE_UNAVAILABLE"},
 		{CodeStoreUnavailable, 503, "SERVICE_UNAVAILABLE"},
+		{CodeRedisUnavailable, 503, "SERVICE_UNAVAILABLE"},
+		{CodeMemberLimitReached, 409, "CONFLICT"},
 	}
 	for _, tc := range tests {
 		body := NewErrorBody(tc.code, "m")

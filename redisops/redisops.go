@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,6 +110,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (actors.ShardFacts, er
 
 // Range implements [actors.StreamRedis.Range] with XRANGE and XREVRANGE.
 func (c *Client) Range(ctx context.Context, key, after string, count int64, backward bool) ([]actors.Entry, error) {
+	if after != "" && atEnd(after, backward) {
+		// Nothing lies after the largest id or before the smallest, and
+		// Redis refuses such an exclusive bound instead of answering an
+		// empty range.
+		return []actors.Entry{}, nil
+	}
 	var msgs []redis.XMessage
 	var err error
 	if backward {
@@ -131,6 +139,21 @@ func (c *Client) Range(ctx context.Context, key, after string, count int64, back
 		out[i] = actors.Entry{ID: m.ID, Fields: m.Values}
 	}
 	return out, nil
+}
+
+// atEnd reports whether entry id is the largest one (forward) or the
+// smallest (backward) a stream can hold.
+func atEnd(id string, backward bool) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	m, errM := strconv.ParseUint(ms, 10, 64)
+	q, errQ := strconv.ParseUint(seq, 10, 64)
+	if !ok || errM != nil || errQ != nil {
+		return false
+	}
+	if backward {
+		return m == 0 && q == 0
+	}
+	return m == math.MaxUint64 && q == math.MaxUint64
 }
 
 func isNoSuchKey(err error) bool {

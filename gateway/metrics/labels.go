@@ -41,7 +41,7 @@ func errorCodes() []protocol.ErrorCode {
 		protocol.CodeMetadataSyncInProgress, protocol.CodeGroupHasActiveMembers, protocol.CodeRollbackNotAllowed,
 		protocol.CodePayloadTooLarge, protocol.CodeUnsupportedMediaType, protocol.CodeRateLimitExceeded,
 		protocol.CodeRedisNotConfigured, protocol.CodeRedisStreamProvisioningFailed, protocol.CodeCoordinatorTerminating,
-		protocol.CodeStoreUnavailable, protocol.CodeInternal}
+		protocol.CodeStoreUnavailable, protocol.CodeRedisUnavailable, protocol.CodeMemberLimitReached, protocol.CodeInternal}
 }
 
 // initLabels creates every labelled counter's series at 0.
