@@ -101,15 +101,42 @@ func (o *op) maintain(force bool, skipDeadline string) bool {
 			o.release(m)
 		}
 		if terminal(m) && due(m.StateChangedAt.Add(o.cfg.StaleMemberRetention)) {
-			delete(g.Members, id)
-			delete(g.Target, id)
-			o.removed = append(o.removed, id)
-			o.bump()
-			o.ev.Pruned = append(o.ev.Pruned, id)
+			o.prune(id)
 		}
 	}
 	g.timersKnown = false // rescanned when the call ends
 	return true
+}
+
+// prune removes terminal member id from the group.
+func (o *op) prune(id string) {
+	delete(o.g.Members, id)
+	delete(o.g.Target, id)
+	o.removed = append(o.removed, id)
+	o.bump()
+	o.ev.Pruned = append(o.ev.Pruned, id)
+}
+
+// roomToJoin reports whether one more member fits under cfg.MaxMembers.
+// At the cap the terminal member that ended first (it holds nothing and
+// only waits for its retention to pass) is pruned early to make room.
+func (o *op) roomToJoin() bool {
+	if len(o.g.Members) < o.cfg.MaxMembers {
+		return true
+	}
+	// The earliest end, ties broken by id: deterministic, with no sort.
+	oldest := ""
+	var end time.Time
+	for id, m := range o.g.Members {
+		if terminal(m) && (oldest == "" || m.StateChangedAt.Before(end) || m.StateChangedAt.Equal(end) && id < oldest) {
+			oldest, end = id, m.StateChangedAt
+		}
+	}
+	if oldest == "" {
+		return false
+	}
+	o.prune(oldest)
+	return len(o.g.Members) < o.cfg.MaxMembers
 }
 
 // holds reports whether m still holds, revokes or was granted shards:

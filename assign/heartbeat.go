@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/rscoord/rscoord/protocol"
@@ -50,6 +51,7 @@ const (
 	answerTooFar                     // INVALID_REQUEST (a version beyond the bounded correction step)
 	answerStale                      // FENCED_MEMBER_EPOCH to a foreign incarnation, member untouched
 	answerForeignLeave               // a leave of a foreign incarnation: answered as a leave, member untouched
+	answerGroupFull                  // RETRY with MEMBER_LIMIT_REACHED: a join past Config.MaxMembers
 )
 
 // decide applies steps 4–7, with the incarnation rules and bounded
@@ -79,6 +81,10 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 	}
 	switch {
 	case m == nil && e == protocol.EpochJoin:
+		if !o.roomToJoin() {
+			o.ev.MemberLimitReached = true
+			return answerGroupFull, nil
+		}
 		kind := o.join(req)
 		return kind, g.Members[req.MemberID]
 	case m == nil:
@@ -264,6 +270,11 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 			wait := min(max(until.Sub(o.now)+o.cfg.ReconcileInterval, o.cfg.ReconcileInterval), o.cfg.HeartbeatInterval)
 			resp.HeartbeatIntervalMs = millis(wait)
 		}
+		return resp
+	case answerGroupFull:
+		resp := RetryResponse(req, o.cfg)
+		resp.ErrorCode = protocol.CodeMemberLimitReached
+		resp.Message = fmt.Sprintf("the group holds %d members, the most this coordinator allows; the join is retried until one leaves", o.cfg.MaxMembers)
 		return resp
 	case answerTooFar:
 		resp := reject(req, protocol.StatusInvalidRequest, o.cfg)

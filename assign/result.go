@@ -97,4 +97,7 @@ type Events struct {
 	// previous epoch was processed as current (a lost response, not a
 	// zombie).
 	PreviousEpochAccepted bool
+	// MemberLimitReached is true when a join was refused because the group
+	// holds Config.MaxMembers members (answered RETRY).
+	MemberLimitReached bool
 }

@@ -26,6 +26,12 @@ type Config struct {
 	// a report further ahead is answered INVALID_REQUEST for that member
 	// alone and changes nothing.
 	MaxCorrectionStep int64
+	// MaxMembers caps the members one group holds. At the cap a join
+	// (epoch 0 of an unknown member id) first takes the place of the
+	// terminal member that holds nothing and ended first; when there is
+	// none it is answered RETRY with errorCode MEMBER_LIMIT_REACHED and
+	// changes nothing. Known members are never refused by it.
+	MaxMembers int
 }
 
 // EnsureDefaults returns c with every zero field set to its protocol default.
@@ -47,6 +53,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.MaxCorrectionStep <= 0 {
 		c.MaxCorrectionStep = protocol.DefaultMaxCorrectionStep
+	}
+	if c.MaxMembers <= 0 {
+		c.MaxMembers = protocol.DefaultMaxGroupMembers
 	}
 	return c
 }

@@ -34,5 +34,12 @@ const (
 	DefaultShardCount = 4
 )
 
+// DefaultMaxGroupMembers (ours) is how many members one group may hold
+// (live, leaving, and terminal ones kept for the stale-member retention):
+// a join past it is answered RETRY with errorCode MEMBER_LIMIT_REACHED and
+// changes nothing. A member's state lives in memory and in every durable
+// write of its group, so the cap bounds both.
+const DefaultMaxGroupMembers = 10_000
+
 // MaxShardCount is the largest shard count a stream may have.
 const MaxShardCount = 100_000

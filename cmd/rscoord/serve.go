@@ -84,6 +84,7 @@ type ServeCmd struct {
 	DrainCheckInterval   time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
 	RetireRemovedShards  bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
 	MaxHeldHeartbeats    int           `default:"65536" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats one group holds for their waitMs; past it heartbeats are answered at once."`
+	MaxGroupMembers      int           `default:"10000" env:"RSCOORD_MAX_GROUP_MEMBERS" help:"Most members one group holds (terminal ones included until pruned); a join past it is answered RETRY with errorCode MEMBER_LIMIT_REACHED."`
 }
 
 // Environment variables read by serve that are not flags: secrets do not
@@ -218,6 +219,7 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 			RebalanceTimeout:     s.RebalanceTimeout,
 			StaleMemberRetention: s.StaleMemberRetention,
 			MaxCorrectionStep:    s.MaxCorrectionStep,
+			MaxMembers:           s.MaxGroupMembers,
 		},
 		DefaultShards:    s.DefaultShards,
 		AutoCreateGroups: s.AutoCreateGroups,
@@ -440,6 +442,9 @@ func (s *ServeCmd) validate() error {
 	}
 	if s.MetricsMaxMembers < 0 {
 		errs = append(errs, fmt.Errorf("--metrics-max-members %d must not be negative", s.MetricsMaxMembers))
+	}
+	if s.MaxGroupMembers < 1 {
+		errs = append(errs, fmt.Errorf("--max-group-members %d must be at least 1", s.MaxGroupMembers))
 	}
 	if s.MaxHeldHeartbeats < 1 {
 		errs = append(errs, fmt.Errorf("--max-held-heartbeats %d must be at least 1", s.MaxHeldHeartbeats))
