@@ -56,6 +56,8 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"GET", base + "/monitoring/session", "", r, 200},
 		{"GET", base + "/monitoring/compatibility", "", r, 200},
 		{"GET", base + "/monitoring/groups", "", r, 200},
+		// 404: the test server runs alone, not in a cluster.
+		{"GET", base + "/monitoring/cluster", "", r, 404},
 		{"GET", base + "/monitoring/audit", "", r, 200},
 		{"GET", base + "/monitoring/streams/orders/groups/orders", "", r, 200},
 		{"GET", base + "/monitoring/streams/orders/groups/orders/members", "", r, 200},
@@ -75,6 +77,7 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"GET", base + "/monitoring/grafana/options/shards", "", r, 200},
 		{"GET", "/metrics", "", r, 200},
 		{"GET", "/actuator/prometheus", "", r, 200},
+		{"GET", "/debug/pprof/cmdline", "", auth.PermAdmin, 200},
 		{"GET", "/openapi.yaml", "", 0, 200},
 		{"GET", "/healthz", "", 0, 200},
 		{"GET", "/readyz", "", 0, 200},
@@ -113,6 +116,7 @@ var allowedRoles = map[auth.Permission][]string{
 	auth.PermWrite:   {"WRITE", "ADMIN"},
 	auth.PermRouting: {"READ", "MONITOR", "WRITE", "MEMBER", "ADMIN"},
 	auth.PermMember:  {"MEMBER", "ADMIN"},
+	auth.PermAdmin:   {"ADMIN"},
 }
 
 // allowed reports whether a caller with roles may use a route needing perm.
