@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -35,10 +38,7 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		}
 		d := chaosLease + r.between(1500*time.Millisecond, 3*time.Second)
 		t.Logf("fault %d: %s holds a handler; SIGSTOP it for %v", i, inc.label(), d)
-		fz := freeze{stop: time.Now().UnixNano()}
-		if err := inc.proc.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		fz := freeze{stop: r.sigstop(inc)}
 		time.Sleep(d)
 		r.proxies[p].forget()
 		fz.cont = time.Now().UnixNano()
@@ -96,10 +96,7 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		p := r.rng.IntN(chaosPods)
 		old := r.live[p]
 		before := r.scrapeMetric(metricStale)
-		fz := freeze{stop: time.Now().UnixNano()}
-		if err := old.proc.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		fz := freeze{stop: r.sigstop(old)}
 		repl := r.startPod(p)
 		startNs := repl.startNs()
 		t.Logf("fault %d: SIGSTOP %s, start %s with its member ids", i, old.label(), repl.label())
@@ -241,6 +238,46 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 	}
 	t.Fatalf("unknown fault kind %q", kind)
 	return nil, 0, time.Time{}
+}
+
+// sigstop freezes inc and returns when every thread of it is stopped
+// (ns): a window cut at the freeze must not end before the process really
+// stopped, and SIGSTOP takes effect a little after it is sent.
+func (r *chaosRun) sigstop(inc *incarnation) int64 {
+	t := r.t
+	if err := inc.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !allStopped(inc.proc.Pid()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not stopped 2 s after SIGSTOP", inc.label())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Now().UnixNano()
+}
+
+// allStopped reports whether every thread of process pid is in the
+// stopped state (T in /proc/pid/task/*/stat).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state …: comm may hold spaces, so look after the
+		// last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // nothingKept reports whether no proxy but p's holds a refused shard

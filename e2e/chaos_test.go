@@ -388,10 +388,7 @@ func (r *chaosRun) inject(i int, kind string) {
 		// after their last heartbeat) and hand their shards to others.
 		d := chaosLease + r.between(1500*time.Millisecond, 3*time.Second)
 		t.Logf("fault %d: SIGSTOP %s for %v", i, inc.label(), d)
-		fz := freeze{stop: time.Now().UnixNano()}
-		if err := inc.proc.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		fz := freeze{stop: r.sigstop(inc)}
 		time.Sleep(d)
 		r.proxies[p].forget()
 		fz.cont = time.Now().UnixNano()

@@ -160,6 +160,9 @@ func (p *Process) lastChance(match func(string) bool) (string, error) {
 	return "", fmt.Errorf("no match")
 }
 
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Signal sends sig to the process.
 func (p *Process) Signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
