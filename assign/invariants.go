@@ -106,39 +106,58 @@ func CheckChanged(g *Group, c Changes) []string {
 		return out
 	}
 	// Shard → holders and target owners, over every member, in slices
-	// indexed by shard: O(members + shards), no maps.
-	size := 0
-	grow := func(s []int) {
-		if len(s) > 0 && s[len(s)-1]+1 > size {
-			size = s[len(s)-1] + 1
-		}
-	}
-	for id, m := range g.Members {
-		grow(m.Current)
-		grow(m.Revoking)
-		grow(m.Granted)
-		grow(g.Target[id])
+	// indexed by shard: O(members + shards), no maps built, no allocation
+	// per member. This runs after every durable step of a join storm, so
+	// it walks each map once and each set once.
+	size := g.ShardCount
+	for _, s := range g.DrainingShards {
+		size = max(size, s+1)
 	}
 	holders := make([]uint16, size) // saturating count of members holding
 	grantees := make([]uint16, size)
 	targets := make([]uint16, size)
+	stamp := make([]int32, size) // the last member counted in holders
+	fit := func(s int) bool {
+		if s < 0 {
+			return false
+		}
+		if s >= len(holders) { // a shard beyond the layout: still counted
+			n := s + 1 - len(holders)
+			holders = append(holders, make([]uint16, n)...)
+			grantees = append(grantees, make([]uint16, n)...)
+			targets = append(targets, make([]uint16, n)...)
+			stamp = append(stamp, make([]int32, n)...)
+		}
+		return true
+	}
 	inc := func(v []uint16, s int) {
-		if s >= 0 && s < len(v) && v[s] < 1<<15 {
+		if v[s] < 1<<15 {
 			v[s]++
 		}
 	}
-	for id, m := range g.Members {
+	var n int32
+	for _, m := range g.Members {
+		n++
 		if !isSet(m.Current) || !isSet(m.Revoking) || !isSet(m.Granted) {
 			continue // reported below if m changed, by the audit otherwise
 		}
-		for _, s := range union(union(m.Current, m.Revoking), m.Granted) {
-			inc(holders, s)
+		for _, set := range [3][]int{m.Current, m.Revoking, m.Granted} {
+			for _, s := range set {
+				if fit(s) && stamp[s] != n {
+					stamp[s] = n
+					inc(holders, s)
+				}
+			}
 		}
 		for _, s := range m.Granted {
-			inc(grantees, s)
+			inc(grantees, s) // fitted above
 		}
-		for _, s := range g.Target[id] {
-			inc(targets, s)
+	}
+	for _, t := range g.Target {
+		for _, s := range t {
+			if fit(s) {
+				inc(targets, s)
+			}
 		}
 	}
 	for _, id := range c.Members {

@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,6 +83,11 @@ func TestCheckChangedAgreesWithTheFullCheck(t *testing.T) {
 			g.Members["a"].Granted = []int{0, 1, 2, 3}
 			return "a"
 		},
+		func(g *Group) string { // a shard beyond the layout, held twice
+			g.Members["a"].Granted = append(slices.Clone(g.Members["a"].Granted), 50)
+			g.Members["b"].Current = append(slices.Clone(g.Members["b"].Current), 50)
+			return "a"
+		},
 	}
 	for i, br := range breaks {
 		g, _, _ := stable(t, 6, "a", "b")
@@ -92,6 +98,19 @@ func TestCheckChangedAgreesWithTheFullCheck(t *testing.T) {
 		full, changed := CheckInvariants(g), CheckChanged(g, Changes{Members: []string{id}})
 		if len(full) == 0 || len(changed) == 0 {
 			t.Errorf("case %d: full %v, changed-only %v", i, full, changed)
+		}
+	}
+}
+
+// BenchmarkCheckChanged is the serving path's check after one durable step
+// of a join into a STABLE group of 1,000 members.
+func BenchmarkCheckChanged(b *testing.B) {
+	g, _ := stableGroup(b, 1000, 1000)
+	c := Changes{Group: true, Members: []string{"m00000", "m00500"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := CheckChanged(g, c); len(v) != 0 {
+			b.Fatal(v)
 		}
 	}
 }
