@@ -56,6 +56,7 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	}, routed: map[string]int64{}}
 	streams, err := cfg.Store.LoadStreams(ctx)
 	if err != nil {
+		stopClosing()
 		system.Shutdown()
 		return nil, fmt.Errorf("start coordinator: load streams: %w", err)
 	}

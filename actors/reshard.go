@@ -287,15 +287,16 @@ func (s *streamActor) after(ctx actor.Context, f *actor.Future, cont func(res an
 }
 
 // provisionShards makes keys exist in Redis with every group of the stream
-// on them, beside the actor, skipping the groups in done. Groups
+// on them, beside the actor, skipping the group actors in done (by PID, so
+// that a group deleted and registered again counts as new). Groups
 // registered while it runs are provisioned too before cont is called: each
 // registration provisioned only the shards readable when it began. A
 // failure is the 503 of docs/protocol.md §7.
 func (s *streamActor) provisionShards(ctx actor.Context, keys []string, done map[string]bool, cont func(error)) {
-	var groups []string
+	var groups, pids []string
 	for _, name := range s.groupNames() {
-		if !done[name] {
-			groups = append(groups, name)
+		if id := s.groups[name].String(); !done[id] {
+			groups, pids = append(groups, name), append(pids, id)
 		}
 	}
 	s.provisionBeside(ctx, keys, groups, func(err error) {
@@ -306,8 +307,8 @@ func (s *streamActor) provisionShards(ctx actor.Context, keys []string, done map
 		if done == nil {
 			done = map[string]bool{}
 		}
-		for _, name := range groups {
-			done[name] = true
+		for _, id := range pids {
+			done[id] = true
 		}
 		s.provisionShards(ctx, keys, done, cont)
 	})
