@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,12 +39,15 @@ const MaxHeartbeatBodyBytes = maxHeartbeatBodyBytes
 // readBody reads the request body, refusing more than protocol.MaxBodyBytes
 // (413) and bodies that announce a content type other than JSON (415). A
 // missing content type is accepted: some clients send none.
-func readBody(c *gin.Context) ([]byte, *protocol.Error) {
-	return readBodyLimit(c, protocol.MaxBodyBytes)
+func (s *server) readBody(c *gin.Context) ([]byte, *protocol.Error) {
+	return s.readBodyLimit(c, protocol.MaxBodyBytes)
 }
 
-// readBodyLimit is readBody with a limit of its own.
-func readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.Error) {
+// readBodyLimit is readBody with a limit of its own. A body over
+// smallBodyBytes first reserves its size from the large-body budget
+// (bodyMemory): Content-Length when announced, else, once the first
+// smallBodyBytes are read, the rest of the limit.
+func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.Error) {
 	if ct := c.GetHeader("Content-Type"); ct != "" {
 		media, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(media == "application/json" || strings.HasSuffix(media, "+json")) {
@@ -51,22 +55,55 @@ func readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.Error) {
 				fmt.Sprintf("content type %q is not JSON; send application/json", ct))
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, protocol.Errorf(protocol.CodePayloadTooLarge,
-				fmt.Sprintf("request body is over %d bytes", limit))
-		}
-		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "could not read the request body (timed out or cut off)")
+	tooBig := protocol.Errorf(protocol.CodePayloadTooLarge, fmt.Sprintf("request body is over %d bytes", limit))
+	size := c.Request.ContentLength
+	if size > limit {
+		return nil, tooBig
 	}
-	return body, nil
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	var buf bytes.Buffer
+	if size > smallBodyBytes {
+		// Announced: reserve it all before reading any.
+		release, perr := s.bodies.reserve(c.Request.Context(), size-smallBodyBytes)
+		if perr != nil {
+			return nil, perr
+		}
+		defer release()
+		buf.Grow(int(size))
+	} else if size < 0 {
+		// Not announced (chunked): the first smallBodyBytes are free, the
+		// rest of the limit is reserved if the body goes on.
+		if _, err := io.Copy(&buf, io.LimitReader(body, smallBodyBytes)); err != nil {
+			return nil, readProblem(err, tooBig)
+		}
+		if buf.Len() == smallBodyBytes {
+			release, perr := s.bodies.reserve(c.Request.Context(), limit-smallBodyBytes)
+			if perr != nil {
+				return nil, perr
+			}
+			defer release()
+		}
+	}
+	if _, err := io.Copy(&buf, body); err != nil {
+		return nil, readProblem(err, tooBig)
+	}
+	return buf.Bytes(), nil
+}
+
+// readProblem is the answer to a failed body read: tooBig past the limit,
+// else a body cut off or too slow.
+func readProblem(err error, tooBig *protocol.Error) *protocol.Error {
+	var maxErr *http.MaxBytesError
+	if errors.As(err, &maxErr) {
+		return tooBig
+	}
+	return protocol.Errorf(protocol.CodeInvalidRequest, "could not read the request body (timed out or cut off)")
 }
 
 // decodeBody decodes an admin request body into v. An empty body decodes
 // as {} so that optional-only bodies may be left out.
-func decodeBody(c *gin.Context, v any) bool {
-	body, perr := readBody(c)
+func (s *server) decodeBody(c *gin.Context, v any) bool {
+	body, perr := s.readBody(c)
 	if perr == nil && len(strings.TrimSpace(string(body))) > 0 {
 		if err := decodeJSON(body, v); err != nil {
 			perr = protocol.Errorf(protocol.CodeInvalidRequest, "malformed JSON body: "+jsonProblem(err))

@@ -28,18 +28,29 @@ func (s *server) writeError(c *gin.Context, err error) {
 	abortWith(c, perr.Code, perr.Message)
 }
 
-// abortWith answers a §3 error body. Every 503 says when to come back:
-// the dependency (store, Redis, the coordinator itself) is expected back.
+// abortWith answers a §3 error body. Every 503 and 429 says when to come
+// back: the dependency (store, Redis, the coordinator itself) is expected
+// back, the limit to free up.
 func abortWith(c *gin.Context, code protocol.ErrorCode, message string) {
 	status := code.HTTPStatus()
-	if status == http.StatusServiceUnavailable && c.Writer.Header().Get("Retry-After") == "" {
-		c.Header("Retry-After", retryAfterUnavailable)
+	if c.Writer.Header().Get("Retry-After") == "" {
+		switch status {
+		case http.StatusServiceUnavailable:
+			c.Header("Retry-After", retryAfterUnavailable)
+		case http.StatusTooManyRequests:
+			// Limits that know better (rate windows) set their own.
+			c.Header("Retry-After", retryAfterBusy)
+		}
 	}
 	c.AbortWithStatusJSON(status, protocol.NewErrorBody(code, message))
 }
 
 // retryAfterUnavailable is the Retry-After of 503 answers, in seconds.
 const retryAfterUnavailable = "2"
+
+// retryAfterBusy is the Retry-After of a 429 whose limit does not say
+// when room frees up (the large-body budget), in seconds.
+const retryAfterBusy = "1"
 
 // notFound answers unknown routes with a JSON body instead of gin's text.
 func notFound(c *gin.Context) {

@@ -12,12 +12,13 @@ import (
 )
 
 // heartbeat answers 200 with a status for everything but a body that is
-// not JSON at all (400) or too large (413): any other non-2xx would stop
+// not JSON at all (400), too large (413), or large while the large-body
+// budget is full (429, see bodyMemory): any other non-2xx would stop
 // the reference Python client's member thread. The content type is not
 // checked, for the same reason.
 func (s *server) heartbeat(c *gin.Context) {
 	start := time.Now()
-	body, perr := readBodyAnyType(c)
+	body, perr := s.readBodyAnyType(c)
 	if perr != nil {
 		abortWith(c, perr.Code, perr.Message)
 		return
@@ -107,7 +108,7 @@ const heldWriteSlack = 5 * time.Second
 
 // readBodyAnyType is readBody without the content-type check, under the
 // heartbeat's own limit.
-func readBodyAnyType(c *gin.Context) ([]byte, *protocol.Error) {
+func (s *server) readBodyAnyType(c *gin.Context) ([]byte, *protocol.Error) {
 	c.Request.Header.Del("Content-Type")
-	return readBodyLimit(c, maxHeartbeatBodyBytes)
+	return s.readBodyLimit(c, maxHeartbeatBodyBytes)
 }

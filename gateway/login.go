@@ -18,7 +18,7 @@ import (
 // against the username and the client address; past either limit the
 // login answers 429 before any password is checked.
 func (s *server) login(c *gin.Context) {
-	body, perr := readBodyLimit(c, maxLoginBodyBytes)
+	body, perr := s.readBodyLimit(c, maxLoginBodyBytes)
 	if perr != nil {
 		abortWith(c, perr.Code, perr.Message)
 		return

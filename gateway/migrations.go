@@ -10,7 +10,7 @@ import (
 
 func (s *server) scaleStream(c *gin.Context) {
 	var req protocol.ScaleRequest
-	if !decodeBody(c, &req) {
+	if !s.decodeBody(c, &req) {
 		return
 	}
 	resp, err := s.coord.Scale(c.Request.Context(), c.Param("prefix"), req)
@@ -22,7 +22,7 @@ func (s *server) scaleStream(c *gin.Context) {
 // and answers the migration as this group sees it.
 func (s *server) scaleGroup(c *gin.Context) {
 	var req protocol.ScaleRequest
-	if !decodeBody(c, &req) {
+	if !s.decodeBody(c, &req) {
 		return
 	}
 	ctx, prefix, group := c.Request.Context(), c.Param("prefix"), c.Param("group")
@@ -56,7 +56,7 @@ func (s *server) getMigration(c *gin.Context) {
 
 func (s *server) rollbackMigration(c *gin.Context) {
 	var req protocol.OperatorRequest
-	if !decodeBody(c, &req) {
+	if !s.decodeBody(c, &req) {
 		return
 	}
 	resp, err := s.coord.Rollback(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("id"), req)
@@ -65,7 +65,7 @@ func (s *server) rollbackMigration(c *gin.Context) {
 
 func (s *server) completeMigration(c *gin.Context) {
 	var req protocol.OperatorRequest
-	if !decodeBody(c, &req) {
+	if !s.decodeBody(c, &req) {
 		return
 	}
 	resp, err := s.coord.Complete(c.Request.Context(), c.Param("prefix"), c.Param("id"), req)

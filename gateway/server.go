@@ -50,6 +50,14 @@ type Options struct {
 	LoginFailureWindow       time.Duration
 	// Now is the clock of the rate limiters. Default time.Now.
 	Now func() time.Time
+	// BodyMemory bounds the bytes request bodies over 64 KiB hold at once
+	// (their size past 64 KiB, reserved before they are read); a body that
+	// does not fit within BodyMemoryWait is answered 429 with
+	// Retry-After. Default DefaultBodyMemory; raised to
+	// MaxHeartbeatBodyBytes when lower, so that a heartbeat at its limit
+	// always fits.
+	BodyMemory     int64
+	BodyMemoryWait time.Duration
 	// Ready is an extra readiness check of GET /readyz, beside the
 	// coordinator's own (store, Redis): in cluster mode, whether this
 	// replica holds what it must to serve. Nil: none.
@@ -76,6 +84,8 @@ type server struct {
 	refusedAudit     *window.Limiter
 	refusedAuditAll  *window.Limiter
 	refusedAuditWarn *window.Limiter
+	// bodies is the large-body budget (Options.BodyMemory).
+	bodies *bodyMemory
 }
 
 // Limits of the audit entries of refused requests (401, 403, 429), per
@@ -98,6 +108,17 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.BodyMemory <= 0 {
+		opts.BodyMemory = DefaultBodyMemory
+	}
+	if opts.BodyMemory < MaxHeartbeatBodyBytes {
+		opts.Logger.Warn("the large-body budget is raised to fit a heartbeat at its limit",
+			slog.Int64("asked", opts.BodyMemory), slog.Int64("bytes", MaxHeartbeatBodyBytes))
+		opts.BodyMemory = MaxHeartbeatBodyBytes
+	}
+	if opts.BodyMemoryWait <= 0 {
+		opts.BodyMemoryWait = DefaultBodyMemoryWait
+	}
 	s := &server{
 		coord: coord, log: opts.Logger, auth: opts.Auth, opts: opts, metrics: opts.Metrics,
 		metricsHTTP:      opts.Metrics.Handler(),
@@ -107,6 +128,7 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 		refusedAudit:     window.New(refusedAuditPerAddress, time.Minute, 0, opts.Now),
 		refusedAuditAll:  window.New(refusedAuditOverall, time.Minute, 1, opts.Now),
 		refusedAuditWarn: window.New(1, time.Minute, 1, opts.Now),
+		bodies:           newBodyMemory(opts.BodyMemory, opts.BodyMemoryWait),
 	}
 	if s.auth == nil {
 		s.log.Warn("authentication is OFF: every caller is an anonymous ADMIN; use this for local development only")

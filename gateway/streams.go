@@ -11,7 +11,7 @@ import (
 
 func (s *server) createStream(c *gin.Context) {
 	var req protocol.CreateRequest
-	if !decodeBody(c, &req) {
+	if !s.decodeBody(c, &req) {
 		return
 	}
 	resp, err := s.coord.CreateStream(c.Request.Context(), c.Param("prefix"), req)
@@ -20,7 +20,7 @@ func (s *server) createStream(c *gin.Context) {
 
 func (s *server) createGroup(c *gin.Context) {
 	var req protocol.CreateRequest
-	if !decodeBody(c, &req) {
+	if !s.decodeBody(c, &req) {
 		return
 	}
 	resp, err := s.coord.CreateGroup(c.Request.Context(), c.Param("prefix"), c.Param("group"), req)
@@ -34,7 +34,7 @@ func (s *server) getGroup(c *gin.Context) {
 
 func (s *server) deleteGroup(c *gin.Context) {
 	var req protocol.DeleteGroupRequest
-	if !decodeBody(c, &req) {
+	if !s.decodeBody(c, &req) {
 		return
 	}
 	resp, err := s.coord.DeleteGroup(c.Request.Context(), c.Param("prefix"), c.Param("group"), req)

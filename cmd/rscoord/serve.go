@@ -72,6 +72,7 @@ type ServeCmd struct {
 	HTTPWriteTimeout      time.Duration `default:"30s" name:"http-write-timeout" env:"RSCOORD_HTTP_WRITE_TIMEOUT" help:"Longest time to write an answer; held heartbeat answers add their own bound (the heartbeat interval)."`
 	HTTPIdleTimeout       time.Duration `default:"90s" name:"http-idle-timeout" env:"RSCOORD_HTTP_IDLE_TIMEOUT" help:"Keep-alive connections idle this long are closed."`
 	HTTPMaxConnections    int           `default:"4096" name:"http-max-connections" env:"RSCOORD_HTTP_MAX_CONNECTIONS" help:"Open connections at most (lowered to fit the file descriptor limit); at the cap the connection idle longest is closed to make room."`
+	HTTPBodyMemory        int64         `default:"268435456" name:"http-body-memory" env:"RSCOORD_HTTP_BODY_MEMORY" help:"Most bytes request bodies over 64 KiB hold at once while read; a body that does not fit within 10 s answers 429. At least the heartbeat body limit (64065536)."`
 	MetricsInterval       time.Duration `default:"15s" env:"RSCOORD_METRICS_INTERVAL" help:"How often the shard (length, pending, lag from Redis) and member (heartbeat age, lease) gauges are collected, in the background."`
 	MetricsTimeout        time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
 	MetricsMaxMembers     int           `default:"1000" env:"RSCOORD_METRICS_MAX_MEMBERS" help:"Most members exported by the per-member gauges (those with the oldest heartbeats first); the rest are counted in rscoord_member_series_capped."`
@@ -240,7 +241,7 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 		Logger: log, Auth: authn, NoMemberAuth: !s.MemberAuth, Metrics: m, MetricsPublic: s.MetricsPublic,
 		AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
 		LoginFailureLimit: s.LoginFailureLimit, LoginAddressFailureLimit: s.LoginAddressFailureLimit,
-		LoginFailureWindow: s.LoginFailureWindow,
+		LoginFailureWindow: s.LoginFailureWindow, BodyMemory: s.HTTPBodyMemory,
 	}
 	if rep != nil {
 		gwOpts.Ready = rep.ready
@@ -476,6 +477,9 @@ func (s *ServeCmd) validate() error {
 	}
 	if s.AuditPruneInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--audit-prune-interval %v must be positive", s.AuditPruneInterval))
+	}
+	if s.HTTPBodyMemory < gateway.MaxHeartbeatBodyBytes {
+		errs = append(errs, fmt.Errorf("--http-body-memory %d must hold a heartbeat at its limit (%d bytes)", s.HTTPBodyMemory, gateway.MaxHeartbeatBodyBytes))
 	}
 	if s.HTTPMaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("--http-max-connections %d must be at least 1", s.HTTPMaxConnections))
