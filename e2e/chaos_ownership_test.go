@@ -65,9 +65,17 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		before := r.scrapeMetric(metricDuplicates)
 		dup := r.startPodAs(p, false)
 		d := r.between(2*time.Second, 3*time.Second)
-		t.Logf("fault %d: %s runs with the member ids of %s for %v", i, dup.label(), r.live[p].label(), d)
+		t.Logf("fault %d: %s runs with the member ids of %s for %v after its first join is refused", i, dup.label(), r.live[p].label(), d)
+		// A loaded machine may take seconds to start the process: the
+		// time counts from its first refused join.
+		after := before
+		deadline := time.Now().Add(15 * time.Second)
+		for after <= before && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			after = r.scrapeMetric(metricDuplicates)
+		}
 		time.Sleep(d)
-		after := r.scrapeMetric(metricDuplicates)
+		after = r.scrapeMetric(metricDuplicates)
 		if err := dup.proc.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -76,8 +84,8 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		}
 		dup.end = time.Now().UnixNano()
 		if after <= before {
-			t.Errorf("fault %d (%s): %s ran %v beside %s but the coordinator counted no duplicate join (%s %v → %v)",
-				i, kind, dup.label(), d, r.live[p].label(), metricDuplicates, before, after)
+			t.Errorf("fault %d (%s): %s ran beside %s but the coordinator counted no duplicate join (%s %v → %v); its output:\n%s",
+				i, kind, dup.label(), r.live[p].label(), metricDuplicates, before, after, dup.proc.Output())
 		}
 		r.duplicateRetries += max(after-before, 0)
 		for _, e := range readJSONLines[ownershipEvent](t, dup.ownership) {
