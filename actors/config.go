@@ -56,9 +56,11 @@ type Config struct {
 	// RedisTimeout bounds one Redis step (a provisioning, one drain check).
 	// Default 5s.
 	RedisTimeout time.Duration
-	// MaxHeldHeartbeats bounds the heartbeats one group holds (waitMs,
-	// docs/protocol.md §9.5); past it heartbeats are answered at once. Each
-	// costs a stored request and a timer. Default 65536.
+	// MaxHeldHeartbeats bounds the heartbeats the coordinator holds at once,
+	// across every group (waitMs, docs/protocol.md §9.5); past it heartbeats
+	// are answered at once. Each costs a stored request, a timer and, above
+	// all, an HTTP connection kept busy: the bound must leave connections
+	// for joins, reports and admin calls. Default 65536.
 	MaxHeldHeartbeats int
 }
 

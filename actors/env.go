@@ -27,6 +27,9 @@ type env struct {
 	// terminating is set once shutdown has begun: no heartbeat is held
 	// any more.
 	terminating atomic.Bool
+	// held counts the parked heartbeats of every group against
+	// cfg.MaxHeldHeartbeats.
+	held heldBudget
 	// closing ends when the coordinator closes: work running beside the
 	// actors (Redis calls, waits for asks) stops, and Close waits for it
 	// in work.

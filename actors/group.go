@@ -280,7 +280,7 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 		hook(req)
 	}
 	a.finish(StepHeartbeat, res)
-	if wait := a.holdFor(req, &res.Response); wait > 0 {
+	if wait := a.holdFor(req, &res.Response); wait > 0 && a.env.held.take(a.env.cfg.MaxHeldHeartbeats) {
 		if res.Persist {
 			a.dirty = true
 			a.changes.Add(res.Changes)

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -54,7 +55,7 @@ type (
 // is answered at once: it will report them terminal soon and must not wait
 // for its own held answer to do so.
 func (a *groupActor) holdFor(req *protocol.HeartbeatRequest, resp *protocol.HeartbeatResponse) time.Duration {
-	if req.WaitMs <= 0 || a.env.terminating.Load() || len(a.parked) >= a.env.cfg.MaxHeldHeartbeats {
+	if req.WaitMs <= 0 || a.env.terminating.Load() {
 		return 0
 	}
 	if resp.Status != protocol.StatusOK || resp.MemberEpoch != req.MemberEpoch || resp.MetadataVersion != req.MetadataVersion {
@@ -84,7 +85,31 @@ func sameShards(a, b []protocol.Shard) bool {
 	return slices.Equal(x, y)
 }
 
-// park holds the answer to req for at most wait.
+// heldBudget is the count of heartbeats held across every group, bounded
+// by one server-wide limit: each held answer keeps an HTTP connection busy,
+// and the connections a server may hold are shared by all its groups.
+type heldBudget struct {
+	n atomic.Int64
+}
+
+// take counts one more held heartbeat if fewer than max are held.
+func (b *heldBudget) take(max int) bool {
+	for {
+		n := b.n.Load()
+		if n >= int64(max) {
+			return false
+		}
+		if b.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// give returns what take counted.
+func (b *heldBudget) give() { b.n.Add(-1) }
+
+// park holds the answer to req for at most wait. The caller has taken one
+// from the held budget; unpark gives it back.
 func (a *groupActor) park(to *actor.PID, req *protocol.HeartbeatRequest, resp protocol.HeartbeatResponse, wait time.Duration) {
 	if a.parked == nil {
 		a.parked = map[string]*parkedAnswer{}
@@ -100,6 +125,7 @@ func (a *groupActor) park(to *actor.PID, req *protocol.HeartbeatRequest, resp pr
 func (a *groupActor) unpark(p *parkedAnswer) {
 	p.timer.Stop()
 	delete(a.parked, p.req.MemberID)
+	a.env.held.give()
 }
 
 // heldExpired sends a parked answer whose wait ended.

@@ -173,3 +173,46 @@ func TestHeldHeartbeatIsReleasedByTheNextOneAndByShutdown(t *testing.T) {
 		t.Fatalf("held heartbeat at shutdown: %s after %v, want RETRY at once", got.resp.Status, got.at.Sub(start))
 	}
 }
+
+// The held budget is one for the whole server: each held answer keeps a
+// connection busy, whichever group it belongs to.
+func TestHeldHeartbeatsShareOneServerWideBudget(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{MaxHeldHeartbeats: 1})
+	s.CreateStream("orders", 2)
+	s.CreateStream("payments", 2)
+	a := coordtest.NewMember("a", "orders", "orders")
+	b := coordtest.NewMember("b", "payments", "payments")
+	a.Beat(s)
+	b.Beat(s)
+	coordtest.Converge(t, s, 5, a)
+	coordtest.Converge(t, s, 5, b)
+
+	reqA := a.Request()
+	reqA.WaitMs = 1500
+	heldA := postBackground(s, "orders", "orders", reqA)
+	time.Sleep(200 * time.Millisecond) // a's heartbeat is parked first
+
+	// The budget is spent: b, in another group, is answered at once.
+	reqB := b.Request()
+	reqB.WaitMs = 1500
+	start := time.Now()
+	got := wait(t, postBackground(s, "payments", "payments", reqB), 5*time.Second)
+	if took := got.at.Sub(start); took > 700*time.Millisecond || got.resp.Status != protocol.StatusOK {
+		t.Fatalf("b answered %s after %v with a's heartbeat held, want OK at once", got.resp.Status, took)
+	}
+	b.Apply(reqB, got.resp)
+	if ans := wait(t, heldA, 5*time.Second); ans.at.Sub(start) < 800*time.Millisecond {
+		t.Fatalf("a was answered after %v, want it held for its wait", ans.at.Sub(start))
+	} else {
+		a.Apply(reqA, ans.resp)
+	}
+
+	// a's answer gave its unit back: b is held now.
+	reqB = b.Request()
+	reqB.WaitMs = 600
+	start = time.Now()
+	got = wait(t, postBackground(s, "payments", "payments", reqB), 5*time.Second)
+	if took := got.at.Sub(start); took < 600*time.Millisecond {
+		t.Fatalf("b answered after %v with nothing held, want it held about 600ms", took)
+	}
+}

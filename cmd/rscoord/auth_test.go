@@ -87,10 +87,31 @@ func TestServeRefusesBadSecurityFlags(t *testing.T) {
 		{"--admin-rate-limit=-1"},
 		{"--admin-rate-limit", "5", "--admin-rate-window", "0s"},
 		{"--login-failure-window", "0s"},
+		{"--max-held-heartbeats=-1"},
+		{"--max-held-heartbeats", "4096"}, // as many as --http-max-connections
+		{"--http-max-connections", "100", "--max-held-heartbeats", "150"},
 	} {
 		res := runCLI(context.Background(), append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, args...)...)
 		if res.code != exitError || !strings.Contains(res.stderr, "serve: --") {
 			t.Errorf("%v: code %d stderr %q", args, res.code, res.stderr)
+		}
+	}
+}
+
+func TestHeldHeartbeatsLeaveConnectionsFree(t *testing.T) {
+	for _, tc := range []struct {
+		flag, conns, want int
+	}{
+		{flag: 0, conns: 4096, want: 3072},
+		{flag: 0, conns: 16, want: 12},
+		{flag: 0, conns: 1, want: 1},
+		{flag: 1000, conns: 4096, want: 1000},
+		// The file descriptor limit lowered the cap below the flag's room.
+		{flag: 4000, conns: 1024, want: 768},
+	} {
+		s := ServeCmd{MaxHeldHeartbeats: tc.flag}
+		if got := s.maxHeld(tc.conns); got != tc.want {
+			t.Errorf("--max-held-heartbeats %d with %d connections: %d held, want %d", tc.flag, tc.conns, got, tc.want)
 		}
 	}
 }

@@ -84,7 +84,7 @@ type ServeCmd struct {
 	ProducerRoutingLease time.Duration `default:"60s" env:"RSCOORD_PRODUCER_ROUTING_LEASE" help:"No removed shard retires sooner than this after its scale-in became ACTIVE: the longest a producer may publish on stale routing."`
 	DrainCheckInterval   time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
 	RetireRemovedShards  bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
-	MaxHeldHeartbeats    int           `default:"65536" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats one group holds for their waitMs; past it heartbeats are answered at once."`
+	MaxHeldHeartbeats    int           `default:"0" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats held at once for their waitMs, across all groups; past it heartbeats are answered at once. Each keeps a connection busy: below --http-max-connections; 0: three quarters of the connection cap."`
 	MaxGroupMembers      int           `default:"10000" env:"RSCOORD_MAX_GROUP_MEMBERS" help:"Most members one group holds (terminal ones included until pruned); a join past it is answered RETRY with errorCode MEMBER_LIMIT_REACHED."`
 }
 
@@ -212,7 +212,7 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 		ProducerRoutingLease: s.ProducerRoutingLease,
 		DrainCheckInterval:   s.DrainCheckInterval,
 		RetireRemovedShards:  s.RetireRemovedShards,
-		MaxHeldHeartbeats:    s.MaxHeldHeartbeats,
+		MaxHeldHeartbeats:    s.maxHeld(s.connectionCap()),
 		Store:                store,
 		Group: assign.Config{
 			HeartbeatInterval:    s.HeartbeatInterval,
@@ -376,21 +376,42 @@ type auditPruner interface {
 const fdHeadroom = 256
 
 // maxConnections is --http-max-connections, lowered to what the file
-// descriptor limit leaves after fdHeadroom: past it, accept fails with
-// "too many open files" and nothing can be served.
+// descriptor limit leaves after fdHeadroom (past it, accept fails with
+// "too many open files" and nothing can be served); it warns when lowered.
 func (s *ServeCmd) maxConnections(log *slog.Logger) int {
+	fit := s.connectionCap()
+	if fit < s.HTTPMaxConnections {
+		log.Warn("--http-max-connections lowered to fit the file descriptor limit (raise ulimit -n to allow more)",
+			slog.Int("requested", s.HTTPMaxConnections), slog.Int("allowed", fit))
+	}
+	return fit
+}
+
+// connectionCap is --http-max-connections, lowered to fit the file
+// descriptor limit.
+func (s *ServeCmd) connectionCap() int {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return s.HTTPMaxConnections
 	}
 	fit := int(min(lim.Cur, 1<<30)) - fdHeadroom
 	if fit < s.HTTPMaxConnections {
-		fit = max(fit, 16)
-		log.Warn("--http-max-connections lowered to fit the file descriptor limit (raise ulimit -n to allow more)",
-			slog.Int("requested", s.HTTPMaxConnections), slog.Int("allowed", fit), slog.Uint64("nofile", lim.Cur))
-		return fit
+		return max(fit, 16)
 	}
 	return s.HTTPMaxConnections
+}
+
+// maxHeld is --max-held-heartbeats for a connection cap of conns: by
+// default three quarters of it, never more, so that held answers, which
+// keep their connections busy, always leave a quarter of the connections
+// to joins, reports and admin calls (at the cap, accepting waits for a busy
+// connection to end, which a held one does only after its wait).
+func (s *ServeCmd) maxHeld(conns int) int {
+	limit := max(1, conns-conns/4)
+	if s.MaxHeldHeartbeats > 0 {
+		return min(s.MaxHeldHeartbeats, limit)
+	}
+	return limit
 }
 
 // Bounds of one coordinator Redis command: short, so that a provisioning
@@ -447,8 +468,8 @@ func (s *ServeCmd) validate() error {
 	if s.MaxGroupMembers < 1 {
 		errs = append(errs, fmt.Errorf("--max-group-members %d must be at least 1", s.MaxGroupMembers))
 	}
-	if s.MaxHeldHeartbeats < 1 {
-		errs = append(errs, fmt.Errorf("--max-held-heartbeats %d must be at least 1", s.MaxHeldHeartbeats))
+	if s.MaxHeldHeartbeats < 0 || (s.MaxHeldHeartbeats > 0 && s.MaxHeldHeartbeats >= s.HTTPMaxConnections) {
+		errs = append(errs, fmt.Errorf("--max-held-heartbeats %d must be 0 (three quarters of the connection cap) or below --http-max-connections %d: a held heartbeat keeps its connection busy", s.MaxHeldHeartbeats, s.HTTPMaxConnections))
 	}
 	for _, a := range s.Redis {
 		if strings.TrimSpace(a) == "" {

@@ -62,6 +62,9 @@ type Options struct {
 	ProducerRoutingLease time.Duration
 	DrainCheckInterval   time.Duration
 	RetireRemovedShards  bool
+	// MaxHeldHeartbeats bounds the heartbeats held at once (zero: the
+	// coordinator's default).
+	MaxHeldHeartbeats int
 }
 
 // Auth configures authentication of a test server.
@@ -138,6 +141,7 @@ func Start(t testing.TB, dir string, opts Options) *Server {
 		Store: store, Group: opts.Group, AutoCreateGroups: opts.AutoCreateGroups, Logger: log, Now: opts.Now,
 		Observer: m, Redis: opts.Redis, ProducerRoutingLease: opts.ProducerRoutingLease,
 		DrainCheckInterval: opts.DrainCheckInterval, RetireRemovedShards: opts.RetireRemovedShards,
+		MaxHeldHeartbeats: opts.MaxHeldHeartbeats,
 	})
 	if err != nil {
 		store.Close()
