@@ -245,22 +245,12 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 		}
 		for _, e := range readJSONLines[ownershipEvent](t, p.ownership) {
 			if e.Event == "stop" && e.AtNanos > settled && e.AtNanos < end {
-				t.Errorf("%s: window of shard %d closed at %v, %v after the assignment settled",
-					p.name, e.Shard, time.Unix(0, e.AtNanos).Format(time.RFC3339Nano), time.Duration(e.AtNanos-settled))
+				t.Errorf("%s: window of shard %d closed at %v, %v after the assignment settled; its warnings and ownership lines:\n%s",
+					p.name, e.Shard, time.Unix(0, e.AtNanos).Format(time.RFC3339Nano), time.Duration(e.AtNanos-settled), why(p.proc.Output()))
 			}
 		}
 	}
-	for _, p := range pods {
-		if err := p.proc.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range pods {
-		if err := p.proc.Wait(30 * time.Second); err != nil {
-			t.Fatalf("%s after SIGTERM: %v", p.name, err)
-		}
-		p.end = time.Now().UnixNano()
-	}
+	stopPods(t, pods)
 	byShard, handled := checkPodLogs(t, pods)
 	if len(byShard) != shards {
 		t.Errorf("ownership logs cover %d shards, want %d", len(byShard), shards)
@@ -277,4 +267,18 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 			t.Fatalf("%s after SIGTERM: %v\n%s", r.name, err, r.proc.Output())
 		}
 	}
+}
+
+// why keeps the lines of a pod's log that can say why a window closed: its
+// warnings, errors and ownership changes (the last 40 of them).
+func why(log string) string {
+	var keep []string
+	for _, line := range strings.Split(log, "\n") {
+		l := strings.ToLower(line)
+		if strings.Contains(l, "warn") || strings.Contains(l, "error") || strings.Contains(l, "revok") ||
+			strings.Contains(l, "fenc") || strings.Contains(l, "lease") || strings.Contains(l, "assign") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-40):], "\n")
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,17 +77,7 @@ func TestPodJoinConvergesWithinRoundTrips(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for _, p := range pods {
-		if err := p.proc.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range pods {
-		if err := p.proc.Wait(30 * time.Second); err != nil {
-			t.Fatalf("%s after SIGTERM: %v", p.name, err)
-		}
-		p.end = time.Now().UnixNano()
-	}
+	stopPods(t, pods)
 	checkPodLogs(t, pods)
 }
 

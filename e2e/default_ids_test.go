@@ -94,17 +94,7 @@ func TestThreeDefaultPodsOnOneHost(t *testing.T) {
 
 	// Stop all three at once: the run ends sooner, and each leave's
 	// hand-off happens while the others still run.
-	for _, p := range pods {
-		if err := p.proc.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range pods {
-		if err := p.proc.Wait(30 * time.Second); err != nil {
-			t.Fatalf("%s after SIGTERM: %v", p.name, err)
-		}
-		p.end = time.Now().UnixNano()
-	}
+	stopPods(t, pods)
 	byShard, handled := checkPodLogs(t, pods)
 	if len(byShard) != shards {
 		t.Errorf("ownership logs cover %d shards, want %d", len(byShard), shards)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -150,6 +151,24 @@ func outsideWindows(records []handledRecord, byShard map[int][]interval) []strin
 	}
 	sort.Strings(out)
 	return out
+}
+
+// stopPods sends SIGTERM to every pod at once, so that each leave's
+// hand-off happens while the others still run, and records when each one
+// exited: its open ownership windows end there.
+func stopPods(t *testing.T, pods []*pod) {
+	t.Helper()
+	for _, p := range pods {
+		if err := p.proc.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range pods {
+		if err := p.proc.Wait(30 * time.Second); err != nil {
+			t.Fatalf("%s after SIGTERM: %v", p.name, err)
+		}
+		p.end = time.Now().UnixNano()
+	}
 }
 
 // checkPodLogs reads the ownership and events logs of pods (each pod's
