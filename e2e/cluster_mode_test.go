@@ -203,36 +203,8 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 	if err := pub.Wait(2 * time.Minute); err != nil {
 		t.Fatalf("publisher: %v", err)
 	}
-	type publishedRecord struct {
-		EventID string `json:"eventId"`
-	}
-	want := map[string]bool{}
-	for _, r := range readJSONLines[publishedRecord](t, published) {
-		want[r.EventID] = true
-	}
-	if len(want) != records {
-		t.Fatalf("publisher logged %d distinct records, want %d", len(want), records)
-	}
-	var missing []string
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		seen := map[string]bool{}
-		for _, p := range pods {
-			for _, h := range readJSONLines[handledRecord](t, p.events) {
-				seen[h.EventID] = true
-			}
-		}
-		missing = missing[:0]
-		for id := range want {
-			if !seen[id] {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if len(missing) > 0 {
+	want := publishedIDs(t, published, records)
+	if missing := unhandled(t, pods, want, 90*time.Second); len(missing) > 0 {
 		t.Errorf("%d of %d published records were never handled, e.g. %v", len(missing), records, missing[:min(5, len(missing))])
 	}
 

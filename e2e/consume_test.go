@@ -120,16 +120,7 @@ func TestConsumersSurviveKillAndStop(t *testing.T) {
 	if err := pub.Wait(2 * time.Minute); err != nil {
 		t.Fatalf("publisher: %v", err)
 	}
-	type publishedRecord struct {
-		EventID string `json:"eventId"`
-	}
-	want := map[string]bool{}
-	for _, r := range readJSONLines[publishedRecord](t, published) {
-		want[r.EventID] = true
-	}
-	if len(want) != records {
-		t.Fatalf("publisher logged %d distinct records, want %d", len(want), records)
-	}
+	want := publishedIDs(t, published, records)
 
 	// Wait until every record was handled by someone.
 	type handled struct {

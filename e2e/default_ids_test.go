@@ -57,38 +57,10 @@ func TestThreeDefaultPodsOnOneHost(t *testing.T) {
 	if err := pub.Wait(time.Minute); err != nil {
 		t.Fatalf("publisher: %v", err)
 	}
-	type publishedRecord struct {
-		EventID string `json:"eventId"`
-	}
-	want := map[string]bool{}
-	for _, r := range readJSONLines[publishedRecord](t, published) {
-		want[r.EventID] = true
-	}
-	if len(want) != records {
-		t.Fatalf("publisher logged %d distinct records, want %d", len(want), records)
-	}
+	want := publishedIDs(t, published, records)
 
-	missing := records
-	deadline := time.Now().Add(20 * time.Second)
-	for missing > 0 && time.Now().Before(deadline) {
-		seen := map[string]bool{}
-		for _, p := range pods {
-			for _, h := range readJSONLines[handledRecord](t, p.events) {
-				seen[h.EventID] = true
-			}
-		}
-		missing = 0
-		for id := range want {
-			if !seen[id] {
-				missing++
-			}
-		}
-		if missing > 0 {
-			time.Sleep(250 * time.Millisecond)
-		}
-	}
-	if missing > 0 {
-		t.Errorf("%d of %d published records were never handled", missing, records)
+	if missing := unhandled(t, pods, want, 20*time.Second); len(missing) > 0 {
+		t.Errorf("%d of %d published records were never handled", len(missing), records)
 	}
 	t.Logf("all handled at +%v", time.Since(begin).Round(time.Millisecond))
 

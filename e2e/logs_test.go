@@ -153,6 +153,48 @@ func outsideWindows(records []handledRecord, byShard map[int][]interval) []strin
 	return out
 }
 
+// publishedIDs reads a publisher's --published-log and fails t unless it
+// names exactly records distinct records.
+func publishedIDs(t *testing.T, path string, records int) map[string]bool {
+	t.Helper()
+	type publishedRecord struct {
+		EventID string `json:"eventId"`
+	}
+	want := map[string]bool{}
+	for _, r := range readJSONLines[publishedRecord](t, path) {
+		want[r.EventID] = true
+	}
+	if len(want) != records {
+		t.Fatalf("publisher logged %d distinct records, want %d", len(want), records)
+	}
+	return want
+}
+
+// unhandled waits up to within for every id of want to show in some pod's
+// events log, and returns the ids that never did.
+func unhandled(t *testing.T, pods []*pod, want map[string]bool, within time.Duration) []string {
+	t.Helper()
+	var missing []string
+	for deadline := time.Now().Add(within); ; {
+		seen := map[string]bool{}
+		for _, p := range pods {
+			for _, h := range readJSONLines[handledRecord](t, p.events) {
+				seen[h.EventID] = true
+			}
+		}
+		missing = missing[:0]
+		for id := range want {
+			if !seen[id] {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			return missing
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // stopPods sends SIGTERM to every pod at once, so that each leave's
 // hand-off happens while the others still run, and records when each one
 // exited: its open ownership windows end there.
