@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -143,7 +144,7 @@ func (s *server) forbid(c *gin.Context, message string) {
 // challenge, or 429 with Retry-After.
 func (s *server) refuseAuth(c *gin.Context, fail *authFailure) {
 	if fail.code == protocol.CodeRateLimitExceeded {
-		s.metrics.RateLimited("login")
+		s.metrics.RateLimited(metrics.LimiterLogin)
 		tooMany(c, fail.message, fail.retryAfter)
 		return
 	}

@@ -28,7 +28,8 @@ func paddedJoin(member string, size int) []byte {
 // hold a heartbeat at its limit. While one announced body holds the whole
 // budget, another large body (announced or chunked) waits, then answers
 // 429 with Retry-After; small bodies are served as usual; once the holder
-// is gone the large body is read.
+// is gone the large body is read. Every 429 is counted in
+// rscoord_rate_limit_refusals_total{limiter="body_memory"}.
 func TestLargeBodiesShareABudget(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{Gateway: gateway.Options{
 		BodyMemory:     1, // raised to one heartbeat at its limit
@@ -86,6 +87,10 @@ func TestLargeBodiesShareABudget(t *testing.T) {
 	if status, raw := s.Do(http.MethodPost, base+"/streams/more", admin); status != http.StatusTooManyRequests {
 		t.Errorf("large admin body while the budget is held: HTTP %d %.300s", status, raw)
 	}
+	// Each refusal is counted (the first one above, the chunked one, the
+	// admin one).
+	checkMetric(t, s, "rscoord_rate_limit_refusals_total", map[string]string{"limiter": "body_memory"}, func(v float64) bool { return v >= 3 })
+	checkMetric(t, s, "rscoord_rate_limit_refusals_total", map[string]string{"limiter": "admin"}, func(v float64) bool { return v == 0 })
 	// Small bodies do not wait for the budget.
 	var resp protocol.HeartbeatResponse
 	s.JSON(http.MethodPost, heartbeatPath("orders", "small"), paddedJoin("small", 1000), http.StatusOK, &resp)

@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -64,7 +65,7 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 	var buf bytes.Buffer
 	if size > smallBodyBytes {
 		// Announced: reserve it all before reading any.
-		release, perr := s.bodies.reserve(c.Request.Context(), size-smallBodyBytes)
+		release, perr := s.reserveBody(c, size-smallBodyBytes)
 		if perr != nil {
 			return nil, perr
 		}
@@ -77,7 +78,7 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 			return nil, readProblem(err, tooBig)
 		}
 		if buf.Len() == smallBodyBytes {
-			release, perr := s.bodies.reserve(c.Request.Context(), limit-smallBodyBytes)
+			release, perr := s.reserveBody(c, limit-smallBodyBytes)
 			if perr != nil {
 				return nil, perr
 			}
@@ -88,6 +89,16 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 		return nil, readProblem(err, tooBig)
 	}
 	return buf.Bytes(), nil
+}
+
+// reserveBody reserves n bytes of the large-body budget for c's body,
+// counting a refusal (429) in rscoord_rate_limit_refusals_total.
+func (s *server) reserveBody(c *gin.Context, n int64) (release func(), perr *protocol.Error) {
+	release, perr = s.bodies.reserve(c.Request.Context(), n)
+	if perr != nil {
+		s.metrics.RateLimited(metrics.LimiterBodyMemory)
+	}
+	return release, perr
 }
 
 // readProblem is the answer to a failed body read: tooBig past the limit,

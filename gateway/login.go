@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/protocol"
 )
 
@@ -51,12 +52,12 @@ func (s *server) login(c *gin.Context) {
 		return
 	}
 	if blocked, retry := s.loginUser.Blocked(loginUserKey(c, req.Username)); blocked {
-		s.metrics.RateLimited("login")
+		s.metrics.RateLimited(metrics.LimiterLogin)
 		tooMany(c, "too many failed logins for this user; retry later", retry)
 		return
 	}
 	if blocked, retry := s.loginAddr.Blocked(c.ClientIP()); blocked {
-		s.metrics.RateLimited("login")
+		s.metrics.RateLimited(metrics.LimiterLogin)
 		tooMany(c, "too many failed logins from this address; retry later", retry)
 		return
 	}
@@ -96,14 +97,14 @@ func (s *server) logout(c *gin.Context) {
 		return
 	}
 	if ok, retry := s.adminLimit.Take(p.Username + "\x00logout"); !ok {
-		s.metrics.RateLimited("logout")
+		s.metrics.RateLimited(metrics.LimiterLogout)
 		tooMany(c, "too many logouts for this user; retry later", retry)
 		return
 	}
 	err := s.auth.Revoke(strings.TrimSpace(value))
 	switch {
 	case errors.Is(err, auth.ErrTooManyRevocations):
-		s.metrics.RateLimited("logout")
+		s.metrics.RateLimited(metrics.LimiterLogout)
 		tooMany(c, "too many revoked tokens outstanding; retry later", time.Minute)
 	case err != nil:
 		s.log.Error("revoke token", slog.String("principal", p.Username), slog.Any("error", err))

@@ -10,7 +10,8 @@ import (
 
 // A join past the group's member cap is answered RETRY with errorCode
 // MEMBER_LIMIT_REACHED in a 200; the members in the group keep their
-// shards, and the newcomer joins once one of them leaves.
+// shards, and the newcomer joins once one of them leaves. The refusal is
+// counted in rscoord_member_limit_refusals_total.
 func TestMemberLimitOverHTTP(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{Group: assign.Config{MaxMembers: 2}})
 	s.CreateStream("orders", 4)
@@ -25,6 +26,7 @@ func TestMemberLimitOverHTTP(t *testing.T) {
 	if resp.Status != protocol.StatusRetry || resp.ErrorCode != protocol.CodeMemberLimitReached || resp.Message == "" {
 		t.Fatalf("join past the cap: %+v", resp)
 	}
+	checkMetric(t, s, "rscoord_member_limit_refusals_total", nil, func(v float64) bool { return v == 1 })
 	coordtest.Converge(t, s, 3, a, b)
 	if len(a.Owned)+len(b.Owned) != 4 {
 		t.Fatalf("members in the group lost shards: a=%v b=%v", a.Owned, b.Owned)

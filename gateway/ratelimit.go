@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
 // rateLimitAdmin limits admin mutations per principal and group (per
@@ -13,7 +15,7 @@ func (s *server) rateLimitAdmin(c *gin.Context) {
 	p, _ := principal(c)
 	key := p.Username + "\x00" + c.Param("prefix") + "\x00" + c.Param("group")
 	if ok, retry := s.adminLimit.Take(key); !ok {
-		s.metrics.RateLimited("admin")
+		s.metrics.RateLimited(metrics.LimiterAdmin)
 		tooMany(c, "too many admin changes to this group; retry later", retry)
 		return
 	}

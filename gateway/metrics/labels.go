@@ -44,6 +44,21 @@ func errorCodes() []protocol.ErrorCode {
 		protocol.CodeStoreUnavailable, protocol.CodeRedisUnavailable, protocol.CodeMemberLimitReached, protocol.CodeInternal}
 }
 
+// The limiters of rscoord_rate_limit_refusals_total: admin mutations per
+// principal, failed logins, logouts per user, and large request bodies
+// past the server's body-memory budget.
+const (
+	LimiterAdmin      = "admin"
+	LimiterLogin      = "login"
+	LimiterLogout     = "logout"
+	LimiterBodyMemory = "body_memory"
+)
+
+// RateLimiters lists every limiter label of rscoord_rate_limit_refusals_total.
+func RateLimiters() []string {
+	return []string{LimiterAdmin, LimiterLogin, LimiterLogout, LimiterBodyMemory}
+}
+
 // initLabels creates every labelled counter's series at 0.
 func (m *Metrics) initLabels() {
 	for _, st := range heartbeatStatuses() {
@@ -68,7 +83,7 @@ func (m *Metrics) initLabels() {
 			m.adminFailures.WithLabelValues(string(op), string(code))
 		}
 	}
-	for _, l := range []string{"admin", "login"} {
+	for _, l := range RateLimiters() {
 		m.rateLimited.WithLabelValues(l)
 	}
 	for _, st := range []int{http.StatusUnauthorized, http.StatusForbidden} {

@@ -59,7 +59,8 @@ func TestLabelledCountersStartAtZero(t *testing.T) {
 		{"rscoord_producer_routing_requests_total", 23},
 		{"rscoord_admin_mutations_total", 12},
 		{"rscoord_admin_mutation_failures_total", 6 * 22},
-		{"rscoord_rate_limit_refusals_total", 2},
+		{"rscoord_rate_limit_refusals_total", 4}, // admin, login, logout, body_memory
+		{"rscoord_member_limit_refusals_total", 1},
 		{"rscoord_auth_refusals_total", 2},
 	}
 	for _, c := range cases {

@@ -28,6 +28,7 @@ type Metrics struct {
 	fences             prometheus.Counter
 	pruned             prometheus.Counter
 	duplicateMembers   prometheus.Counter
+	memberLimit        prometheus.Counter
 	staleIncarnations  prometheus.Counter
 	releases           prometheus.Counter
 	rebalances         prometheus.Counter
@@ -77,6 +78,7 @@ func New(opts ...Option) *Metrics {
 	m.fences = counter("rscoord_member_fences_total", "Members fenced (stale epoch, unauthorized shards, rebalance timeout).")
 	m.pruned = counter("rscoord_member_prunes_total", "Terminal members removed after the retention.")
 	m.duplicateMembers = counter("rscoord_duplicate_member_heartbeats_total", "Join heartbeats of another incarnation of a member that still holds its id (answered RETRY).")
+	m.memberLimit = counter("rscoord_member_limit_refusals_total", "Joins refused because their group holds --max-group-members members (answered RETRY with MEMBER_LIMIT_REACHED).")
 	m.staleIncarnations = counter("rscoord_stale_incarnation_heartbeats_total", "Heartbeats of another incarnation than a member's stored one (fenced alone; the member is untouched).")
 	m.releases = counter("rscoord_member_releases_total", "Members no longer live whose shards were freed when the lease of their last readable answer lapsed.")
 	m.rebalances = counter("rscoord_rebalances_total", "Target assignment changes.")
@@ -89,7 +91,7 @@ func New(opts ...Option) *Metrics {
 	m.routing = counterVec("rscoord_producer_routing_requests_total", "Producer routing requests, by result (OK or error code).", "result")
 	m.adminMutations = counterVec("rscoord_admin_mutations_total", "Admin mutations, by operation and outcome (ACCEPTED or REFUSED).", "operation", "outcome")
 	m.adminFailures = counterVec("rscoord_admin_mutation_failures_total", "Refused admin mutations, by operation and error code.", "operation", "code")
-	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login).", "limiter")
+	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login, logout, body_memory).", "limiter")
 	m.authRefused = counterVec("rscoord_auth_refusals_total", "Requests refused for credentials, by status (401, 403).", "status")
 	m.reg.MustRegister(m.heartbeatLatency, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -133,7 +135,7 @@ func (m *Metrics) AdminMutation(op protocol.AuditOperation, status int, code pro
 	m.adminFailures.WithLabelValues(string(op), string(code)).Inc()
 }
 
-// RateLimited counts one 429 of limiter ("admin" or "login").
+// RateLimited counts one 429 of limiter: one of [RateLimiters].
 func (m *Metrics) RateLimited(limiter string) { m.rateLimited.WithLabelValues(limiter).Inc() }
 
 // AuthRefused counts one 401 or 403.
@@ -150,6 +152,9 @@ func (m *Metrics) GroupStep(_, _ string, step actors.GroupStep) {
 	m.pruned.Add(float64(len(ev.Pruned)))
 	if ev.DuplicateMember {
 		m.duplicateMembers.Inc()
+	}
+	if ev.MemberLimitReached {
+		m.memberLimit.Inc()
 	}
 	if ev.StaleIncarnation {
 		m.staleIncarnations.Inc()
