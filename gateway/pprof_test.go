@@ -47,7 +47,7 @@ func TestPprofAdminOnly(t *testing.T) {
 		{"/debug/pprof/heap?debug=1", "heap profile:", http.StatusOK},
 		{"/debug/pprof/symbol", "num_symbols", http.StatusOK},
 		{"/debug/pprof/profile?seconds=1", "", http.StatusOK},
-		{"/debug/pprof/no-such-profile", "Unknown profile", http.StatusNotFound},
+		{"/debug/pprof/no-such-profile", `"errorCode":"NOT_FOUND"`, http.StatusNotFound},
 	} {
 		status, _, raw := send(t, s.URL, http.MethodGet, tc.path, "", admin)
 		if status != tc.status || !strings.Contains(string(raw), tc.want) || len(raw) == 0 {

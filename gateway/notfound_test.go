@@ -1,0 +1,67 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/protocol"
+)
+
+// TestEvery404IsAnErrorBody walks every route family (the API, its
+// monitoring and Grafana branches, auth, metrics, OpenAPI, profiles,
+// probes, the console) with a path the server does not serve, or names
+// that do not exist, as the admin: each answers 404 with a §3 error body
+// in JSON and the most specific code the server can tell.
+func TestEvery404IsAnErrorBody(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	s.CreateStream("orders", 2)
+	admin := s.Authorization
+	const (
+		b  = protocol.BasePath
+		og = b + "/monitoring/streams/orders/groups/orders"
+	)
+	for _, tc := range []struct {
+		method, path string
+		want         protocol.ErrorCode
+	}{
+		{"GET", "/", protocol.CodeNotFound},
+		{"GET", "/nothing/here", protocol.CodeNotFound},
+		{"GET", b, protocol.CodeNotFound},
+		{"GET", b + "/nope", protocol.CodeNotFound},
+		{"POST", b + "/auth/nope", protocol.CodeNotFound},
+		{"GET", b + "/streams/orders/nope", protocol.CodeNotFound},
+		{"GET", b + "/streams/orders/groups/orders/nope", protocol.CodeNotFound},
+		{"GET", b + "/streams/nope/groups/orders", protocol.CodeStreamNotFound},
+		{"GET", b + "/streams/orders/groups/nope", protocol.CodeGroupNotFound},
+		{"GET", b + "/streams/orders/groups/orders/migrations/rs-9", protocol.CodeMigrationNotFound},
+		{"POST", b + "/streams/orders/groups/orders/members/m/nope", protocol.CodeNotFound},
+		{"GET", b + "/monitoring/nope", protocol.CodeNotFound},
+		{"GET", og + "/nope", protocol.CodeNotFound},
+		{"GET", b + "/monitoring/streams/nope/groups/orders/members", protocol.CodeStreamNotFound},
+		{"GET", b + "/monitoring/streams/orders/groups/nope/assignments", protocol.CodeGroupNotFound},
+		{"GET", og + "/shards/0/nope", protocol.CodeNotFound},
+		{"GET", b + "/monitoring/grafana/nope", protocol.CodeNotFound},
+		{"GET", b + "/monitoring/grafana/options/nope", protocol.CodeNotFound},
+		{"GET", b + "/monitoring/cluster", protocol.CodeNotFound}, // alone, not in a cluster
+		{"GET", "/metrics/nope", protocol.CodeNotFound},
+		{"GET", "/actuator/nope", protocol.CodeNotFound},
+		{"GET", "/openapi.yaml/nope", protocol.CodeNotFound},
+		{"GET", "/healthz/nope", protocol.CodeNotFound},
+		{"GET", "/readyz/nope", protocol.CodeNotFound},
+		{"GET", "/debug/nope", protocol.CodeNotFound},
+		{"GET", "/debug/pprof/no-such-profile", protocol.CodeNotFound},
+		{"GET", "/debug/pprof/no-such-profile?debug=1", protocol.CodeNotFound},
+		{"GET", "/debug/pprof/heap/nope", protocol.CodeNotFound},
+		{"GET", "/console/nope", protocol.CodeNotFound},
+	} {
+		what := tc.method + " " + tc.path
+		status, hdr, raw := send(t, s.URL, tc.method, tc.path, "", admin)
+		if status != http.StatusNotFound || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+			t.Errorf("%s: HTTP %d %q, want 404 with a JSON error body: %.200s", what, status, hdr.Get("Content-Type"), raw)
+			continue
+		}
+		errorBody(t, what, raw, tc.want)
+	}
+}
