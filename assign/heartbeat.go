@@ -270,6 +270,13 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 			wait := min(max(until.Sub(o.now)+o.cfg.ReconcileInterval, o.cfg.ReconcileInterval), o.cfg.HeartbeatInterval)
 			resp.HeartbeatIntervalMs = millis(wait)
 		}
+		if o.ev.DuplicateMember {
+			// Said apart from other RETRYs, so that the newcomer can tell
+			// its operator why it does not join (reference clients
+			// ignore the field).
+			resp.ErrorCode = protocol.CodeMemberIDInUse
+			resp.Message = "another live process holds this member id (a different instanceId); this one joins once that one's lease lapses"
+		}
 		return resp
 	case answerGroupFull:
 		resp := RetryResponse(req, o.cfg)

@@ -117,7 +117,8 @@ func TestDuplicateMemberRetries(t *testing.T) {
 	lease := g.Members["a"].LeaseExpiresAt
 	before := durable(g)
 	res := Heartbeat(g, withInstance(dupJoin("a"), "second"), now, cfg)
-	if res.Response.Status != protocol.StatusRetry || !res.Events.DuplicateMember || res.Persist || durable(g) != before {
+	if res.Response.Status != protocol.StatusRetry || !res.Events.DuplicateMember || res.Persist || durable(g) != before ||
+		res.Response.ErrorCode != protocol.CodeMemberIDInUse {
 		t.Fatalf("duplicate join: %+v persist %v", res.Response, res.Persist)
 	}
 	if res.Response.MemberEpoch != 0 || res.Response.HeartbeatIntervalMs != 3000 {

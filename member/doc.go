@@ -22,8 +22,13 @@
 //  2. Call [New] with a handler and options; it reports every bad option
 //     at once. WithMemberLease must equal the coordinator's --member-lease.
 //  3. Call [Runtime.Run] once. Cancel its context to leave (SIGTERM, say):
-//     Run drains, leaves and returns nil, or an error if the coordinator
-//     answered UNSUPPORTED_PROTOCOL or INVALID_REQUEST.
+//     Run drains, leaves and returns nil. It returns early, with an error
+//     errors.As finds, for what no retry heals: [*StreamNotFoundError],
+//     [*GroupNotFoundError], [*AuthError] (401/403), [*ProtocolError]
+//     (UNSUPPORTED_PROTOCOL, INVALID_REQUEST). Everything that may heal
+//     (coordinator unreachable, RETRY, a duplicate member id, Redis down)
+//     is retried with backoff and jitter and logged at WARN with the
+//     reason; [Runtime.Ready] and [Runtime.Status] tell a readiness probe.
 //  4. In the handler, settle each record: [Message.Ack], [Message.AckDel]
 //     or [Message.Nack]. An Ack that fails with [ErrFenced],
 //     [ErrLeaseExpired] or [ErrRevoked] must not be retried: the record
@@ -123,4 +128,7 @@
 //
 // Exactly-once processing (delivery is at-least-once), publishing (see
 // package producer), and creating streams or Redis consumer groups.
+// Authentication to the coordinator is supported (WithBasicAuth,
+// WithBearerToken); Redis authentication and TLS are the Redis client's
+// (see WithRedis).
 package member

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -104,6 +105,13 @@ type memberActor struct {
 	leaving, leaveSent, leaveExpired bool
 	leaveAt                          time.Duration
 	done, stopped                    bool
+
+	// For Status: when the last successful answer arrived, RETRYs in a
+	// row, why the member is not active, and the error that stopped it.
+	lastOK  time.Time
+	retries int
+	reason  string
+	fatal   error
 }
 
 func newMemberActor(rs *runState, id string) actor.Producer {
@@ -152,6 +160,33 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	case *leaveDeadlineMsg:
 		a.leaveDeadline()
 	}
+	a.publish()
+}
+
+// publish puts the member's state on the Runtime's board (Status).
+func (a *memberActor) publish() {
+	if a.core == nil {
+		return
+	}
+	st := MemberStatus{MemberID: a.id, Epoch: max(a.epoch, 0), Owned: slices.Clone(a.owned),
+		LastHeartbeat: a.lastOK, Failures: a.failures + a.retries, Reason: a.reason, Err: a.fatal}
+	switch {
+	case a.done && a.fatal != nil:
+		st.State = StateFailed
+	case a.done || a.stopped:
+		st.State = StateStopped
+	case a.leaving:
+		st.State = StateLeaving
+	case a.suspended:
+		st.State = StateSuspended
+	case a.epoch <= 0 && a.rejoins > 0:
+		st.State = StateRejoining
+	case a.epoch <= 0:
+		st.State = StateStarting
+	default:
+		st.State, st.Reason = StateActive, ""
+	}
+	a.rs.board.set(st)
 }
 
 // start sets the member up and sends its join heartbeat.
@@ -413,6 +448,10 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 		return
 	}
 	if err := checkAnswer(m); err != nil {
+		if aerr := authError(a.rs.cfg.stream, a.rs.cfg.group, m.err); aerr != nil {
+			a.fail(aerr)
+			return
+		}
 		var coordErr *coordclient.Error
 		if m.err != nil && !errors.As(m.err, &coordErr) {
 			// The request may have reached the coordinator and only its
@@ -421,11 +460,12 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 		}
 		a.failures++
 		a.errBackoff = min(max(a.errBackoff*2, errBackoffMin), errBackoffMax, a.interval)
+		a.reason = "heartbeat failed: " + err.Error()
 		if a.failures == 1 || a.failures%10 == 0 {
 			a.log.Warn("heartbeat failed; retrying (the lease keeps running)", slog.Int("failures", a.failures),
 				slog.Duration("leaseLeft", a.core.lease.until()), slog.Any("error", err))
 		}
-		a.after(a.errBackoff)
+		a.after(jitter(a.errBackoff))
 		return
 	}
 	if a.failures > 0 {
@@ -452,24 +492,33 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	}
 	assigned := sanitizeShards(resp.Assignment.AssignedShards)
 	p := planFor(resp.Status, a.owned, assigned)
+	cfg := a.rs.cfg
 	switch {
 	case p.Fatal:
-		a.fail(fmt.Errorf("member %s: coordinator answered %s: this runtime cannot go on (protocol version %d)",
-			a.id, resp.Status, protocol.CurrentVersion))
+		a.fail(&ProtocolError{Stream: cfg.stream, Group: cfg.group, MemberID: a.id, Status: string(resp.Status),
+			Version: protocol.CurrentVersion, Message: resp.Message})
+		return
+	case p.Rejoin && resp.ErrorCode == protocol.CodeStreamNotFound:
+		// Told apart from an unknown member by the coordinator: a
+		// rejoin can never succeed.
+		a.fail(&StreamNotFoundError{Stream: cfg.stream, Group: cfg.group, Message: resp.Message})
+		return
+	case p.Rejoin && resp.ErrorCode == protocol.CodeGroupNotFound:
+		a.fail(&GroupNotFoundError{Stream: cfg.stream, Group: cfg.group, Message: resp.Message})
 		return
 	case p.Rejoin:
 		a.rejoin(resp.Status)
 		return
 	case !p.Known:
 		a.log.Warn("unknown heartbeat status; treated as RETRY", slog.String("status", string(resp.Status)))
-		a.after(a.interval)
+		a.after(jitter(a.interval))
 		return
 	case !p.Renew: // RETRY
-		a.log.Debug("coordinator answered RETRY")
-		a.after(a.interval)
+		a.onRetry(resp)
 		return
 	}
-	a.rejoins = 0
+	a.rejoins, a.retries, a.reason = 0, 0, ""
+	a.lastOK = time.Now()
 	// Ignore epochs that are not positive (rule 3): only a leave answers
 	// -1, and sending one back would be read as a leave (franz-go's
 	// handleResp does the same).
@@ -501,6 +550,42 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 		next = 0
 	}
 	a.after(next)
+}
+
+// onRetry handles a RETRY: keep everything, heartbeat again after the
+// answered interval (plus jitter, so that members refused together do not
+// come back together). It may heal, so it is a WARN with the reason, not
+// an error: another live process holding the member id, a full group, or
+// a coordinator that cannot decide now (store down, shutting down,
+// overloaded).
+func (a *memberActor) onRetry(resp protocol.HeartbeatResponse) {
+	a.retries++
+	var reason string
+	switch resp.ErrorCode {
+	case protocol.CodeMemberIDInUse:
+		reason = "another process is using this member id (check WithBaseID / POD_NAME): " + resp.Message
+	case "":
+		reason = "the coordinator cannot decide now (store unavailable, shutting down or overloaded)"
+	default:
+		reason = string(resp.ErrorCode) + ": " + resp.Message
+	}
+	a.reason = "coordinator answered RETRY: " + reason
+	if a.retries == 1 || a.retries%10 == 0 {
+		a.log.Warn("coordinator answered RETRY; heartbeating again", slog.String("reason", reason),
+			slog.String("errorCode", string(resp.ErrorCode)), slog.Int("retries", a.retries),
+			slog.Duration("leaseLeft", a.core.lease.until()))
+	} else {
+		a.log.Debug("coordinator answered RETRY", slog.String("reason", reason))
+	}
+	a.after(jitter(a.interval))
+}
+
+// jitter adds up to a tenth of d, at random.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d + rand.N(d/10+1)
 }
 
 // afterAnswer runs what waited for the heartbeat in flight.
@@ -869,6 +954,7 @@ func (a *memberActor) onLeaveAnswer(m *answerMsg) {
 // fail stops the member at once after an answer it cannot go on from.
 func (a *memberActor) fail(err error) {
 	a.log.Error("member failed: reads and ACKs stopped", slog.Any("error", err))
+	a.fatal, a.reason = err, err.Error()
 	a.core.lease.end()
 	a.fenceAll(ErrFenced)
 	a.owned = []int{}

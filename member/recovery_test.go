@@ -279,6 +279,10 @@ func TestRunFailsOnInvalidRequest(t *testing.T) {
 			if err == nil || ctx.Err() != nil {
 				t.Fatalf("Run = %v (ctx %v), want an error before the context ends", err, ctx.Err())
 			}
+			var perr *member.ProtocolError
+			if !errors.As(err, &perr) || perr.Status != string(status) || perr.Stream != "bad" {
+				t.Fatalf("Run = %v, want a ProtocolError %s naming the stream", err, status)
+			}
 			if !strings.Contains(err.Error(), string(status)) {
 				t.Fatalf("Run error %q does not name %s", err, status)
 			}

@@ -21,6 +21,7 @@ type Runtime struct {
 	handler    Handler
 	ran        atomic.Bool
 	instanceID string
+	board      *board
 }
 
 // New checks opts (all problems are reported at once) and returns a
@@ -34,7 +35,9 @@ func New(handler Handler, opts ...Opt) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{cfg: cfg, handler: handler, instanceID: newInstanceID()}, nil
+	r := &Runtime{cfg: cfg, handler: handler, instanceID: newInstanceID()}
+	r.board = newBoard(r.MemberIDs())
+	return r, nil
 }
 
 // InstanceID is the random incarnation id this Runtime sends on every
@@ -62,6 +65,7 @@ type runState struct {
 	acker   *acker
 	hooks   *hooks
 	exits   chan memberExit
+	board   *board
 	// requestTimeout bounds one heartbeat request: a third of the lease
 	// (so a hung request cannot use the whole lease), at least 500ms.
 	requestTimeout time.Duration
@@ -129,6 +133,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		cfg: cfg, handler: r.handler, system: system, client: cfg.client, acker: ack,
 		hooks:          &hooks{onAssigned: cfg.onAssigned, onRevoked: cfg.onRevoked, log: log},
 		exits:          make(chan memberExit, cfg.concurrency),
+		board:          r.board,
 		requestTimeout: max(cfg.memberLease/3, 500*time.Millisecond),
 		nonce:          strconv.FormatInt(time.Now().UnixMilli(), 36),
 		instanceID:     r.instanceID,

@@ -29,7 +29,7 @@
 //
 // Non-goals: exactly-once publishing (a retried XADD whose first answer was
 // lost may duplicate a record; consumers are at-least-once anyway), record
-// ordering across partition keys, creating streams or consumer groups, and
-// coordinator authentication (give WithHTTPClient a client whose transport
-// adds the Authorization header).
+// ordering across partition keys, and creating streams or consumer groups.
+// Coordinator authentication is supported: WithBasicAuth or
+// WithBearerToken.
 package producer

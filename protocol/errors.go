@@ -35,7 +35,11 @@ const (
 	// CodeMemberLimitReached (ours): the group already has as many
 	// members as the coordinator allows. Carried by a join's RETRY
 	// heartbeat answer (errorCode), never as an HTTP status of its own.
-	CodeMemberLimitReached     ErrorCode = "MEMBER_LIMIT_REACHED"
+	CodeMemberLimitReached ErrorCode = "MEMBER_LIMIT_REACHED"
+	// CodeMemberIDInUse (ours): another live process holds this member
+	// id (its instanceId differs). Carried by a join's RETRY heartbeat
+	// answer (errorCode), never as an HTTP status of its own.
+	CodeMemberIDInUse          ErrorCode = "MEMBER_ID_IN_USE"
 	CodeCoordinatorTerminating ErrorCode = "COORDINATOR_TERMINATING"
 	CodeStoreUnavailable       ErrorCode = "STORE_UNAVAILABLE"
 	CodeInternal               ErrorCode = "INTERNAL_ERROR"
@@ -55,7 +59,7 @@ func (c ErrorCode) HTTPStatus() int {
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case CodeGroupAlreadyExists, CodeStreamPrefixAlreadyExists, CodeActiveMigrationExists,
-		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers, CodeMemberLimitReached:
+		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers, CodeMemberLimitReached, CodeMemberIDInUse:
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -60,6 +60,7 @@ func TestErrorCodes(t *testing.T) {
 		{CodeStoreUnavailable, 503, "SERVICE_UNAVAILABLE"},
 		{CodeRedisUnavailable, 503, "SERVICE_UNAVAILABLE"},
 		{CodeMemberLimitReached, 409, "CONFLICT"},
+		{CodeMemberIDInUse, 409, "CONFLICT"},
 	}
 	for _, tc := range tests {
 		body := NewErrorBody(tc.code, "m")

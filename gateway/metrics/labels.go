@@ -41,7 +41,8 @@ func errorCodes() []protocol.ErrorCode {
 		protocol.CodeMetadataSyncInProgress, protocol.CodeGroupHasActiveMembers, protocol.CodeRollbackNotAllowed,
 		protocol.CodePayloadTooLarge, protocol.CodeUnsupportedMediaType, protocol.CodeRateLimitExceeded,
 		protocol.CodeRedisNotConfigured, protocol.CodeRedisStreamProvisioningFailed, protocol.CodeCoordinatorTerminating,
-		protocol.CodeStoreUnavailable, protocol.CodeRedisUnavailable, protocol.CodeMemberLimitReached, protocol.CodeInternal}
+		protocol.CodeStoreUnavailable, protocol.CodeRedisUnavailable, protocol.CodeMemberLimitReached, protocol.CodeMemberIDInUse,
+		protocol.CodeInternal}
 }
 
 // The limiters of rscoord_rate_limit_refusals_total: admin mutations per
