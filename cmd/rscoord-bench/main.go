@@ -7,6 +7,7 @@
 //	rscoord-bench dataplane --records 50000 --shards 8 --rounds 4
 //	rscoord-bench scale --members 10000 --groups 1000
 //	rscoord-bench failover --trials 5
+//	rscoord-bench held --groups 20 --members 1000 --duration 10s
 //
 // Each prints its figures beside a baseline from the same run (or
 // repeated), and PASS or MISS beside each performance target.
@@ -50,6 +51,7 @@ type CLI struct {
 	Converge  ConvergeCmd  `cmd:"" help:"Time for a group to converge after members join or leave."`
 	Dataplane DataplaneCmd `cmd:"" help:"Producer and member runtime against raw go-redis loops on the same Redis."`
 	Scale     ScaleCmd     `cmd:"" help:"Heap per idle member and restart time of an in-process coordinator holding many groups."`
+	Held      HeldCmd      `cmd:"" help:"Members holding their steady heartbeats (waitMs) on keep-alive connections against rscoord serve: the server's memory per member and per parked answer, and the latency of the answers that were not held."`
 	Failover  FailoverCmd  `cmd:"" help:"Cluster mode on a real 3-member etcd: heartbeat throughput through the owner and a stand-by against a single-node Pebble server, and owner SIGKILL → first OK heartbeat."`
 }
 

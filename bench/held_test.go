@@ -1,0 +1,55 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/internal/coordtest"
+)
+
+// TestRunHeldTiny runs the held-heartbeat bench at a tiny size against a
+// server with auth on: members heartbeat as a MEMBER, every one of them is
+// parked at once, churn members join and leave, and the server's memory is
+// read through its admin endpoints.
+func TestRunHeldTiny(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Group: assign.Config{
+		HeartbeatInterval: 400 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond,
+	}})
+	member := coordclient.Credentials{User: coordtest.UserMember, Password: coordtest.Password(coordtest.UserMember)}
+	admin := coordclient.Credentials{User: coordtest.UserAdmin, Password: coordtest.Password(coordtest.UserAdmin)}
+	adminClient, err := NewClient(s.URL, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adminClient.CloseIdleConnections()
+	rep, err := RunHeld(context.Background(), HeldConfig{
+		Server: s.URL, Member: member, Admin: admin, Groups: 2, Members: 4, Shards: 8, Conns: 4,
+		Duration: 1500 * time.Millisecond, Churn: 4, ChurnLife: 500 * time.Millisecond,
+		Memory: func(ctx context.Context) (ServerMemory, error) { return ReadServerMemory(ctx, adminClient) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Members != 8 || rep.Interval != 400*time.Millisecond || rep.HeldAtOnce < 8 {
+		t.Fatalf("members %d, interval %v, held at once %d: want 8, 400ms, 8", rep.Members, rep.Interval, rep.HeldAtOnce)
+	}
+	if rep.Joined == 0 || rep.Left != rep.Joined || rep.NotHeldCount < 2*rep.Joined || rep.NotHeld.Max <= 0 {
+		t.Fatalf("churn: %d joined, %d left, %d answers not held (max %v)", rep.Joined, rep.Left, rep.NotHeldCount, rep.NotHeld.Max)
+	}
+	// Each member was held about an interval at a time (a little over 3
+	// intervals were measured), and joins released some parked answers.
+	if rep.HeldCount < 8 || rep.Early == 0 || rep.Errors != 0 || rep.NotOK != 0 {
+		t.Fatalf("held %d, early %d, errors %d, not OK %d", rep.HeldCount, rep.Early, rep.Errors, rep.NotOK)
+	}
+	for name, m := range map[string]ServerMemory{"groups": rep.Groups, "idle": rep.Idle, "parked": rep.Parked} {
+		if m.HeapAlloc == 0 || m.StackInuse == 0 || m.RSS == 0 {
+			t.Errorf("%s: server memory not read: %+v", name, m)
+		}
+	}
+	if rep.Parked.StackInuse <= rep.Idle.StackInuse {
+		t.Errorf("parked connections cost no stack: idle %+v, parked %+v", rep.Idle, rep.Parked)
+	}
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rscoord/rscoord/bench"
+	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/gateway/auth"
+)
+
+// Targets of the held-heartbeat bench (README, Benchmarks): the answers
+// that were not held stay fast while every member is parked, and a member
+// costs the server at most 4 KiB besides its parked answer.
+const (
+	targetHeldNotHeldP99 = 10 * time.Millisecond
+	targetHeldPerMember  = 4096
+)
+
+// HeldCmd runs bench.RunHeld against an `rscoord serve` it starts with
+// its connection and held-heartbeat caps raised to fit every member.
+type HeldCmd struct {
+	Rscoord   string        `help:"rscoord binary; empty builds ./cmd/rscoord with the go command into a temporary directory."`
+	Groups    int           `default:"20" help:"Streams (each with its default group)."`
+	Members   int           `default:"1000" help:"Members per group."`
+	Shards    int           `default:"1000" help:"Shards per stream."`
+	Conns     int           `default:"64" help:"Concurrency of the join (the held phase uses one connection per member)."`
+	Duration  time.Duration `default:"10s" help:"Measured phase with every member held."`
+	Churn     float64       `default:"1" help:"Members a second that join (and leave again after --churn-life) during the measured phase; each join and leave releases every parked answer of its group (new member epoch and metadata version)."`
+	ChurnLife time.Duration `default:"0" help:"How long a churn member stays (0: three heartbeat intervals)."`
+	Interval  time.Duration `default:"3s" help:"--heartbeat-interval of the server."`
+	JSON      bool          `name:"json" help:"Print the report as JSON."`
+}
+
+// heldFDs is what the bench and its server need besides one descriptor a
+// connection: listeners, the store's files, logs.
+const heldFDs = 1024
+
+// Run starts the server, runs the bench and prints the report.
+func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
+	if h.Groups < 1 || h.Members < 1 || h.Shards < 1 || h.Conns < 1 || h.Duration <= 0 || h.Churn <= 0 || h.Interval <= 0 {
+		return errors.New("held: --groups, --members, --shards, --conns, --duration, --churn and --interval must be positive")
+	}
+	members := h.Groups * h.Members
+	life := h.ChurnLife
+	if life <= 0 {
+		life = 3 * h.Interval
+	}
+	// Every member parked, the churn members too, and room for the
+	// unheld calls: the server holds at most three quarters of its
+	// connection cap.
+	held := members + int(h.Churn*life.Seconds()) + 64
+	connCap := held + held/3 + 256
+	if err := raiseFDLimit(connCap + heldFDs); err != nil {
+		return fmt.Errorf("held: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "rscoord-bench-held-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := h.Rscoord
+	if bin == "" {
+		bin = filepath.Join(dir, "rscoord")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rscoord/rscoord/cmd/rscoord")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("held: build rscoord (or pass --rscoord): %w", err)
+		}
+	}
+	// A MEMBER scoped to the bench's streams heartbeats; the admin creates
+	// the streams and reads the server's memory.
+	memberCreds := coordclient.Credentials{User: "bench-member", Password: randomSecret()}
+	adminCreds := coordclient.Credentials{User: "admin", Password: randomSecret()}
+	hash, err := auth.HashPassword(memberCreds.Password, 0)
+	if err != nil {
+		return err
+	}
+	users, err := json.Marshal(auth.UsersFile{Users: []auth.UserEntry{{Username: memberCreds.User, PasswordHash: string(hash),
+		Roles: []string{}, Grants: []auth.GrantEntry{{Roles: []string{"MEMBER"}, Streams: []string{"held*"}}}}}})
+	if err != nil {
+		return err
+	}
+	usersPath := filepath.Join(dir, "users.json")
+	if err := os.WriteFile(usersPath, users, 0o600); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	args := []string{"serve", "--listen", strings.TrimPrefix(url, "http://"), "--data-dir", filepath.Join(dir, "data"),
+		"--users", usersPath, "--heartbeat-interval", h.Interval.String(),
+		"--http-max-connections", strconv.Itoa(connCap), "--max-held-heartbeats", strconv.Itoa(held),
+		"--log-format", "json", "--log-level", "warn"}
+	logPath := filepath.Join(dir, "rscoord.log")
+	p, err := startHeldServer(bin, url, logPath, args, adminCreds.Password)
+	if err != nil {
+		return err
+	}
+	defer p.kill(syscall.SIGTERM)
+	if err := awaitReady(ctx, p, 60*time.Second); err != nil {
+		return err
+	}
+	if warn := serverWarnings(logPath); warn != "" {
+		return fmt.Errorf("held: the server did not take its limits (log %s): %s", logPath, warn)
+	}
+	admin, err := bench.NewClient(url, adminCreds)
+	if err != nil {
+		return err
+	}
+	defer admin.CloseIdleConnections()
+	rep, err := bench.RunHeld(ctx, bench.HeldConfig{
+		Server: url, Member: memberCreds, Admin: adminCreds, Groups: h.Groups, Members: h.Members, Shards: h.Shards,
+		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: life,
+		Memory: func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
+	})
+	if err != nil {
+		return fmt.Errorf("held bench: %w (server log %s)", err, logPath)
+	}
+	if h.JSON {
+		return printJSON(out, rep)
+	}
+	printHeld(out, h, rep, connCap, held)
+	if rep.Errors > 0 {
+		return fmt.Errorf("held bench: %d requests failed", rep.Errors)
+	}
+	return nil
+}
+
+func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held int) {
+	fmt.Fprintf(out, "held: %d groups × %d members = %d, %d shards per stream, interval %v; server --http-max-connections %d --max-held-heartbeats %d\n",
+		h.Groups, h.Members, rep.Members, h.Shards, rep.Interval, connCap, held)
+	fmt.Fprintf(out, "  join + settle %v (unheld, %d at a time)\n", rep.Settle.Round(time.Millisecond), h.Conns)
+	fmt.Fprintf(out, "  server memory after GC (heap + stacks / RSS): groups alone %s / %s, members idle %s / %s, every member parked (%d held) %s / %s\n",
+		bytesText(float64(rep.Groups.Live())), bytesText(float64(rep.Groups.RSS)), bytesText(float64(rep.Idle.Live())), bytesText(float64(rep.Idle.RSS)),
+		rep.HeldAtOnce, bytesText(float64(rep.Parked.Live())), bytesText(float64(rep.Parked.RSS)))
+	n := float64(rep.Members)
+	fmt.Fprintf(out, "  per member %s (RSS %s); per parked answer with its connection %s: heap %s, stack %s (RSS %s)\n",
+		bytesText(rep.PerMember), bytesText(rep.RSSPerMember), bytesText(rep.PerParked),
+		bytesText((float64(rep.Parked.HeapAlloc)-float64(rep.Idle.HeapAlloc))/n), bytesText((float64(rep.Parked.StackInuse)-float64(rep.Idle.StackInuse))/n),
+		bytesText(rep.RSSPerParked))
+	fmt.Fprintf(out, "  target per member ≤ %s plus one parked answer: %s\n", bytesText(targetHeldPerMember), verdict(rep.PerMember <= targetHeldPerMember))
+	fmt.Fprintf(out, "  measured %v, load average %.1f → %.1f: %d churn members joined, %d left\n", h.Duration, rep.LoadStart, rep.LoadEnd, rep.Joined, rep.Left)
+	fmt.Fprintf(out, "  not held (joins, leaves, reports): %d answers  p50 %v  p99 %v  p999 %v  max %v\n", rep.NotHeldCount,
+		rep.NotHeld.P50, rep.NotHeld.P99, rep.NotHeld.P999, rep.NotHeld.Max)
+	fmt.Fprintf(out, "  held: %d answers, %d early with news, %d at once without news; errors %d, not OK %d\n",
+		rep.HeldCount, rep.Early, rep.AtOnce, rep.Errors, rep.NotOK)
+	fmt.Fprintf(out, "  target not-held p99 ≤ %v: %s\n", targetHeldNotHeldP99,
+		verdict(rep.NotHeld.P99 <= targetHeldNotHeldP99 && rep.NotHeldCount > 0 && rep.Errors == 0))
+}
+
+// startHeldServer starts the server as startProc does, with the admin
+// password it is given.
+func startHeldServer(bin, url, logPath string, args []string, adminPassword string) (*proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), "RSCOORD_ADMIN_PASSWORD="+adminPassword, "RSCOORD_TOKEN_SECRET=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start rscoord: %w", err)
+	}
+	p := &proc{name: "rscoord", url: url, args: args, log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// serverWarnings is the server's warnings that it lowered a limit, from
+// its log.
+func serverWarnings(logPath string) string {
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, "lowered") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// raiseFDLimit makes this process's file descriptor limit at least need,
+// soft and hard: raising the hard limit needs privileges, raising the soft
+// one up to the hard one does not. Children inherit it (the server the
+// bench starts).
+func raiseFDLimit(need int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("file descriptor limit: %w", err)
+	}
+	if lim.Cur >= uint64(need) {
+		return nil
+	}
+	want := syscall.Rlimit{Cur: uint64(need), Max: max(lim.Max, uint64(need))}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err == nil {
+		return nil
+	}
+	if lim.Max >= uint64(need) {
+		want = syscall.Rlimit{Cur: uint64(need), Max: lim.Max}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+			return fmt.Errorf("file descriptor limit: raise the soft limit to %d: %w", need, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%d file descriptors are needed (one a connection, on both sides), the hard limit is %d: raise it (ulimit -Hn, as root) or run fewer members", need, lim.Max)
+}
+
+func randomSecret() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
