@@ -112,6 +112,12 @@
 //  13. Leave (Run's context cancelled): stop reads on every shard, drain
 //     (at most WithLeaveTimeout, then abandon), heartbeat memberEpoch -1
 //     reporting every shard REVOKED, return.
+//  14. Redis first: a member sends its join only after Redis answered a
+//     PING (probed with backoff until it does). When reads of one shard
+//     fail WithRedisFailureLimit times in a row (3), the member gives
+//     every shard back with a leave as in rule 13 and, once Redis answers
+//     a PING again, joins anew. While reads fail they do not block, so a
+//     frozen Redis is noticed in read timeouts, not BLOCK plus 10s each.
 //
 // # Goroutines and who stops them
 //

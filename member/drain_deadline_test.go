@@ -97,10 +97,16 @@ func TestRevokedShardHandlerCancelledAtDrainDeadline(t *testing.T) {
 	if d := c.at.Sub(joined); d < rebalance*9/10-100*time.Millisecond || d > rebalance+time.Second {
 		t.Fatalf("handler of revoked shard %d cancelled %v after b joined; want about 90%% of %v", c.shard, d, rebalance)
 	}
-	mu.Lock()
-	at, released := revokeAt[c.shard]
-	mu.Unlock()
-	if !released || at.Before(c.at.Add(-50*time.Millisecond)) {
+	// OnRevoked runs on the member's actor after the cut: wait for it.
+	var at time.Time
+	eventually(t, 5*time.Second, "OnRevoked for the abandoned shard", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		var released bool
+		at, released = revokeAt[c.shard]
+		return released
+	})
+	if at.Before(c.at.Add(-50 * time.Millisecond)) {
 		t.Fatalf("shard %d: OnRevoked at %v, handler cut at %v: the shard was let go before its handler was cut", c.shard, at, c.at)
 	}
 	// The other shard stays a's, its handler still held.

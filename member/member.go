@@ -112,6 +112,15 @@ type memberActor struct {
 	retries int
 	reason  string
 	fatal   error
+
+	// Redis first (redisfirst.go): redisDown keeps the member from
+	// joining until a PING succeeds; giveBack marks a leave that gives the
+	// shards back after read failures (the member rejoins afterwards);
+	// exitWanted: Run asked the member to leave for good.
+	redisDown, probeBusy, giveBack, exitWanted bool
+	redisFailures                              int
+	redisBackoff                               time.Duration
+	redisTimer                                 *time.Timer
 }
 
 func newMemberActor(rs *runState, id string) actor.Producer {
@@ -156,7 +165,14 @@ func (a *memberActor) Receive(ctx actor.Context) {
 			a.drainDeadline(m.run)
 		}
 	case *leaveMsg:
+		a.exitWanted = true
 		a.beginLeave()
+	case *redisProbeMsg:
+		a.onRedisProbe(m)
+	case *redisRetryMsg:
+		a.probeRedis()
+	case *readFailedMsg:
+		a.onReadFailed(m)
 	case *leaveDeadlineMsg:
 		a.leaveDeadline()
 	}
@@ -175,8 +191,10 @@ func (a *memberActor) publish() {
 		st.State = StateFailed
 	case a.done || a.stopped:
 		st.State = StateStopped
-	case a.leaving:
+	case a.leaving && !a.giveBack:
 		st.State = StateLeaving
+	case a.redisDown || a.giveBack:
+		st.State = StateRedisDown
 	case a.suspended:
 		st.State = StateSuspended
 	case a.epoch <= 0 && a.rejoins > 0:
@@ -210,7 +228,8 @@ func (a *memberActor) start(ctx actor.Context) {
 	a.hbCtx, a.hbCancel = context.WithCancel(context.Background())
 	core.sched.start(core.handle)
 	a.log.Info("member starting", slog.Int("workers", cfg.maxWorkers), slog.Duration("memberLease", cfg.memberLease))
-	a.beat()
+	// Rule 14: join only with a Redis that answers.
+	a.waitForRedis("checking Redis before joining")
 }
 
 // shutdown stops everything the member owns, in order:
@@ -231,6 +250,7 @@ func (a *memberActor) shutdown() {
 	stopTimer(&a.beatTimer)
 	stopTimer(&a.leaseTimer)
 	stopTimer(&a.leaveTimer)
+	stopTimer(&a.redisTimer)
 	a.fenceAll(ErrRevoked)
 	a.hbCancel()
 	a.hbWG.Wait()
@@ -253,7 +273,7 @@ func (a *memberActor) shutdown() {
 // pending list. The wait is at most one read: WithBlock, or the lease
 // left when it was issued, whichever is shorter.
 func (a *memberActor) beat() {
-	if a.stopped || a.done || a.leaveSent {
+	if a.stopped || a.done || a.leaveSent || a.redisDown {
 		return
 	}
 	if a.hbBusy {
@@ -946,8 +966,12 @@ func (a *memberActor) onLeaveAnswer(m *answerMsg) {
 	default:
 		a.log.Info("left the group")
 	}
-	a.epoch = protocol.EpochLeave
 	a.core.lease.end()
+	if a.giveBack && !a.exitWanted {
+		a.afterGiveBack()
+		return
+	}
+	a.epoch = protocol.EpochLeave
 	a.finish(nil)
 }
 

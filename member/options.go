@@ -32,6 +32,8 @@ const (
 	MaxWorkers = 4096
 	// MaxBatch is the largest COUNT of one read.
 	MaxBatch = 10_000
+	// MaxRedisFailureLimit is the largest WithRedisFailureLimit.
+	MaxRedisFailureLimit = 1000
 )
 
 // config is the checked configuration of a Runtime. Only New writes it;
@@ -60,6 +62,9 @@ type config struct {
 	onRevoked     func(ctx context.Context, shards []int)
 	memberLease   time.Duration
 	leaveTimeout  time.Duration
+	// redisFailureLimit: reads failed in a row on one shard before the
+	// member gives its shards back.
+	redisFailureLimit int
 	// baseIDFrom names where the default base id came from, for the log.
 	baseIDFrom string
 }
@@ -165,8 +170,9 @@ func WithHTTPClient(client *http.Client) Opt {
 	return optFunc(func(c *config) { c.httpClient = client })
 }
 
-// WithLogger sets the logger of the runtime, protoactor's included. Default
-// slog.Default().
+// WithLogger sets the logger of the runtime, protoactor's and go-redis's
+// included (go-redis has one logger per process: Run points it at the
+// logger of the last Runtime started). Default slog.Default().
 func WithLogger(log *slog.Logger) Opt {
 	return optFunc(func(c *config) { c.log = log })
 }
@@ -214,6 +220,16 @@ func WithLeaveTimeout(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.leaveTimeout = d })
 }
 
+// WithRedisFailureLimit sets how many reads of one shard may fail in a
+// row (Redis down, frozen or refusing) before the member gives every shard
+// back: it leaves the group gracefully, so that healthy members take the
+// shards, and rejoins once Redis answers a PING again (probed with
+// backoff). A member also joins only once Redis answers. Default 3;
+// 1..MaxRedisFailureLimit.
+func WithRedisFailureLimit(n int) Opt {
+	return optFunc(func(c *config) { c.redisFailureLimit = n })
+}
+
 // newConfig applies opts, fills defaults and validates the result.
 func newConfig(opts []Opt) (config, error) {
 	c := config{
@@ -225,6 +241,8 @@ func newConfig(opts []Opt) (config, error) {
 		memberName:   "rscoord-go",
 		memberLease:  protocol.DefaultMemberLease,
 		leaveTimeout: 30 * time.Second,
+
+		redisFailureLimit: 3,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -292,6 +310,9 @@ func newConfig(opts []Opt) (config, error) {
 	}
 	if c.memberLease < 100*time.Millisecond {
 		add("WithMemberLease: %v is shorter than 100ms", c.memberLease)
+	}
+	if c.redisFailureLimit < 1 || c.redisFailureLimit > MaxRedisFailureLimit {
+		add("WithRedisFailureLimit: %d is outside 1..%d", c.redisFailureLimit, MaxRedisFailureLimit)
 	}
 	if c.leaveTimeout < 100*time.Millisecond {
 		add("WithLeaveTimeout: %v is shorter than 100ms", c.leaveTimeout)

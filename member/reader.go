@@ -43,6 +43,11 @@ type reader struct {
 	phase     readPhase
 	cursor    string
 	lastClaim time.Time
+	// failing: the last read failed. Reads then do not block: go-redis
+	// waits BLOCK plus 10s for a blocking read from a frozen server, but
+	// only its read timeout for a plain one, so the failures that make
+	// the member give its shards back (rule 14) come in seconds.
+	failing bool
 }
 
 // Back-off bounds of a read loop after a Redis error.
@@ -81,6 +86,11 @@ func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
 				return
 			}
 			failures++
+			rd.failing = true
+			if failures == r.core.cfg.redisFailureLimit {
+				// Rule 14: the member gives its shards back.
+				r.core.notify(&readFailedMsg{run: r, failures: failures, err: err})
+			}
 			backoff = min(max(backoff*2, readBackoffMin), readBackoffMax)
 			if failures == 1 || failures%20 == 0 {
 				log.Warn("read failed; retrying", slog.String("phase", rd.phase.String()),
@@ -92,7 +102,7 @@ func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
 		if failures > 0 {
 			log.Info("reads recovered", slog.Int("failures", failures))
 		}
-		failures, backoff = 0, 0
+		failures, backoff, rd.failing = 0, 0, false
 		if len(batch) == 0 {
 			continue
 		}
@@ -160,6 +170,9 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 		block := min(cfg.block, r.core.lease.until())
 		if block < time.Millisecond {
 			return nil, nil
+		}
+		if rd.failing {
+			block = -1 // no BLOCK: see reader.failing
 		}
 		res, err := r.core.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: cfg.group, Consumer: r.core.id, Streams: []string{r.key, ">"},

@@ -115,6 +115,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 	log := cfg.log.With(slog.String("stream", cfg.stream), slog.String("group", cfg.group))
 	cfg.log = log
 
+	routeRedisLogs(log)
+
 	// 1. XACKDEL probe.
 	// Without ctx's cancellation: a Run whose context is already done
 	// still starts, and leaves at once.
