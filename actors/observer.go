@@ -71,16 +71,14 @@ type GroupState struct {
 // violations are the invariant violations the actor's last audit found
 // plus the epoch regressions it saw (see groupActor.audit).
 func groupState(g *assign.Group, violations int) GroupState {
-	s := GroupState{
+	// O(states): the group keeps its counts as it changes; this runs
+	// after every durable step.
+	c := g.Counts()
+	return GroupState{
 		State: g.State, GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch,
-		MembersByState:      map[protocol.MemberState]int{},
+		MembersByState: c.ByState, PendingRevocations: c.Revoking,
 		InvariantViolations: violations,
 	}
-	for _, m := range g.Members {
-		s.MembersByState[m.State]++
-		s.PendingRevocations += len(m.Revoking)
-	}
-	return s
 }
 
 // nopObserver is the Observer of a Config without one.

@@ -93,7 +93,7 @@ func (o *op) closeRound() {
 			return
 		}
 	}
-	if o.holdings().any {
+	if g.index().blocked > 0 {
 		return
 	}
 	g.CorrectionOpen = false

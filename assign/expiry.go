@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"slices"
 	"time"
 
 	"github.com/rscoord/rscoord/protocol"
@@ -41,9 +42,8 @@ func Tick(g *Group, now time.Time, cfg Config) Result {
 // recomputes the group state and says when to Tick.
 func Restore(g *Group, now time.Time, cfg Config) Result {
 	o := begin(g, now, cfg)
-	g.hold = nil // the caller may have edited the group (a load, a repair)
-	for _, id := range sortedIDs(g.Members) {
-		m := g.Members[id]
+	g.idx = nil // the caller may have edited the group (a load, a repair)
+	for _, m := range g.Members {
 		if holds(m) {
 			// When the member last heard an answer is not durable: it may
 			// read until a whole lease from now.
@@ -58,6 +58,7 @@ func Restore(g *Group, now time.Time, cfg Config) Result {
 		}
 	}
 	o.reassign = true
+	o.fullAssign = true
 	o.allDeadlines = true
 	o.finish()
 	o.closeRound()
@@ -76,8 +77,18 @@ func (o *op) maintain(force bool, skipDeadline string) bool {
 		return false
 	}
 	due := func(t time.Time) bool { return !t.IsZero() && !o.now.Before(t) }
-	for _, id := range sortedIDs(g.Members) {
-		m := g.Members[id]
+	// Map order: what happens to one member depends on its own timers
+	// only, so the outcome is the same in any order but for the order of
+	// the event lists, which are sorted below. No sort of every member id.
+	ev := &o.ev
+	marks := [...]int{len(ev.Expired), len(ev.Fenced), len(ev.Released), len(ev.Pruned)}
+	defer func() {
+		slices.Sort(ev.Expired[marks[0]:])
+		slices.Sort(ev.Fenced[marks[1]:])
+		slices.Sort(ev.Released[marks[2]:])
+		slices.Sort(ev.Pruned[marks[3]:])
+	}()
+	for id, m := range g.Members {
 		if m.State.Owning() && m.LeaseExpiresAt.IsZero() {
 			// A lease unknown after a load without Restore: start one rather
 			// than expire a member for our own restart.
@@ -110,8 +121,12 @@ func (o *op) maintain(force bool, skipDeadline string) bool {
 
 // prune removes terminal member id from the group.
 func (o *op) prune(id string) {
+	m := o.g.Members[id]
 	delete(o.g.Members, id)
 	delete(o.g.Target, id)
+	if m != nil {
+		o.g.relink(m)
+	}
 	o.removed = append(o.removed, id)
 	o.bump()
 	o.ev.Pruned = append(o.ev.Pruned, id)
@@ -154,23 +169,40 @@ func terminal(m *Member) bool {
 func (o *op) scanTimers() {
 	g := o.g
 	var next time.Time
-	consider := func(t time.Time) {
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
 	for _, m := range g.Members {
-		switch {
-		case terminal(m):
-			consider(m.StateChangedAt.Add(o.cfg.StaleMemberRetention))
-		case m.State.Owning():
-			consider(m.LeaseExpiresAt)
-			consider(m.RebalanceDeadline)
-		}
-		if !m.State.Live() && holds(m) {
-			consider(m.ReadableUntil)
-		}
+		next = earlier(next, o.memberTimer(m))
 	}
 	g.nextTimer = next
 	g.timersKnown = true
+}
+
+// lowerTimer keeps the group's next timer a lower bound after m's timers
+// changed.
+func (o *op) lowerTimer(m *Member) {
+	o.g.nextTimer = earlier(o.g.nextTimer, o.memberTimer(m))
+}
+
+// memberTimer is m's earliest timer: its prune when terminal, else its
+// lease and rebalance deadline while owning, and the end of its last
+// readable answer while it holds shards but is no longer live. Zero: none.
+func (o *op) memberTimer(m *Member) time.Time {
+	var next time.Time
+	switch {
+	case terminal(m):
+		next = m.StateChangedAt.Add(o.cfg.StaleMemberRetention)
+	case m.State.Owning():
+		next = earlier(m.LeaseExpiresAt, m.RebalanceDeadline)
+	}
+	if !m.State.Live() && holds(m) {
+		next = earlier(next, m.ReadableUntil)
+	}
+	return next
+}
+
+// earlier returns the earlier of two times, a zero time meaning none.
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }

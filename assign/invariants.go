@@ -89,11 +89,13 @@ func CheckInvariants(g *Group) []string {
 
 // CheckChanged is [CheckInvariants] restricted to what a step changed (the
 // members c names, and the group-level sets when c.Group): the check the
-// serving path can afford after every durable step. It costs O(members +
-// shards) at most, never O(members × shards), and allocates per changed
-// member only. Violations it cannot see (between two unchanged members)
-// cannot have been caused by the step; a periodic [CheckInvariants] audit
-// covers everything.
+// serving path can afford after every durable step. It costs O(the named
+// members' shards): who else holds, is granted or targets a shard comes
+// from the group's index, which it first brings up to date with the named
+// members (so an edit of a named member outside this package is seen).
+// Violations it cannot see (between two unchanged members) cannot have
+// been caused by the step; a periodic [CheckInvariants] audit, which shares
+// nothing with the index, covers everything.
 func CheckChanged(g *Group, c Changes) []string {
 	out := []string{}
 	if c.Empty() {
@@ -105,60 +107,17 @@ func CheckChanged(g *Group, c Changes) []string {
 	if len(c.Members) == 0 {
 		return out
 	}
-	// Shard → holders and target owners, over every member, in slices
-	// indexed by shard: O(members + shards), no maps built, no allocation
-	// per member. This runs after every durable step of a join storm, so
-	// it walks each map once and each set once.
-	size := g.ShardCount
-	for _, s := range g.DrainingShards {
-		size = max(size, s+1)
-	}
-	holders := make([]uint16, size) // saturating count of members holding
-	grantees := make([]uint16, size)
-	targets := make([]uint16, size)
-	stamp := make([]int32, size) // the last member counted in holders
-	fit := func(s int) bool {
-		if s < 0 {
-			return false
-		}
-		if s >= len(holders) { // a shard beyond the layout: still counted
-			n := s + 1 - len(holders)
-			holders = append(holders, make([]uint16, n)...)
-			grantees = append(grantees, make([]uint16, n)...)
-			targets = append(targets, make([]uint16, n)...)
-			stamp = append(stamp, make([]int32, n)...)
-		}
-		return true
-	}
-	inc := func(v []uint16, s int) {
-		if v[s] < 1<<15 {
-			v[s]++
+	x := g.index()
+	for _, id := range c.Members {
+		if m := g.Members[id]; m != nil {
+			g.relink(m)
 		}
 	}
-	var n int32
-	for _, m := range g.Members {
-		n++
-		if !isSet(m.Current) || !isSet(m.Revoking) || !isSet(m.Granted) {
-			continue // reported below if m changed, by the audit otherwise
+	count := func(v []int32, s int) int32 {
+		if s < 0 || s >= len(v) {
+			return 0
 		}
-		for _, set := range [3][]int{m.Current, m.Revoking, m.Granted} {
-			for _, s := range set {
-				if fit(s) && stamp[s] != n {
-					stamp[s] = n
-					inc(holders, s)
-				}
-			}
-		}
-		for _, s := range m.Granted {
-			inc(grantees, s) // fitted above
-		}
-	}
-	for _, t := range g.Target {
-		for _, s := range t {
-			if fit(s) {
-				inc(targets, s)
-			}
-		}
+		return v[s]
 	}
 	for _, id := range c.Members {
 		m := g.Members[id]
@@ -166,10 +125,12 @@ func CheckChanged(g *Group, c Changes) []string {
 			out = append(out, fmt.Sprintf("changed member %s is not in the group", id))
 			continue
 		}
+		sorted := true
 		for i, set := range [][]int{m.Current, m.Revoking, m.Granted, g.Target[id]} {
 			if !isSet(set) {
 				name := [...]string{"current", "revoking", "granted", "target"}[i]
 				out = append(out, fmt.Sprintf("%s set of %s %v is not a sorted set", name, id, set))
+				sorted = false
 			}
 		}
 		if t := g.Target[id]; len(t) > 0 && !m.State.Live() {
@@ -179,23 +140,23 @@ func CheckChanged(g *Group, c Changes) []string {
 			if !readable(g, s) {
 				out = append(out, fmt.Sprintf("shard %d in the target of %s is not readable", s, id))
 			}
-			if s >= 0 && s < len(targets) && targets[s] > 1 {
+			if count(x.targeted, s) > 1 {
 				out = append(out, fmt.Sprintf("shard %d is in the targets of %s and another member", s, id))
 			}
 		}
+		if !sorted {
+			continue // its counts are not to be trusted; reported above
+		}
 		for _, s := range m.Granted {
-			if s < 0 || s >= len(holders) {
-				continue
-			}
-			if grantees[s] > 1 {
+			if count(x.granted, s) > 1 {
 				out = append(out, fmt.Sprintf("shard %d is granted to %s and another member", s, id))
-			} else if holders[s] > 1 {
+			} else if count(x.held, s) > 1 {
 				out = append(out, fmt.Sprintf("shard %d is granted to %s while another member holds it", s, id))
 			}
 		}
 		// A shard m holds that is granted to someone else.
 		for _, s := range union(m.Current, m.Revoking) {
-			if s >= 0 && s < len(grantees) && grantees[s] > 0 && !contains(m.Granted, s) {
+			if count(x.granted, s) > 0 && !contains(m.Granted, s) {
 				out = append(out, fmt.Sprintf("shard %d held by %s is granted to another member", s, id))
 			}
 		}

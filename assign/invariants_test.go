@@ -86,7 +86,7 @@ func TestCheckChangedAgreesWithTheFullCheck(t *testing.T) {
 		func(g *Group) string { // a shard beyond the layout, held twice
 			g.Members["a"].Granted = append(slices.Clone(g.Members["a"].Granted), 50)
 			g.Members["b"].Current = append(slices.Clone(g.Members["b"].Current), 50)
-			return "a"
+			return "a,b" // both changed: the step names both
 		},
 	}
 	for i, br := range breaks {
@@ -95,7 +95,7 @@ func TestCheckChangedAgreesWithTheFullCheck(t *testing.T) {
 			t.Fatalf("case %d: violations before breaking: %v", i, v)
 		}
 		id := br(g)
-		full, changed := CheckInvariants(g), CheckChanged(g, Changes{Members: []string{id}})
+		full, changed := CheckInvariants(g), CheckChanged(g, Changes{Members: strings.Split(id, ",")})
 		if len(full) == 0 || len(changed) == 0 {
 			t.Errorf("case %d: full %v, changed-only %v", i, full, changed)
 		}

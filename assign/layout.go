@@ -19,7 +19,9 @@ import (
 // again changes nothing.
 func SetLayout(g *Group, shardCount int, draining []int, now time.Time, cfg Config) Result {
 	o := begin(g, now, cfg)
-	g.hold = nil // the caller may have edited the group (a load, a repair)
+	g.idx = nil // the caller may have edited the group (a load, a repair)
+	o.allDeadlines = true
+	o.fullAssign = true
 	if shardCount < 0 {
 		shardCount = 0
 	}

@@ -21,7 +21,7 @@ func (o *op) join(req *protocol.HeartbeatRequest) answer {
 	}
 	m.StateChangedAt = o.now
 	o.g.Members[m.ID] = m
-	o.memberChanged(m)
+	o.dirty(m)
 	o.recordLiveness(m, req)
 	m.Name = req.MemberName
 	o.bump()

@@ -26,12 +26,18 @@ type op struct {
 	reassign bool
 	// metaChanged: MetadataVersion is bumped once when the call finishes.
 	metaChanged bool
-	// touched lists members whose holdings or target may have changed; their
-	// rebalance deadlines are re-evaluated. allDeadlines re-evaluates every
-	// owning member (after a new target).
+	// touched lists members whose holdings, state or target may have
+	// changed; their rebalance deadlines are re-evaluated. A member nobody
+	// touched keeps what it was judged at its last change, and a deadline
+	// of it that passes is a timer (maintain). allDeadlines re-evaluates
+	// every owning member (after a restore or a layout change).
 	touched      []*Member
 	allDeadlines bool
-	ev           Events
+	// fullAssign makes runAssignor run stickyAssign over the whole group
+	// (a restore or a layout change may repair what the incremental
+	// assignor assumes).
+	fullAssign bool
+	ev         Events
 	// heldEpoch is the epoch a heartbeat accepted under the previous-epoch
 	// rule proved the member holds (0 otherwise); see setEpoch.
 	heldEpoch int64
@@ -57,11 +63,15 @@ func begin(g *Group, now time.Time, cfg Config) *op {
 	return &op{g: g, now: now, cfg: cfg.EnsureDefaults()}
 }
 
-// dirty marks a durable change to m's holdings or state, which also makes
-// the cached blocked-set index stale.
+// dirty marks a durable change to m's holdings or state and brings the
+// group's index up to date with it. A live member always has a target
+// entry, empty until the assignor gives it shards.
 func (o *op) dirty(m *Member) {
 	o.memberChanged(m)
-	o.g.hold = nil
+	if _, ok := o.g.Target[m.ID]; !ok && m.State.Live() && o.g.Members[m.ID] == m {
+		o.g.Target[m.ID] = []int{}
+	}
+	o.g.relink(m)
 }
 
 // memberChanged marks a durable change to m's part of the record.
@@ -91,9 +101,7 @@ func (o *op) bump() {
 	o.g.GroupEpoch++
 	o.metaChanged = true
 	o.reassign = true
-	o.allDeadlines = true
 	o.groupChange()
-	o.g.hold = nil
 }
 
 func (o *op) setCurrent(m *Member, s []int) {
@@ -222,10 +230,27 @@ func (o *op) finish() {
 	}
 }
 
-// runAssignor recomputes the sticky target of the live members.
+// runAssignor recomputes the sticky target of the live members: in
+// O(what moves) when incrementalAssign applies (a join into a settled
+// layout), else with stickyAssign over the whole group. Both give the same
+// target (TestIncrementalAssignAgrees).
 func (o *op) runAssignor() {
 	o.reassign = false
 	g := o.g
+	if !o.fullAssign {
+		if moves, ok := incrementalAssign(g); ok {
+			if len(moves) > 0 {
+				moved := make([]*Member, 0, len(moves))
+				for m, t := range moves {
+					g.Target[m.ID] = t
+					moved = append(moved, m)
+				}
+				o.retarget(moved)
+			}
+			o.assigned()
+			return
+		}
+	}
 	live := make([]string, 0, len(g.Members))
 	for id, m := range g.Members {
 		if m.State.Live() {
@@ -236,26 +261,43 @@ func (o *op) runAssignor() {
 	next := stickyAssign(live, g.Target, readableShards(g))
 	if !sameTarget(g.Target, next) {
 		// A member's target is stored with the member: only those whose
-		// target changed are written.
+		// target changed are written, re-indexed and have their rebalance
+		// deadline judged again.
+		var moved []*Member
 		for id, t := range next {
 			if old, ok := g.Target[id]; !ok || !equalSets(old, t) {
-				o.memberChanged(g.Members[id])
+				moved = append(moved, g.Members[id])
 			}
 		}
 		for id := range g.Target {
 			if _, ok := next[id]; !ok {
 				if m := g.Members[id]; m != nil {
-					o.memberChanged(m)
+					moved = append(moved, m)
 				}
 			}
 		}
 		g.Target = next
-		g.hold = nil
-		o.metaChanged = true
-		o.allDeadlines = true
-		o.ev.Rebalanced = true
-		o.groupChange()
+		o.retarget(moved)
 	}
+	o.assigned()
+}
+
+// retarget records new targets of moved members: they are written,
+// re-indexed and have their rebalance deadline judged again.
+func (o *op) retarget(moved []*Member) {
+	for _, m := range moved {
+		o.memberChanged(m)
+		o.touch(m)
+	}
+	o.g.relinkAll(moved...)
+	o.metaChanged = true
+	o.ev.Rebalanced = true
+	o.groupChange()
+}
+
+// assigned records that the assignment is current.
+func (o *op) assigned() {
+	g := o.g
 	if g.AssignmentEpoch != g.GroupEpoch {
 		g.AssignmentEpoch = g.GroupEpoch
 		o.groupChange()
@@ -313,23 +355,16 @@ func (o *op) enforceDeadlines() bool {
 // its target or anything is blocked, else STABLE. STABLE therefore means
 // nothing is blocked, which lets a steady heartbeat skip the blocked-set
 // computation.
+//
+// It costs O(1): the index counts live, unsettled members and blocked shards.
 func (o *op) refreshState() {
 	g := o.g
-	live, settled := 0, true
-	for id, m := range g.Members {
-		if !m.State.Live() {
-			continue
-		}
-		live++
-		if !equalSets(m.Current, g.Target[id]) {
-			settled = false
-		}
-	}
+	x := g.index()
 	st := protocol.GroupStable
 	switch {
-	case live == 0:
+	case x.live == 0:
 		st = protocol.GroupEmpty
-	case !settled || o.holdings().any:
+	case x.unsettled > 0 || x.blocked > 0:
 		st = protocol.GroupReconciling
 	}
 	if g.State != st {
@@ -339,9 +374,24 @@ func (o *op) refreshState() {
 }
 
 // result finishes the call and says what the actor must do.
+//
+// The next timer of a large group is a lower bound kept in O(what
+// changed): a timer that moves later (a renewed lease) leaves the bound
+// valid, and every other timer change (a state, a deadline, holdings) is a
+// durable change of a member this call lists. The whole group is rescanned
+// only after a maintenance pass, which runs when the bound is reached. A
+// small group is rescanned after every durable change: exact, so that a
+// tick is never early, and as cheap as the step itself.
 func (o *op) result(resp protocol.HeartbeatResponse) Result {
-	if o.persist || !o.g.timersKnown {
+	switch {
+	case !o.g.timersKnown || (o.persist && len(o.g.Members) <= exactTimersUpTo):
 		o.scanTimers()
+	case o.persist:
+		for _, m := range o.changed {
+			if o.g.Members[m.ID] == m {
+				o.lowerTimer(m)
+			}
+		}
 	}
 	next := time.Time{}
 	if o.g.timersKnown {
@@ -349,6 +399,10 @@ func (o *op) result(resp protocol.HeartbeatResponse) Result {
 	}
 	return Result{Response: resp, Persist: o.persist, Next: next, Events: o.ev, Changes: o.changes()}
 }
+
+// exactTimersUpTo is the largest group whose next timer is rescanned after
+// every durable change (see result).
+const exactTimersUpTo = 64
 
 // changes lists what the call changed. It costs O(what changed).
 func (o *op) changes() Changes {

@@ -4,91 +4,32 @@ import (
 	"github.com/rscoord/rscoord/protocol"
 )
 
-// holdings is the blocked-set index of one call: for every shard, its target
-// owner and whether another member still holds it. Any member that holds a
-// shard blocks it, whatever its state: a fenced or expired member keeps its
-// sets until it can no longer be reading (see release). A member holds a
-// shard while it is in its Current, Revoking or Granted set: Current and
-// Revoking are what it reported, Granted what the last response let it
-// start, which it may be reading before its next report says so.
+// Blocked sets (docs/protocol.md §6.1): a shard of a live member's target
+// is blocked while another member holds it, whatever that member's state:
+// a fenced or expired member keeps its sets until it can no longer be
+// reading (see release). A member holds a shard while it is in its Current,
+// Revoking or Granted set: Current and Revoking are what it reported,
+// Granted what the last response let it start, which it may be reading
+// before its next report says so. The group's index (index.go) counts the
+// holders of every shard, so that blocked(m) costs O(m's target).
 //
 // docs/protocol.md §6.1 defines blocked(m) over current and revoking only; we add
 // granted because without it a shard granted to A, started, and moved to B
 // by a join before A's next report would be granted to B while A reads it.
-type holdings struct {
-	owner   []*Member // target owner by shard index; nil = none
-	blocked []bool    // in some live member's target, held by another owning member
-	any     bool      // some shard is blocked
-}
 
-// holdings returns the index, building it in O(shards + members) when a
-// change made it stale. Only calls that change something or answer a
-// RECONCILING group need it.
-func (o *op) holdings() *holdings {
-	if o.g.hold != nil {
-		return o.g.hold
-	}
-	g := o.g
-	size := 0
-	grow := func(s []int) {
-		if len(s) > 0 && s[len(s)-1]+1 > size {
-			size = s[len(s)-1] + 1
-		}
-	}
-	for _, t := range g.Target {
-		grow(t)
-	}
-	for _, m := range g.Members {
-		if holds(m) {
-			grow(m.Current)
-			grow(m.Revoking)
-			grow(m.Granted)
-		}
-	}
-	h := &holdings{owner: make([]*Member, size), blocked: make([]bool, size)}
-	for id, t := range g.Target {
-		m := g.Members[id]
-		if m == nil || !m.State.Live() {
-			continue
-		}
-		for _, s := range t {
-			if s >= 0 {
-				h.owner[s] = m
-			}
-		}
-	}
-	mark := func(m *Member, set []int) {
-		for _, s := range set {
-			if s >= 0 && h.owner[s] != nil && h.owner[s] != m {
-				h.blocked[s] = true
-				h.any = true
-			}
-		}
-	}
-	for _, m := range g.Members {
-		if holds(m) {
-			mark(m, m.Current)
-			mark(m, m.Revoking)
-			mark(m, m.Granted)
-		}
-	}
-	o.g.hold = h
-	return h
-}
-
-// blockedOf returns blocked(m): the shards of m's target that another owning
-// member still holds. In a STABLE group that this call has not changed
-// nothing is blocked (see refreshState), so the steady heartbeat pays
-// nothing here.
+// blockedOf returns blocked(m): the shards of live member m's target that
+// another member still holds. In a STABLE group that this call has not
+// changed nothing is blocked (see refreshState), so the steady heartbeat
+// pays nothing here.
 func (o *op) blockedOf(m *Member) []int {
 	target := o.g.Target[m.ID]
-	if len(target) == 0 || (o.g.State == protocol.GroupStable && !o.persist) {
+	if len(target) == 0 || !m.State.Live() || (o.g.State == protocol.GroupStable && !o.persist) {
 		return nil
 	}
-	h := o.holdings()
+	x := o.g.index()
 	var out []int
 	for _, s := range target {
-		if s < len(h.blocked) && h.blocked[s] {
+		if x.heldByOthers(m, s) {
 			out = append(out, s)
 		}
 	}

@@ -550,6 +550,9 @@ func (w *world) check() {
 	if v := CheckInvariants(g); len(v) > 0 {
 		w.fail("invariants: %v", v)
 	}
+	if d := indexMismatch(g); d != "" {
+		w.fail("index: %s", d)
+	}
 	reader := map[int]string{}
 	for _, id := range sortedProcs(w.procs) {
 		p := w.procs[id]

@@ -121,11 +121,9 @@ type Group struct {
 	// ([Restore], normally) rescans.
 	nextTimer   time.Time
 	timersKnown bool
-	// hold caches the blocked-set index (see holdings) between calls, so
-	// that the many heartbeats of a RECONCILING group that change nothing
-	// do not rebuild it. Every change to a target, a member's state or its
-	// current, revoking or granted set drops it. Derived, not persisted.
-	hold *holdings
+	// idx is the group's index (index.go): derived, not persisted, built
+	// on first use and kept exact by the setters of op.
+	idx *index
 }
 
 // NewGroup creates an EMPTY group named name on the stream streamPrefix with
@@ -206,6 +204,8 @@ type Member struct {
 	// with this requestId is a replay of a lost join answer, any other one a
 	// second process (answered RETRY). Durable.
 	JoinRequestID string
+	// ix is what the group's index last counted of the member.
+	ix linked
 	// ReadableUntil is when the member's last answer that let it read (OK,
 	// SYNC_METADATA, REVOKE_PENDING) stops letting it read: that answer's
 	// time plus the member lease. Until then the shards it holds stay
