@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/bcrypt"
 
+	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/internal/image"
 )
 
@@ -112,6 +114,8 @@ func TestComposeMatchesCode(t *testing.T) {
 		t.Errorf("compose.yaml runs %v; want the coordinator (and its set-up), two consumer pods and a publisher", kinds)
 	}
 
+	checkComposeUsers(t, root, compose.Services)
+
 	// Prometheus scrapes the coordinator's service at its listen port.
 	prom := read("deploy/compose/prometheus.yml")
 	if !strings.Contains(prom, `targets: ["rscoord:8080"]`) {
@@ -200,5 +204,67 @@ func checkComposePod(t *testing.T, name string, svc composeService) {
 		if !strings.Contains(string(out), "$"+k) && k != envRedisPassword {
 			t.Errorf("%s: environment %s is read by no flag of %s", name, k, svc.Entrypoint[0])
 		}
+	}
+}
+
+// checkComposeUsers: the coordinator reads the users file mounted from the
+// repository, and every pod signs in as a user of it whose password
+// matches its hash, a MEMBER on the pod's stream only (no WRITE, no
+// ADMIN), bound to the member ids the consumer pods use.
+func checkComposeUsers(t *testing.T, root string, services map[string]composeService) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "deploy/compose/rscoord.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		Users string `yaml:"users"`
+	}
+	if err := yaml.Unmarshal(raw, &conf); err != nil || conf.Users == "" {
+		t.Fatalf("deploy/compose/rscoord.yaml names no users file (%v)", err)
+	}
+	var usersFile string
+	for _, v := range services["rscoord"].Volumes {
+		if parts := strings.Split(v, ":"); len(parts) >= 2 && parts[1] == conf.Users {
+			usersFile = filepath.Join(root, parts[0])
+		}
+	}
+	if usersFile == "" {
+		t.Fatalf("the users file %s is not mounted into the rscoord service", conf.Users)
+	}
+	users, err := auth.LoadUsersFile(usersFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := 0
+	for name, svc := range services {
+		if svc.Image != composePodsImage {
+			continue
+		}
+		pods++
+		env := svc.Environment
+		i := slices.IndexFunc(users, func(u auth.User) bool { return u.Username == env["RSCOORD_USER"] })
+		if i < 0 {
+			t.Errorf("%s signs in as %q, not a user of %s", name, env["RSCOORD_USER"], usersFile)
+			continue
+		}
+		u := users[i]
+		if err := bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(env["RSCOORD_PASSWORD"])); err != nil {
+			t.Errorf("%s: RSCOORD_PASSWORD does not match %s's hash: %v", name, u.Username, err)
+		}
+		p := auth.Principal{Username: u.Username, Roles: u.Roles, Grants: u.Grants, MemberIDs: u.MemberIDs}
+		stream := env["RSCOORD_STREAM"]
+		if !p.AllowedOn(auth.PermMember, stream) || p.AllowedOn(auth.PermMember, "payments") ||
+			p.AllowedOn(auth.PermWrite, stream) || p.Allowed(auth.PermAdmin) {
+			t.Errorf("%s: %s must be a MEMBER on %s only, with no WRITE or ADMIN", name, u.Username, stream)
+		}
+		for j, a := range svc.Command {
+			if a == "--base-id" && j+1 < len(svc.Command) && !p.MemberAllowed(svc.Command[j+1]+"-m0") {
+				t.Errorf("%s: member ids %s-… are not bound to %s", name, svc.Command[j+1], u.Username)
+			}
+		}
+	}
+	if pods == 0 {
+		t.Error("no pod services")
 	}
 }
