@@ -44,9 +44,13 @@ type HeldCmd struct {
 	JSON      bool          `name:"json" help:"Print the report as JSON."`
 }
 
-// heldFDs is what the bench and its server need besides one descriptor a
-// connection: listeners, the store's files, logs.
-const heldFDs = 1024
+// heldFDs is what the bench needs besides one descriptor a member: the
+// churn members' and the admin's connections, its files.
+const heldFDs = 512
+
+// serverFDHeadroom is the descriptors rscoord serve keeps besides its
+// connection cap (its listener, the store's files, logs).
+const serverFDHeadroom = 256
 
 // Run starts the server, runs the bench and prints the report.
 func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
@@ -63,7 +67,10 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	// connection cap.
 	held := members + int(h.Churn*life.Seconds()) + 64
 	connCap := held + held/3 + 256
-	if err := raiseFDLimit(connCap + heldFDs); err != nil {
+	// The server needs its connection cap plus the headroom it keeps for
+	// its own files (else it lowers the cap, and with it the held ones);
+	// the bench, one descriptor a member and a few.
+	if err := raiseFDLimit(max(connCap+serverFDHeadroom, members+heldFDs)); err != nil {
 		return fmt.Errorf("held: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "rscoord-bench-held-")

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -112,6 +115,31 @@ func TestHeldHeartbeatsLeaveConnectionsFree(t *testing.T) {
 		s := ServeCmd{MaxHeldHeartbeats: tc.flag}
 		if got := s.maxHeld(tc.conns); got != tc.want {
 			t.Errorf("--max-held-heartbeats %d with %d connections: %d held, want %d", tc.flag, tc.conns, got, tc.want)
+		}
+	}
+}
+
+// An explicit --max-held-heartbeats above three quarters of the connection
+// cap is lowered with a warning naming both figures; one that fits is
+// taken silently.
+func TestHeldCapWarnsWhenLowered(t *testing.T) {
+	for _, tc := range []struct {
+		flag, conns int
+		warn        bool
+	}{
+		{flag: 0, conns: 4096},
+		{flag: 3000, conns: 4096},
+		{flag: 4000, conns: 4096, warn: true},
+	} {
+		var buf bytes.Buffer
+		s := ServeCmd{MaxHeldHeartbeats: tc.flag, HTTPMaxConnections: tc.conns}
+		got := s.heldCap(slog.New(slog.NewTextHandler(&buf, nil)))
+		if got != s.maxHeld(s.connectionCap()) {
+			t.Errorf("%+v: heldCap %d, maxHeld %d", tc, got, s.maxHeld(s.connectionCap()))
+		}
+		warned := strings.Contains(buf.String(), "--max-held-heartbeats lowered") && strings.Contains(buf.String(), "requested="+strconv.Itoa(tc.flag))
+		if warned != tc.warn {
+			t.Errorf("%+v: warned %v, want %v: %s", tc, warned, tc.warn, buf.String())
 		}
 	}
 }

@@ -212,7 +212,7 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 		ProducerRoutingLease: s.ProducerRoutingLease,
 		DrainCheckInterval:   s.DrainCheckInterval,
 		RetireRemovedShards:  s.RetireRemovedShards,
-		MaxHeldHeartbeats:    s.maxHeld(s.connectionCap()),
+		MaxHeldHeartbeats:    s.heldCap(log),
 		Store:                store,
 		Group: assign.Config{
 			HeartbeatInterval:    s.HeartbeatInterval,
@@ -399,6 +399,20 @@ func (s *ServeCmd) connectionCap() int {
 		return max(fit, 16)
 	}
 	return s.HTTPMaxConnections
+}
+
+// heldCap is maxHeld of the connection cap; it warns when that lowers an
+// explicit --max-held-heartbeats (the file descriptor limit lowered the
+// cap, or the flag asks for more than three quarters of it), so that an
+// operator who raised it for many held members learns why some are
+// answered at once.
+func (s *ServeCmd) heldCap(log *slog.Logger) int {
+	held := s.maxHeld(s.connectionCap())
+	if s.MaxHeldHeartbeats > held {
+		log.Warn("--max-held-heartbeats lowered to three quarters of the connection cap (raise --http-max-connections, and ulimit -n, to hold more)",
+			slog.Int("requested", s.MaxHeldHeartbeats), slog.Int("allowed", held), slog.Int("connectionCap", s.connectionCap()))
+	}
+	return held
 }
 
 // maxHeld is --max-held-heartbeats for a connection cap of conns: by
