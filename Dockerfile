@@ -6,6 +6,8 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# The client module (client/) is required through a replace to ./client.
+COPY client/go.mod client/go.sum ./client/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /out/rscoord ./cmd/rscoord

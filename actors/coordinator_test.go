@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // flakyStore fails group writes while failing is set; everything else goes

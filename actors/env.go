@@ -10,8 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // env is what every actor of one coordinator shares: read-only settings and

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/actors"
-	"github.com/rscoord/rscoord/internal/redistest"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 	"github.com/rscoord/rscoord/redisops"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // storeTimeout bounds one store call made from inside an actor.

@@ -8,7 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Held heartbeats (docs/protocol.md §9.5, waitMs). A heartbeat carrying waitMs is

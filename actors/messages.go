@@ -3,8 +3,8 @@ package actors
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // Messages a group actor handles. Each is answered with a reply of its own

@@ -12,8 +12,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 	"github.com/rscoord/rscoord/reshard"
 )
 

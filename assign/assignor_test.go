@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // TestIncrementalAssignAgrees compares the incremental assignor with

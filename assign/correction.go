@@ -1,7 +1,7 @@
 package assign
 
 import (
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Metadata correction (docs/protocol.md §6.1 steps 4 and 9).

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // TestCorrectionRound walks the round of docs/protocol.md §6.1 steps 4 and 9

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Tick runs the group's timers at now (docs/protocol.md §6.1 step 3 and the

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // cloneGroup round-trips g through JSON, as a store might: derived caches

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Heartbeat runs docs/protocol.md §6.1 steps 3–10 on g for a request that passed

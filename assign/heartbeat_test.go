@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // stable returns a STABLE group of 6 shards with settled clients for ids.

@@ -1,7 +1,7 @@
 package assign
 
 import (
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Unchanged reports whether answering resp's member now would tell it

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // index is derived state of a group that lets one call cost what it

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 func TestCheckInvariants(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // SetLayout changes the readable shards of g (docs/protocol.md §6.2 and §7):

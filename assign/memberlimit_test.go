@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // TestMemberLimit: a join past Config.MaxMembers is answered RETRY with

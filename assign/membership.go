@@ -1,7 +1,7 @@
 package assign
 
 import (
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Membership transitions of docs/protocol.md §6.1 step 5. Each mutates the group

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // op is one call into the package (a heartbeat, a tick, a restore, a layout

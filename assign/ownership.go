@@ -1,7 +1,7 @@
 package assign
 
 import (
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Blocked sets (docs/protocol.md §6.1): a shard of a live member's target

@@ -1,6 +1,6 @@
 package assign
 
-import "github.com/rscoord/rscoord/protocol"
+import "github.com/rscoord/rscoord/client/protocol"
 
 // InvalidRequestResponse answers INVALID_REQUEST for a heartbeat refused
 // before it reaches a group: a stream prefix or group name that is not

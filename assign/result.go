@@ -3,7 +3,7 @@ package assign
 import (
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Result is what one call did to a group, in the order the group actor must

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Scripted decision tests (facts in, decisions out, as in raft's interaction tests): each file

@@ -3,7 +3,7 @@ package assign
 import (
 	"slices"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Shard sets are []int sorted ascending without duplicates. Every helper

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // TestSetOps checks the merge-based helpers against a map model.

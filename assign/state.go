@@ -3,7 +3,7 @@ package assign
 import (
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Config holds the timing rules of one group. Zero fields are filled by

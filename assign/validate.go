@@ -3,7 +3,7 @@ package assign
 import (
 	"strings"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Validate runs docs/protocol.md §6.1 step 1 on a heartbeat that arrived on the

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Views for the monitoring endpoints. They copy out of the group (no caller

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 func TestViews(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rscoord/coordclient"
-	"github.com/rscoord/rscoord/member"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/coordclient"
+	"github.com/rscoord/rscoord/client/member"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // ConsumerConfig sizes a consumer comparison.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/internal/redistest"
 )
 
 func TestRunConsumerComparesWithRawLoop(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rscoord/rscoord/coordclient"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/coordclient"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Timings of the member runtime (package member) that the simulated members

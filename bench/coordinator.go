@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/rscoord/rscoord/coordclient"
-	"github.com/rscoord/rscoord/member"
-	"github.com/rscoord/rscoord/producer"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/coordclient"
+	"github.com/rscoord/rscoord/client/member"
+	"github.com/rscoord/rscoord/client/producer"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // CreateStream creates prefix with shards shards on the coordinator c talks

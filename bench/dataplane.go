@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/client/coordclient"
 )
 
 // DataplaneConfig sizes a data-plane comparison. The stream must exist on

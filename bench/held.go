@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rscoord/rscoord/coordclient"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/coordclient"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // HeldConfig describes a held-heartbeat run: Groups streams of Shards

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/internal/coordtest"
 )
 

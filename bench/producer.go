@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rscoord/producer"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/producer"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // RunProducer compares producer.PublishBatch with a raw go-redis pipeline

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rscoord/rscoord/coordclient"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/coordclient"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // ScaleConfig describes a scale run: Groups streams (each with its default

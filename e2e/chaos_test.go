@@ -20,10 +20,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
-	"github.com/rscoord/rscoord/internal/redistest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // Flags of TestChaos. Replay a failed run with the seed it printed:

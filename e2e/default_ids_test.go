@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
-	"github.com/rscoord/rscoord/internal/redistest"
 )
 
 // TestThreeDefaultPodsOnOneHost starts three consumer pods on one host

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/internal/redistest"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 )
 
 // TestDeprecatedAfterHoldsTheMigrationActive: a scale request's

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // TestHeldHeartbeatsBlackBox checks held heartbeats (waitMs) against the

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/producer"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
-	"github.com/rscoord/rscoord/internal/redistest"
-	"github.com/rscoord/rscoord/producer"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // TestScaleInUnderTraffic scales 8→2 while a publisher publishes to 3

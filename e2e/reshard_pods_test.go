@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
-	"github.com/rscoord/rscoord/internal/redistest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // TestScaleOutUnderTraffic scales 4→8 while a publisher publishes

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 const base = protocol.BasePath

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // mutation is one admin request of the audit test and the entry it must

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // dirSize is the bytes of every file under dir.

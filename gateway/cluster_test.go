@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // TestClusterRoute checks GET /coord/v1/monitoring/cluster: 404 without

@@ -15,8 +15,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // Body limits per route. Admin bodies follow the protocol's 1 MiB. A login

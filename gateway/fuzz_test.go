@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // post sends raw as a JSON body and returns the status and answer.

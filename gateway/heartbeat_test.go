@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 func TestMembersConvergeThroughPendingShards(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // A join past the group's member cap is answered RETRY with errorCode

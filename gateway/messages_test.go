@@ -8,10 +8,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/internal/redistest"
-	"github.com/rscoord/rscoord/protocol"
 	"github.com/rscoord/rscoord/redisops"
 )
 

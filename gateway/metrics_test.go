@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // scrape reads /metrics (as the server's default credentials) and parses

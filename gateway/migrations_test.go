@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 func scale(n int) map[string]any {

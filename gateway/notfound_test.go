@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // TestEvery404IsAnErrorBody walks every route family (the API, its

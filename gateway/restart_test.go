@@ -8,9 +8,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 func TestRestartKeepsEpochsVersionsAndOwnership(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/auth"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 const heartbeatRoute = protocol.BasePath + "/streams/:prefix/groups/:group/members/:member/heartbeat"

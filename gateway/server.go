@@ -9,10 +9,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/internal/window"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // Options configures the HTTP handler. Zero values of the limits turn them

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // AuditRecord is one stored audit entry.

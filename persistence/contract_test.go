@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // engine opens one kind of store for the contract tests.

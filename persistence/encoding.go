@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // On-disk format of every value:

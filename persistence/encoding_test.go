@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata")

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/rscoord/rscoord/internal/redistest"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/redisops"
 )
 

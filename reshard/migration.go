@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // NoRedisNote is the note of migrations that run without Redis.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // checkInvariants checks what doc.go promises of every record.

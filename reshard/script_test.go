@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Scripted decision tests, like assign's: each file under testdata/script

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Config holds the rules every migration of a coordinator runs with.

@@ -46,8 +46,8 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rscoord/member"
-	"github.com/rscoord/rscoord/redisconn"
+	"github.com/rscoord/rscoord/client/member"
+	"github.com/rscoord/rscoord/client/redisconn"
 )
 
 // Exit codes.

@@ -20,9 +20,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/internal/redistest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 func TestMain(m *testing.M) {

@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/internal/redistest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // TestPodRedisTLSAndNAT runs the pod binary against real Redis set-ups it

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
-	"github.com/rscoord/rscoord/redisconn"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redisconn"
 )
 
 // CLI is publisher-pod's command line. Every flag can also be set from the

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rscoord/rscoord/producer"
-	"github.com/rscoord/rscoord/redisconn"
+	"github.com/rscoord/rscoord/client/producer"
+	"github.com/rscoord/rscoord/client/redisconn"
 )
 
 // summary is the outcome of a run.

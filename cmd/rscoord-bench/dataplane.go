@@ -12,7 +12,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/bench"
-	"github.com/rscoord/rscoord/internal/redistest"
+	"github.com/rscoord/rscoord/client/redistest"
 )
 
 // DataplaneCmd runs bench.RunProducer and bench.RunConsumer.

@@ -19,10 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // targetFailover is the failover goal (README, Cluster mode on etcd):

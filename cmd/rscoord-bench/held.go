@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/bench"
-	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/gateway/auth"
 )
 

@@ -38,7 +38,7 @@ import (
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/bench"
-	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/persistence"
 )

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/client/coordclient"
 )
 
 // Client is the HTTP client of the admin commands: a thin layer over the

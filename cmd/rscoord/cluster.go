@@ -19,10 +19,10 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // envEtcdPassword holds the etcd password: secrets stay off the command

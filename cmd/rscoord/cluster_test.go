@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/internal/proctest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // replicaProc is one `rscoord serve --store etcd` process on a fixed port.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // parseServe parses args with rscoord's own parser, without running serve.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // postCreate posts a stream creation and returns the status, Retry-After

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // get is one GET without failing on a refused connection.

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/internal/proctest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // With authentication on, a stand-by forwards the caller's credentials:

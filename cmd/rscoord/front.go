@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // forwardedByHeader names the stand-by that forwarded a request, on the

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // GroupCmd groups the consumer group commands.

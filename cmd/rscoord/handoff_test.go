@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // The safe hand-off rules (docs/protocol.md: the hand-off invariant, member

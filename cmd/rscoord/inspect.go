@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // StreamListCmd is "rscoord stream list".

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // savedLogin is what "rscoord login" keeps: one token per server.

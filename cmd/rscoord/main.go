@@ -36,7 +36,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Exit codes of the CLI.

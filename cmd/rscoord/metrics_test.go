@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/internal/coordtest"
-	"github.com/rscoord/rscoord/internal/redistest"
 )
 
 // TestMetricsShowShardLag runs the binary with --redis: 25 records nobody

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // WaitFlags make a migration command follow the migration until it ends.

@@ -21,14 +21,14 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redisconn"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
-	"github.com/rscoord/rscoord/redisconn"
 	"github.com/rscoord/rscoord/redisops"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // StreamCmd groups the stream commands.

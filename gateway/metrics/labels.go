@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/rscoord/rscoord/actors"
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // The label values every labelled metric can take. New starts each

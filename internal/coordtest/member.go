@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rscoord/rscoord/protocol"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // Member simulates a member runtime over HTTP: it builds each heartbeat

@@ -17,12 +17,12 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/coordclient"
+	"github.com/rscoord/rscoord/client/coordclient"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // Server is a running coordinator on a real Pebble directory and real HTTP.

@@ -13,8 +13,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 // Source is what a round reads; *actors.Coordinator implements it.

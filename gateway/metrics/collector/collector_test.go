@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
-	"github.com/rscoord/rscoord/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,0 +1,274 @@
+package coordclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rscoord/rscoord/client/protocol"
+)
+
+// DefaultMaxResponseBytes bounds how much of an answer a Client reads
+// unless Options say otherwise; the largest answers (every group of a big
+// deployment, the routing of 100,000 shards) stay far below it.
+const DefaultMaxResponseBytes = 64 << 20
+
+// Options tune a [Client]; the zero value is usable.
+type Options struct {
+	// HTTPClient sends the requests. Default: a client with a transport
+	// of its own (a clone of http.DefaultTransport), whose idle
+	// connections CloseIdleConnections closes.
+	HTTPClient *http.Client
+	// Authorization is sent as the Authorization header of every call;
+	// "" sends none. Build it with BasicAuth, BearerAuth or
+	// Credentials.Authorization.
+	Authorization string
+	// UserAgent is sent as the User-Agent header when not empty.
+	UserAgent string
+	// Timeout bounds each call, retries on other URLs included; 0 leaves
+	// the caller's context alone.
+	Timeout time.Duration
+	// MaxResponseBytes bounds an answer; a larger one is an error.
+	// Default DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+}
+
+// Client calls one coordinator, or a cluster of them, over HTTP. Build it
+// with [New]; it is safe for concurrent use.
+type Client struct {
+	bases []string
+	// cur is the index of the base URL calls try first: the last one that
+	// could be reached.
+	cur  atomic.Int32
+	http *http.Client
+	opts Options
+}
+
+// New returns a client of the coordinators at urls. Each entry is
+// "host:port" (http is assumed) or an http or https URL, optionally with a
+// path prefix and the API base path (/coord/v1, which is dropped); an
+// entry may list several, comma-separated. Several URLs are replicas of
+// one cluster: a call that cannot connect to one tries the next.
+func New(urls []string, o Options) (*Client, error) {
+	bases, err := ParseURLs(urls...)
+	if err != nil {
+		return nil, err
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("coordclient: timeout %v must not be negative", o.Timeout)
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	return &Client{bases: bases, http: hc, opts: o}, nil
+}
+
+// ParseURLs checks coordinator base URLs (see [New]) and returns them as
+// "scheme://host[:port][/prefix]", without a trailing slash or API base
+// path. Empty entries are skipped; at least one URL is required.
+func ParseURLs(urls ...string) ([]string, error) {
+	var out []string
+	var errs []error
+	for _, entry := range urls {
+		for _, raw := range strings.Split(entry, ",") {
+			raw = strings.TrimSpace(raw)
+			if raw == "" {
+				continue
+			}
+			base, err := parseURL(raw)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, base)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("coordclient: %w", errors.Join(errs...))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("coordclient: a coordinator URL is required")
+	}
+	return out, nil
+}
+
+func parseURL(raw string) (string, error) {
+	s := raw
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("coordinator URL %q: %w", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("coordinator URL %q: want host:port, http://host:port or https://host:port", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("coordinator URL %q: must not carry a query, fragment or user info (use credentials options)", raw)
+	}
+	base := strings.TrimRight(s, "/")
+	base = strings.TrimSuffix(base, protocol.BasePath)
+	return strings.TrimRight(base, "/"), nil
+}
+
+// URLs are the client's base URLs, in the order given.
+func (c *Client) URLs() []string { return append([]string(nil), c.bases...) }
+
+// URL is the base URL calls try first now.
+func (c *Client) URL() string { return c.bases[int(c.cur.Load())%len(c.bases)] }
+
+// CloseIdleConnections closes the idle connections of the HTTP client.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// Do sends method to path (from the path functions of this package), with
+// in encoded as the JSON body when not nil. A 2xx answer is decoded into out
+// when out is not nil and returned raw. Any other answer is an *Error; a
+// transport failure is an error naming method and URL.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) ([]byte, error) {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return nil, fmt.Errorf("%s %s: encode: %w", method, path, err)
+		}
+	}
+	return c.send(ctx, method, path, body, out)
+}
+
+// Heartbeat posts req for its member of prefix/group and decodes the
+// answer. Every answer of a working coordinator is HTTP 200 (a status in
+// the body says what to do); anything else is an *Error.
+func (c *Client) Heartbeat(ctx context.Context, prefix, group string, req *protocol.HeartbeatRequest) (protocol.HeartbeatResponse, error) {
+	var resp protocol.HeartbeatResponse
+	_, err := c.Do(ctx, http.MethodPost, HeartbeatPath(prefix, group, req.MemberID), req, &resp)
+	return resp, err
+}
+
+// ProducerRouting fetches the producer routing of prefix/group.
+func (c *Client) ProducerRouting(ctx context.Context, prefix, group string) (protocol.ProducerRoutingResponse, error) {
+	var resp protocol.ProducerRoutingResponse
+	_, err := c.Do(ctx, http.MethodGet, ProducerRoutingPath(prefix, group), nil, &resp)
+	return resp, err
+}
+
+// Login exchanges a user and password for an access token.
+func (c *Client) Login(ctx context.Context, user, password string) (protocol.LoginResponse, error) {
+	var resp protocol.LoginResponse
+	_, err := c.Do(ctx, http.MethodPost, LoginPath(), protocol.LoginRequest{Username: user, Password: password}, &resp)
+	return resp, err
+}
+
+// send runs one call, trying the next base URL after a connection error.
+func (c *Client) send(ctx context.Context, method, path string, body []byte, out any) ([]byte, error) {
+	if c.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	first := int(c.cur.Load())
+	var errs []error
+	for i := range c.bases {
+		idx := (first + i) % len(c.bases)
+		raw, err, connected := c.once(ctx, c.bases[idx], method, path, body, out)
+		if connected {
+			if idx != first {
+				c.cur.Store(int32(idx))
+			}
+			return raw, err
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// once runs the call against one base URL. connected is false when no
+// connection could be made (the request never left), so another replica
+// may be tried.
+func (c *Client) once(ctx context.Context, base, method, path string, body []byte, out any) (raw []byte, err error, connected bool) {
+	target := base + path
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, target, err), true
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.opts.Authorization != "" {
+		req.Header.Set("Authorization", c.opts.Authorization)
+	}
+	if c.opts.UserAgent != "" {
+		req.Header.Set("User-Agent", c.opts.UserAgent)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.transportError(ctx, method, target, err), !dialFailed(err)
+	}
+	defer resp.Body.Close()
+	limit := c.opts.MaxResponseBytes
+	raw, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read answer: %w", method, target, err), true
+	}
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("%s %s: answer is larger than %d bytes", method, target, limit), true
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("%s %s: %w", method, target, DecodeError(resp, raw)), true
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return nil, fmt.Errorf("%s %s: decode answer: %w", method, target, err), true
+		}
+	}
+	return raw, nil, true
+}
+
+// transportError names a timeout or cancellation plainly instead of
+// through the transport's nested error text.
+func (c *Client) transportError(ctx context.Context, method, target string, err error) error {
+	switch ctxErr := ctx.Err(); {
+	case errors.Is(ctxErr, context.DeadlineExceeded) && c.opts.Timeout > 0:
+		return fmt.Errorf("%s %s: no answer within %v: %w", method, target, c.opts.Timeout, ctxErr)
+	case ctxErr != nil:
+		return fmt.Errorf("%s %s: %w", method, target, ctxErr)
+	}
+	// *url.Error repeats method and URL; keep only its cause.
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		err = urlErr.Err
+	}
+	return fmt.Errorf("%s %s: %w", method, target, err)
+}
+
+// dialFailed reports whether err means no connection was made, so the
+// request was never sent and another replica may take it.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}

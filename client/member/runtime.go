@@ -1,0 +1,214 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rscoord/rscoord/client/coordclient"
+)
+
+// Runtime runs the logical members of one process for one stream and
+// consumer group. Create it with [New] and run it once with [Runtime.Run].
+type Runtime struct {
+	cfg        config
+	handler    Handler
+	ran        atomic.Bool
+	instanceID string
+	board      *board
+}
+
+// New checks opts (all problems are reported at once) and returns a
+// Runtime that will call handler for every record its members read.
+// Nothing is started before Run.
+func New(handler Handler, opts ...Opt) (*Runtime, error) {
+	cfg, err := newConfig(opts)
+	if handler == nil {
+		err = errors.Join(err, errors.New("member: a handler is required"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{cfg: cfg, handler: handler, instanceID: newInstanceID()}
+	r.board = newBoard(r.MemberIDs())
+	return r, nil
+}
+
+// InstanceID is the random incarnation id this Runtime sends on every
+// heartbeat (docs/protocol.md, member incarnations): the coordinator tells
+// this process from another one using the same member ids by it.
+func (r *Runtime) InstanceID() string { return r.instanceID }
+
+// MemberIDs are the ids of the Runtime's logical members, "{base}-m0" …,
+// which are also their Redis consumer names.
+func (r *Runtime) MemberIDs() []string {
+	ids := make([]string, r.cfg.concurrency)
+	for i := range ids {
+		ids[i] = memberID(r.cfg.baseID, i)
+	}
+	return ids
+}
+
+// runState is what one Run shares with its member actors. Read-only after
+// Run built it, except the channel.
+type runState struct {
+	cfg     *config
+	handler Handler
+	system  *actor.ActorSystem
+	client  *coordclient.Client
+	acker   *acker
+	hooks   *hooks
+	exits   chan memberExit
+	board   *board
+	// requestTimeout bounds one heartbeat request: a third of the lease
+	// (so a hung request cannot use the whole lease), at least 500ms.
+	requestTimeout time.Duration
+	// nonce makes request ids unique across runs of one member id.
+	nonce string
+	// instanceID names this Runtime's incarnation on every heartbeat
+	// (docs/protocol.md, member incarnations).
+	instanceID string
+	// leaseWarned: the warning about a coordinator lease that differs from
+	// WithMemberLease was logged (once per Runtime).
+	leaseWarned atomic.Bool
+}
+
+// probeTimeout bounds the XACKDEL probe at the start of Run.
+const probeTimeout = 5 * time.Second
+
+// Run joins the group with every logical member and reads until ctx is
+// cancelled; then every member leaves gracefully and Run returns. It
+// returns an error when a member had to stop (the coordinator answered
+// UNSUPPORTED_PROTOCOL or INVALID_REQUEST): the other members then leave
+// too. Run may be called once.
+//
+// Start-up, in order:
+//
+//  1. probe the server once for XACKDEL (AckDel falls back to a script);
+//  2. start an actor system whose logs go to the Runtime's logger;
+//  3. spawn one member actor per logical member: each starts its workers
+//     and sends its join heartbeat; shards start when granted.
+//
+// Shutdown, in order (each step bounded):
+//
+//  1. every member stops reading all its shards, waits for its in-flight
+//     handlers (at most the leave timeout, after which they are abandoned
+//     and their ACKs fail) and reports them REVOKED;
+//  2. every member sends its leave heartbeat (memberEpoch -1); Run waits
+//     for all of them, at most the leave timeout plus two request bounds;
+//  3. the member actors stop: each closes its ACK gates, cancels handler
+//     contexts and its heartbeat, waits for its workers (at most 10s),
+//     then its shard actors, each of which waits for its read loop;
+//  4. the actor system shuts down, and the idle connections of the
+//     Runtime's own HTTP client are closed.
+func (r *Runtime) Run(ctx context.Context) error {
+	if !r.ran.CompareAndSwap(false, true) {
+		return errors.New("member: Run may be called once per Runtime")
+	}
+	cfg := &r.cfg
+	log := cfg.log.With(slog.String("stream", cfg.stream), slog.String("group", cfg.group))
+	cfg.log = log
+
+	routeRedisLogs(log)
+
+	// 1. XACKDEL probe.
+	// Without ctx's cancellation: a Run whose context is already done
+	// still starts, and leaves at once.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+	ack, err := newAcker(pctx, cfg.rdb)
+	cancel()
+	if err != nil {
+		log.Warn("AckDel uses XACK+XDEL in a script", slog.Any("error", err))
+	}
+
+	// 2. Actor system.
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return log.With(slog.String("component", "protoactor"))
+	}))
+	rs := &runState{
+		cfg: cfg, handler: r.handler, system: system, client: cfg.client, acker: ack,
+		hooks:          &hooks{onAssigned: cfg.onAssigned, onRevoked: cfg.onRevoked, log: log},
+		exits:          make(chan memberExit, cfg.concurrency),
+		board:          r.board,
+		requestTimeout: max(cfg.memberLease/3, 500*time.Millisecond),
+		nonce:          strconv.FormatInt(time.Now().UnixMilli(), 36),
+		instanceID:     r.instanceID,
+	}
+	log.Info("member runtime starting", slog.Any("coordinator", cfg.client.URLs()),
+		slog.Any("members", r.MemberIDs()), slog.String("baseIdFrom", cfg.baseIDFrom), slog.String("instanceId", rs.instanceID),
+		slog.Bool("xackdel", ack.native))
+
+	// 3. Member actors.
+	pids := make([]*actor.PID, 0, cfg.concurrency)
+	var errs []error
+	for _, id := range r.MemberIDs() {
+		props := actor.PropsFromProducer(newMemberActor(rs, id))
+		pid, err := system.Root.SpawnNamed(props, "member-"+id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("member: start member %s: %w", id, err))
+			break
+		}
+		pids = append(pids, pid)
+	}
+
+	// Run until ctx is done or a member fails.
+	exited := 0
+	if len(errs) == 0 {
+		select {
+		case <-ctx.Done():
+		case ex := <-rs.exits:
+			exited++
+			if ex.err != nil {
+				errs = append(errs, ex.err)
+			}
+		}
+	}
+
+	// Shutdown 1 and 2: drain and leave.
+	for _, pid := range pids {
+		system.Root.Send(pid, &leaveMsg{})
+	}
+	bound := time.NewTimer(cfg.leaveTimeout + 2*rs.requestTimeout)
+wait:
+	for exited < len(pids) {
+		select {
+		case ex := <-rs.exits:
+			exited++
+			if ex.err != nil {
+				errs = append(errs, ex.err)
+			}
+		case <-bound.C:
+			log.Error("members did not finish leaving in time; stopping them", slog.Int("left", exited), slog.Int("members", len(pids)))
+			break wait
+		}
+	}
+	bound.Stop()
+
+	// Shutdown 3: member actors (and their shard actors).
+	futures := make([]*actor.Future, len(pids))
+	for i, pid := range pids {
+		futures[i] = system.Root.StopFuture(pid)
+	}
+	for i, f := range futures {
+		if err := f.Wait(); err != nil {
+			log.Error("member actor did not stop in time", slog.String("pid", pids[i].Id), slog.Any("error", err))
+		}
+	}
+
+	// Shutdown 4: the actor system and the HTTP client's connections.
+	system.Shutdown()
+	if cfg.ownHTTP {
+		cfg.httpClient.CloseIdleConnections()
+	}
+	log.Info("member runtime stopped")
+	if len(errs) > 0 {
+		return fmt.Errorf("member: run: %w", errors.Join(errs...))
+	}
+	return nil
+}

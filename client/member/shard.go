@@ -1,0 +1,317 @@
+package member
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rscoord/rscoord/client/protocol"
+)
+
+// shardRun is one period during which a member reads one shard: from the
+// start of its read loop until the member has let the shard go. A member
+// has at most one live run per shard (the member actor enforces it), so a
+// shard never has two read loops in one member.
+//
+// Who touches what:
+//   - the shard actor starts and stops the read loop (readCancel, readDone);
+//   - the read loop delivers batches (deliver) and waits on idle;
+//   - workers take and finish records (take, finish) and ACK (ackAllowed,
+//     acked);
+//   - the member actor stops the run (beginStop, fence, closeGate), reads
+//     its progress and in-flight count, and alone reads and writes the
+//     fields marked "member actor only".
+//
+// Everything under mu may be touched by all of them.
+type shardRun struct {
+	core  *memberCore
+	shard int
+	key   string
+	// ownerEpoch is the shard's ownership token when the run started (0
+	// from a coordinator that sends none).
+	ownerEpoch int64
+
+	// handlerCtx is given to handlers; cancelled when the run is fenced,
+	// and once it has ended.
+	handlerCtx     context.Context
+	cancelHandlers context.CancelFunc
+	// idle receives a token when the last delivered batch is finished (or
+	// dropped), so the read loop may read again.
+	idle chan struct{}
+
+	// Shard actor only.
+	readCancel context.CancelFunc
+	readDone   chan struct{}
+
+	// Member actor only.
+	pid        *actor.PID
+	terminated bool // the shard actor stopped: its read loop has returned
+	stopSent   bool // the shard actor was told to stop
+	drainTimer *time.Timer
+	drainAt    time.Duration // deadline drainTimer was set for, on the lease clock
+
+	mu sync.Mutex
+	// queue holds read records not yet handed to a worker.
+	queue []*Message
+	// inflight counts records read and not finished: queued or being
+	// handled. A run is drained when it is 0.
+	inflight int
+	// scheduled: the run is in the scheduler's queue or held by a worker.
+	scheduled bool
+	// closed, once set, stops dispatch and ACKs: ErrFenced,
+	// ErrLeaseExpired or ErrRevoked.
+	closed error
+	// fenced: closed at once, without draining.
+	fenced bool
+	// stopping: the member asked the run to stop; it is told every time
+	// the run becomes idle (a read that returns after the stop may add
+	// work again; the member's settle is idempotent).
+	stopping  bool
+	delivered string
+	ackedID   string
+	pending   int64
+	updatedAt time.Time
+}
+
+func newShardRun(core *memberCore, shard int, ownerEpoch int64) *shardRun {
+	hctx, cancel := context.WithCancel(core.ctx)
+	return &shardRun{
+		core:           core,
+		shard:          shard,
+		ownerEpoch:     ownerEpoch,
+		key:            protocol.StreamKey(core.cfg.stream, shard),
+		handlerCtx:     hctx,
+		cancelHandlers: cancel,
+		idle:           make(chan struct{}, 1),
+	}
+}
+
+// deliver hands a batch read from Redis to the workers. It reports false
+// when the run is closed: the batch is dropped and stays pending in Redis.
+func (r *shardRun) deliver(batch []*Message) bool {
+	r.mu.Lock()
+	if r.closed != nil {
+		r.mu.Unlock()
+		return false
+	}
+	r.queue = append(r.queue, batch...)
+	r.inflight += len(batch)
+	r.pending += int64(len(batch))
+	r.delivered = batch[len(batch)-1].ID
+	r.updatedAt = time.Now()
+	push := !r.scheduled
+	r.scheduled = true
+	r.mu.Unlock()
+	if push {
+		r.core.sched.push(r)
+	}
+	return true
+}
+
+// take gives a worker the next record, or nil when there is none (the run
+// was closed and its queue dropped); the run is then no longer scheduled.
+func (r *shardRun) take() *Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queue) == 0 {
+		r.scheduled = false
+		return nil
+	}
+	m := r.queue[0]
+	r.queue[0] = nil
+	r.queue = r.queue[1:]
+	return m
+}
+
+// finish records that a worker is done with one record and reports
+// whether the run has more to hand out (the worker then puts it back at
+// the tail of the scheduler's queue).
+func (r *shardRun) finish() (more bool) {
+	r.mu.Lock()
+	r.inflight--
+	more = len(r.queue) > 0
+	if !more {
+		r.scheduled = false
+	}
+	notify := r.idleLocked()
+	r.mu.Unlock()
+	if notify {
+		r.core.notify(&runIdleMsg{run: r})
+	}
+	return more
+}
+
+// idleLocked signals the read loop when the run has nothing in flight, and
+// reports whether the member must be told (the run is stopping).
+func (r *shardRun) idleLocked() (notifyMember bool) {
+	if r.inflight != 0 {
+		return false
+	}
+	select {
+	case r.idle <- struct{}{}:
+	default:
+	}
+	return r.stopping
+}
+
+// beginStop marks the run as stopping (graceful: queued records are still
+// handled and may be acknowledged). The member stops the shard actor, which
+// stops the read loop.
+func (r *shardRun) beginStop() {
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
+}
+
+// fence stops dispatch and ACKs at once: queued records are dropped (they
+// stay pending in Redis), every later Ack fails with err, and handlers'
+// contexts are cancelled. Records being handled still count as in flight
+// until their handlers return, but can no longer be acknowledged.
+func (r *shardRun) fence(err error) {
+	r.mu.Lock()
+	if r.closed == nil {
+		r.closed = err
+	}
+	r.fenced = true
+	r.stopping = true
+	dropped := len(r.queue)
+	clear(r.queue)
+	r.queue = nil
+	r.inflight -= dropped
+	if r.inflight == 0 {
+		select {
+		case r.idle <- struct{}{}:
+		default:
+		}
+	}
+	r.mu.Unlock()
+	r.cancelHandlers()
+}
+
+// closeGate makes every later Ack fail with err, once the run has been let
+// go; unlike fence it does not cancel anything.
+func (r *shardRun) closeGate(err error) {
+	r.mu.Lock()
+	if r.closed == nil {
+		r.closed = err
+	}
+	r.mu.Unlock()
+}
+
+// drained reports whether nothing of the run is left in flight, or the
+// run was fenced (whose handlers are no longer waited for).
+func (r *shardRun) drained() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fenced || r.inflight == 0
+}
+
+func (r *shardRun) inFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(r.inflight, 0)
+}
+
+// isClosed reports whether the run's gate is closed.
+func (r *shardRun) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed != nil
+}
+
+// ackAllowed says whether a record of this run may be acknowledged now.
+func (r *shardRun) ackAllowed() error {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed != nil {
+		return closed
+	}
+	if !r.core.lease.valid() {
+		return ErrLeaseExpired
+	}
+	return nil
+}
+
+// acked records a successful Ack or AckDel of m.
+func (r *shardRun) acked(m *Message) {
+	if !m.settled.CompareAndSwap(false, true) {
+		return
+	}
+	r.mu.Lock()
+	r.pending--
+	r.ackedID = m.ID
+	r.updatedAt = time.Now()
+	r.mu.Unlock()
+}
+
+// progress is the run's consumption progress for a heartbeat. pendingCount
+// is what this member read on this run and has not acknowledged (queued,
+// being handled, or left pending by a Nack or an error), not a Redis
+// XPENDING count.
+func (r *shardRun) progress() protocol.ShardProgress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := protocol.ShardProgress{
+		Shard:           protocol.Shard{ShardIndex: r.shard},
+		StreamKey:       r.key,
+		LastDeliveredID: r.delivered,
+		LastAckedID:     r.ackedID,
+		PendingCount:    max(r.pending, 0),
+		UpdatedAt:       r.updatedAt,
+	}
+	if p.LastDeliveredID == "" {
+		p.LastDeliveredID = "0-0"
+	}
+	if p.LastAckedID == "" {
+		p.LastAckedID = "0-0"
+	}
+	if p.UpdatedAt.IsZero() {
+		p.UpdatedAt = time.Now()
+	}
+	p.UpdatedAt = p.UpdatedAt.UTC()
+	return p
+}
+
+// shardActor is the child actor of a member actor for one shard run. It
+// owns the run's read loop: started with the actor, stopped (and waited
+// for) when the actor stops or restarts. Its termination tells the member
+// actor that the read loop has returned.
+type shardActor struct {
+	run *shardRun
+}
+
+// Receive handles the actor's lifecycle; protoactor never calls it
+// concurrently.
+func (a *shardActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		a.startReading()
+	case *actor.Stopping, *actor.Restarting:
+		a.stopReading()
+	}
+}
+
+func (a *shardActor) startReading() {
+	r := a.run
+	rctx, cancel := context.WithCancel(r.core.ctx)
+	r.readCancel, r.readDone = cancel, make(chan struct{})
+	go r.readLoop(rctx, r.readDone) // owned by this actor; stopped in stopReading
+}
+
+// stopReading stops the read loop and waits for it. A read in progress is
+// not interrupted (go-redis does not abort a blocking read on cancel), so
+// this takes at most the block time plus a round trip; its records, if
+// any, are handled when the run is stopping gracefully and dropped (left
+// pending) when it was fenced.
+func (a *shardActor) stopReading() {
+	r := a.run
+	if r.readCancel == nil {
+		return
+	}
+	r.readCancel()
+	<-r.readDone
+	r.readCancel = nil
+}

@@ -1,0 +1,80 @@
+package producer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rscoord/rscoord/client/protocol"
+)
+
+// routing is one immutable snapshot of the coordinator's producer routing.
+// The producer swaps whole snapshots; nothing in one ever changes.
+type routing struct {
+	gen             uint64   // position in the producer's sequence of snapshots
+	metadataVersion int64    // the group's metadataVersion when fetched
+	keys            []string // keys[i] is the stream key of shard i
+	fetchedAt       time.Time
+}
+
+// Routing is a copy of the routing a producer currently uses.
+type Routing struct {
+	// ShardCount is the number of shards records are routed over.
+	ShardCount int
+	// MetadataVersion is the group's metadataVersion the routing came with.
+	MetadataVersion int64
+	// StreamKeys are the shard stream keys, index = shard index.
+	StreamKeys []string
+	// FetchedAt is when the routing request that produced it was sent; the
+	// routing lease runs from here.
+	FetchedAt time.Time
+}
+
+// newRouting checks a routing response for the producer's stream and turns
+// it into a snapshot. The response is cleaned here, at the boundary: a
+// response for another stream, or whose shard list is not exactly
+// 0..shardCount-1 with the §1 keys, is refused rather than routed over,
+// since routing on it would write records where no consumer reads.
+func newRouting(prefix string, resp protocol.ProducerRoutingResponse, fetchedAt time.Time) (*routing, error) {
+	if resp.StreamPrefix != prefix {
+		return nil, fmt.Errorf("routing answer is for stream %q, want %q", resp.StreamPrefix, prefix)
+	}
+	if resp.ShardCount < 0 || resp.ShardCount > protocol.MaxShardCount {
+		return nil, fmt.Errorf("routing answer has shardCount %d, want 0 to %d", resp.ShardCount, protocol.MaxShardCount)
+	}
+	if len(resp.Shards) != resp.ShardCount {
+		return nil, fmt.Errorf("routing answer lists %d shards for shardCount %d", len(resp.Shards), resp.ShardCount)
+	}
+	keys := make([]string, resp.ShardCount)
+	for i, s := range resp.Shards {
+		want := protocol.StreamKey(prefix, i)
+		if s.ShardIndex != i || s.StreamKey != want {
+			return nil, fmt.Errorf("routing answer lists shard %d as {%d %q}, want {%d %q}", i, s.ShardIndex, s.StreamKey, i, want)
+		}
+		keys[i] = want
+	}
+	return &routing{metadataVersion: resp.MetadataVersion, keys: keys, fetchedAt: fetchedAt}, nil
+}
+
+// route is the shard index and stream key of partitionKey; ErrNoShards when
+// the stream has none.
+func (r *routing) route(partitionKey string) (int, string, error) {
+	if len(r.keys) == 0 {
+		return 0, "", ErrNoShards
+	}
+	i := protocol.Route(partitionKey, len(r.keys))
+	return i, r.keys[i], nil
+}
+
+// expired reports whether the routing lease has passed at now.
+func (r *routing) expired(now time.Time, lease time.Duration) bool {
+	return now.Sub(r.fetchedAt) > lease
+}
+
+func (r *routing) export() Routing {
+	return Routing{
+		ShardCount:      len(r.keys),
+		MetadataVersion: r.metadataVersion,
+		StreamKeys:      append([]string(nil), r.keys...),
+		FetchedAt:       r.fetchedAt,
+	}
+}
