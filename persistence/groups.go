@@ -228,22 +228,43 @@ func (w *groupWriter) putOwners(chunk uint32) error {
 	return nil
 }
 
-// validGroup refuses a group whose record would not load back the same.
-func validGroup(g *assign.Group) error {
+// validGroup refuses a group whose record would not load back the same:
+// the parts changes names, or the whole group when changes is nil (a save
+// costs what it writes, not the group's size).
+func validGroup(g *assign.Group, changes *Changes) error {
 	if g == nil {
 		return errors.New("persistence: nil group")
 	}
 	if err := validGroupName(g.StreamPrefix, g.Name); err != nil {
 		return err
 	}
-	for id, m := range g.Members {
-		if m == nil {
+	check := func(id string) error {
+		if m, ok := g.Members[id]; ok && m == nil {
 			return fmt.Errorf("persistence: group %s/%s: member %q is nil", g.StreamPrefix, g.Name, id)
+		}
+		if _, ok := g.Target[id]; ok && g.Members[id] == nil {
+			return fmt.Errorf("persistence: group %s/%s: target of %q, who is no member", g.StreamPrefix, g.Name, id)
+		}
+		return nil
+	}
+	if changes != nil {
+		for _, ids := range [][]string{changes.Members, changes.Removed} {
+			for _, id := range ids {
+				if err := check(id); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for id := range g.Members {
+		if err := check(id); err != nil {
+			return err
 		}
 	}
 	for id := range g.Target {
-		if g.Members[id] == nil {
-			return fmt.Errorf("persistence: group %s/%s: target of %q, who is no member", g.StreamPrefix, g.Name, id)
+		if err := check(id); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -251,7 +272,7 @@ func validGroup(g *assign.Group) error {
 
 // SaveGroup implements [Store.SaveGroup].
 func (c *core) SaveGroup(ctx context.Context, g *assign.Group, changes *Changes, expected uint64) (rev uint64, err error) {
-	if err := validGroup(g); err != nil {
+	if err := validGroup(g, changes); err != nil {
 		return 0, err
 	}
 	head, err := encodeGroupHead(g)
