@@ -24,33 +24,7 @@ import (
 // with the users file and token secret shared, the token survives a
 // failover.
 func TestClusterForwardsCredentials(t *testing.T) {
-	c := etcdtest.NewCluster(t)
-	bin, err := builder.Build(t.Context(), "github.com/rscoord/rscoord/cmd/rscoord")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash, err := auth.HashPassword("admin-pw", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, _ := json.Marshal(map[string]any{"users": []auth.UserEntry{{Username: "admin", PasswordHash: string(hash), Roles: []string{"ADMIN"}}}})
-	usersFile := filepath.Join(t.TempDir(), "users.json")
-	if err := os.WriteFile(usersFile, users, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	start := func(name string) *replicaProc {
-		addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
-		args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json", "--users", usersFile,
-			"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
-			"--replica-id", name}
-		p := &replicaProc{proc: proctest.Start(t, name, bin, args, envTokenSecret+"=one-secret-shared-by-every-replica-of-the-cluster"), url: "http://" + addr}
-		if _, err := p.proc.WaitForLine(60*time.Second, func(l string) bool {
-			return strings.Contains(l, `"rscoord listening"`) || strings.Contains(l, `"standing by"`)
-		}); err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
-		}
-		return p
-	}
+	start := authReplicas(t)
 	r1 := start("r1")
 	r2 := start("r2")
 	basic := coordtest.Basic("admin", "admin-pw")
@@ -94,5 +68,41 @@ func TestClusterForwardsCredentials(t *testing.T) {
 	}
 	if err := r2.proc.Wait(20 * time.Second); err != nil {
 		t.Fatalf("SIGTERM of r2: %v\n%s", err, r2.proc.Output())
+	}
+}
+
+// authReplicas starts, on a fresh real etcd, replicas with authentication
+// on that share one users file (admin with password "admin-pw") and one
+// token secret, as the cluster mode needs; start waits until the replica
+// owns or stands by.
+func authReplicas(t *testing.T) (start func(name string) *replicaProc) {
+	t.Helper()
+	c := etcdtest.NewCluster(t)
+	bin, err := builder.Build(t.Context(), "github.com/rscoord/rscoord/cmd/rscoord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := auth.HashPassword("admin-pw", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, _ := json.Marshal(map[string]any{"users": []auth.UserEntry{{Username: "admin", PasswordHash: string(hash), Roles: []string{"ADMIN"}}}})
+	usersFile := filepath.Join(t.TempDir(), "users.json")
+	if err := os.WriteFile(usersFile, users, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func(name string) *replicaProc {
+		t.Helper()
+		addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+		args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json", "--users", usersFile,
+			"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
+			"--replica-id", name}
+		p := &replicaProc{proc: proctest.Start(t, name, bin, args, envTokenSecret+"=one-secret-shared-by-every-replica-of-the-cluster"), url: "http://" + addr}
+		if _, err := p.proc.WaitForLine(60*time.Second, func(l string) bool {
+			return strings.Contains(l, `"rscoord listening"`) || strings.Contains(l, `"standing by"`)
+		}); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
+		}
+		return p
 	}
 }

@@ -230,12 +230,13 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	if err != nil {
 		return errors.Join(fmt.Errorf("serve: %w", err), store.Close())
 	}
-	authn, err := s.authenticator(log)
+	authn, stopRevocations, err := s.authenticator(ctx, log, rep)
 	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 		defer cancel()
 		return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(closeCtx), store.Close())
 	}
+	defer stopRevocations()
 	gin.SetMode(gin.ReleaseMode)
 	gwOpts := gateway.Options{
 		Logger: log, Auth: authn, NoMemberAuth: !s.MemberAuth, Metrics: m, MetricsPublic: s.MetricsPublic,
@@ -545,10 +546,23 @@ func (s *ServeCmd) validate() error {
 
 // authenticator sets up authentication: the token secret and the
 // bootstrap admin in the data directory, the users file. Nil with --no-auth.
-func (s *ServeCmd) authenticator(log *slog.Logger) (*auth.Authenticator, error) {
+// Revoked tokens are kept in the data directory, or in the cluster mode
+// (rep not nil) in etcd, shared by every replica: stop ends the following
+// of other replicas' revocations.
+func (s *ServeCmd) authenticator(ctx context.Context, log *slog.Logger, rep *replica) (authn *auth.Authenticator, stop func(), err error) {
+	stop = func() {}
 	if !s.Auth {
-		return nil, nil // gateway.New logs the warning
+		return nil, stop, nil // gateway.New logs the warning
 	}
+	authn, err = s.newAuthenticator(ctx, log, rep, &stop)
+	if err != nil {
+		stop()
+		return nil, func() {}, err
+	}
+	return authn, stop, nil
+}
+
+func (s *ServeCmd) newAuthenticator(ctx context.Context, log *slog.Logger, rep *replica, stop *func()) (*auth.Authenticator, error) {
 	secret, err := auth.LoadOrCreateSecret(s.DataDir, os.Getenv(envTokenSecret))
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
@@ -574,7 +588,12 @@ func (s *ServeCmd) authenticator(log *slog.Logger) (*auth.Authenticator, error) 
 			previous = append(previous, []byte(p))
 		}
 	}
-	revocations, err := auth.OpenRevocations(s.DataDir, 0, nil)
+	var revocations *auth.Revocations
+	if rep != nil {
+		revocations, *stop, err = rep.sharedRevocations(ctx, s.EtcdPrefix)
+	} else {
+		revocations, err = auth.OpenRevocations(s.DataDir, 0, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}

@@ -3,6 +3,7 @@ package auth
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -45,6 +46,9 @@ type Revocations struct {
 	path string
 	max  int
 	now  func() time.Time
+	// shared, when set, stores revocations instead of the file (see
+	// [OpenSharedRevocations]).
+	shared SharedRevocations
 
 	mu    sync.Mutex
 	ids   map[string]time.Time
@@ -90,6 +94,50 @@ func OpenRevocations(dir string, max int, now func() time.Time) (*Revocations, e
 	return r, nil
 }
 
+// SharedRevocations keeps revocations where every replica of a cluster
+// finds them (the cluster mode's etcd), so that a token revoked through
+// one replica is refused by all, also after a failover. Each replica
+// learns what the others stored through [Revocations.Remember].
+type SharedRevocations interface {
+	// Put stores that token id is revoked until exp; the revocation is
+	// durable when Put returns nil.
+	Put(ctx context.Context, id string, exp time.Time) error
+}
+
+// sharedPutTimeout bounds one [SharedRevocations.Put]: logout answers an
+// error rather than hang when the shared store is unreachable.
+const sharedPutTimeout = 5 * time.Second
+
+// OpenSharedRevocations keeps revocations in shared instead of a file,
+// remembering at most max unexpired ids (0: [DefaultMaxRevocations]).
+// The caller loads what shared holds, and follows what other replicas add,
+// through [Revocations.Remember]. now is the clock; nil means time.Now.
+func OpenSharedRevocations(shared SharedRevocations, max int, now func() time.Time) *Revocations {
+	if max <= 0 {
+		max = DefaultMaxRevocations
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Revocations{max: max, now: now, shared: shared, ids: map[string]time.Time{}}
+}
+
+// Remember records a revocation stored by another replica (or found in
+// the shared store at start). An expired one is ignored. Unlike [Revoke]
+// it does not refuse when the list is full: the revocation is in force
+// already, elsewhere, and forgetting it would let the token in here.
+func (r *Revocations) Remember(id string, exp time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.now().Before(exp) {
+		return
+	}
+	if len(r.ids) >= r.max {
+		r.dropExpired()
+	}
+	r.ids[id] = exp
+}
+
 // Revoked reports whether token id was revoked and has not expired yet.
 func (r *Revocations) Revoked(id string) bool {
 	if r == nil {
@@ -116,6 +164,20 @@ func (r *Revocations) Revoke(id string, exp time.Time) error {
 		if len(r.ids) >= r.max {
 			return ErrTooManyRevocations
 		}
+	}
+	if r.shared != nil {
+		// Stored before logout answers, so every replica will refuse the
+		// token; not under r.mu, so token checks do not wait for etcd.
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), sharedPutTimeout)
+		err := r.shared.Put(ctx, id, exp)
+		cancel()
+		r.mu.Lock()
+		if err != nil {
+			return fmt.Errorf("store revoked token: %w", err)
+		}
+		r.ids[id] = exp
+		return nil
 	}
 	if _, err := fmt.Fprintf(r.file, "%s %d\n", id, exp.Unix()); err != nil {
 		return fmt.Errorf("store revoked token: %w", err)

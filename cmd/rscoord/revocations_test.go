@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/client/protocol"
+)
+
+// In the cluster mode a token revoked by /auth/logout through any replica
+// is refused through every replica, and stays refused after each failover:
+// revocations live in etcd, loaded by a new owner before it serves and
+// followed while it serves.
+func TestClusterLogoutRevokesEverywhere(t *testing.T) {
+	start := authReplicas(t)
+	r1 := start("r1") // the owner
+	r2 := start("r2")
+	basic := coordtest.Basic("admin", "admin-pw")
+	coordtest.Remote(t, r1.url).As(basic).CreateStream("orders", 2)
+	// login gets a token through r, waiting out the 503s of a failover.
+	login := func(r *replicaProc) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, raw := coordtest.Remote(t, r.url).As(basic).Do(http.MethodPost, protocol.BasePath+"/auth/login", nil)
+			if code == http.StatusOK {
+				var tok struct {
+					AccessToken string `json:"accessToken"`
+				}
+				if err := json.Unmarshal(raw, &tok); err != nil || tok.AccessToken == "" {
+					t.Fatalf("login through %s: %s (%v)", r.url, raw, err)
+				}
+				return "Bearer " + tok.AccessToken
+			}
+			if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				t.Fatalf("login through %s: %d %s", r.url, code, raw)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// status is the answer to a read with token through r, waiting out the
+	// 503s of a failover.
+	status := func(r *replicaProc, token string) int {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, raw := coordtest.Remote(t, r.url).As(token).Do(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil)
+			if code != http.StatusServiceUnavailable {
+				return code
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still 503 after 30 s: %s", r.url, raw)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	logout := func(r *replicaProc, token string) {
+		t.Helper()
+		if code, raw := coordtest.Remote(t, r.url).As(token).Do(http.MethodPost, protocol.BasePath+"/auth/logout", nil); code != http.StatusNoContent {
+			t.Fatalf("logout through %s: %d %s", r.url, code, raw)
+		}
+	}
+	expect := func(what string, r *replicaProc, token string, want int) {
+		t.Helper()
+		if got := status(r, token); got != want {
+			t.Fatalf("%s through %s: %d, want %d", what, r.url, got, want)
+		}
+	}
+
+	first, second := login(r1), login(r2)
+	logout(r2, first) // through the stand-by
+	expect("the revoked token", r1, first, http.StatusUnauthorized)
+	expect("the revoked token", r2, first, http.StatusUnauthorized)
+	expect("the other token", r1, second, http.StatusOK)
+
+	// r1 dies: r2 owns, with the revocation made while r1 owned.
+	if err := r1.proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = r1.proc.Wait(10 * time.Second)
+	expect("the other token after the failover", r2, second, http.StatusOK)
+	expect("the revoked token after the failover", r2, first, http.StatusUnauthorized)
+
+	// A revocation on the new owner, then back to r1 (restarted).
+	logout(r2, second)
+	expect("the token revoked on the new owner", r2, second, http.StatusUnauthorized)
+	r1 = start("r1")
+	if err := r2.proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.proc.Wait(30 * time.Second); err != nil {
+		t.Fatalf("SIGTERM of r2: %v\n%s", err, r2.proc.Output())
+	}
+	expect("a fresh token after the second failover", r1, login(r1), http.StatusOK)
+	expect("the first revoked token after the second failover", r1, first, http.StatusUnauthorized)
+	expect("the second revoked token after the second failover", r1, second, http.StatusUnauthorized)
+	if err := r1.proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.proc.Wait(30 * time.Second); err != nil {
+		t.Fatalf("SIGTERM of r1: %v\n%s", err, r1.proc.Output())
+	}
+}
