@@ -414,7 +414,10 @@ func (a *memberActor) revokingReport() []protocol.RevokingShard {
 // behind an answer, and 0 otherwise. A coordinator that ignores it answers
 // at once, and the member then waits the interval itself.
 func (a *memberActor) waitMs() int64 {
-	if a.epoch <= 0 || a.leaving || a.suspended || len(a.revoking) > 0 || a.failures > 0 {
+	// After a RETRY the lease was not renewed: the answer of a coordinator
+	// that decides again (the new owner after a failover) must come at
+	// once, not a wait later with the lease running out.
+	if a.epoch <= 0 || a.leaving || a.suspended || len(a.revoking) > 0 || a.failures > 0 || a.retries > 0 {
 		return 0
 	}
 	return a.interval.Milliseconds()
