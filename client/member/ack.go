@@ -9,12 +9,12 @@ import (
 
 // ackDelSource acknowledges and deletes one entry in one step, the fallback
 // of XACKDEL for servers older than 8.2. KEYS[1] is the stream, ARGV[1] the
-// group, ARGV[2] the id. Like XACKDEL KEEPREF it deletes the entry even if
+// group, ARGV[2…] the ids. Like XACKDEL KEEPREF it deletes the entry even if
 // another group still references it. A script is atomic, and both commands
 // touch KEYS[1] only, so it runs on one cluster slot.
 const ackDelSource = `
-local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
+local acked = redis.call('XACK', KEYS[1], unpack(ARGV))
+redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
 return acked
 `
 
@@ -38,14 +38,19 @@ func newAcker(ctx context.Context, rdb redis.UniversalClient) (*acker, error) {
 	return a, nil
 }
 
-func (a *acker) ackDel(ctx context.Context, key, group, id string) error {
+func (a *acker) ackDel(ctx context.Context, key, group string, ids ...string) error {
 	if a.native {
-		if err := a.rdb.XAckDel(ctx, key, group, "KEEPREF", id).Err(); err != nil {
+		if err := a.rdb.XAckDel(ctx, key, group, "KEEPREF", ids...).Err(); err != nil {
 			return fmt.Errorf("XACKDEL: %w", err)
 		}
 		return nil
 	}
-	if err := a.script.Run(ctx, a.rdb, []string{key}, group, id).Err(); err != nil {
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, group)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	if err := a.script.Run(ctx, a.rdb, []string{key}, args...).Err(); err != nil {
 		return fmt.Errorf("XACK+XDEL script: %w", err)
 	}
 	return nil

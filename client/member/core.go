@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,11 +16,14 @@ type memberCore struct {
 	id      string
 	cfg     *config
 	handler Handler
+	batch   BatchHandler // set instead of handler by NewBatch
 	rdb     redis.UniversalClient
 	acker   *acker
 	log     *slog.Logger
 	lease   *leaseClock
 	sched   *scheduler
+	hooks   *hooks
+	stats   *statsBoard
 	// send delivers a message to the member actor (system.Root.Send to
 	// its PID); after the actor stopped, the message is dropped.
 	send func(msg any)
@@ -32,25 +36,93 @@ type memberCore struct {
 // notify sends msg to the member actor; after it stopped, msg is dropped.
 func (c *memberCore) notify(msg any) { c.send(msg) }
 
-// handle runs the handler on one record; a worker calls it. Nothing is
-// acknowledged here: an error or a panic leaves the record pending.
-func (c *memberCore) handle(run *shardRun, msg *Message) {
-	// Checked immediately before the handler runs: a record read under an
-	// ownership that has since ended (fenced, lease lapsed, let go) is
-	// never dispatched; it stays pending for the shard's owner.
-	if err := run.ackAllowed(); err != nil {
-		c.log.Debug("record not dispatched: ownership ended after it was read",
-			slog.String("streamKey", msg.StreamKey), slog.String("id", msg.ID), slog.Any("reason", err))
-		return
+// handle runs the handler on records of one shard (one, or a batch, in
+// stream order); a worker calls it. Nothing is acknowledged here.
+//
+// Retry in place (doc.go rule 15): when the handler fails (an error or a
+// panic), the records it left unsettled are handed to it again after a
+// delay, on the same worker, while the shard's later records wait, so a
+// transient failure does not reorder a key; after WithHandlerRetry's
+// attempts they are left pending (a Nack). Retries stop at once when the
+// run may no longer acknowledge (fenced, lease lapsed, drain deadline,
+// Run ending).
+func (c *memberCore) handle(run *shardRun, msgs []*Message) {
+	defer run.stats.handled.Add(int64(len(msgs)))
+	todo := msgs
+	for attempt := 1; ; attempt++ {
+		// Checked immediately before the handler runs: a record read
+		// under an ownership that has since ended (fenced, lease lapsed,
+		// let go) is never dispatched; it stays pending for the shard's
+		// owner.
+		if err := run.ackAllowed(); err != nil {
+			c.log.Debug("records not dispatched: ownership ended after they were read",
+				slog.String("streamKey", run.key), slog.String("id", todo[0].ID), slog.Int("records", len(todo)),
+				slog.Any("reason", err))
+			return
+		}
+		for _, m := range todo {
+			m.Attempt = attempt
+		}
+		err := c.call(run.handlerCtx, todo)
+		todo = unsettled(todo)
+		if err == nil || len(todo) == 0 {
+			return
+		}
+		run.stats.errors.Add(1)
+		retry := attempt < c.cfg.retryAttempts && run.handlerCtx.Err() == nil
+		c.hooks.handlerError(run.handlerCtx, HandlerError{Messages: todo, Err: err, Attempt: attempt, Retry: retry})
+		if !retry {
+			c.log.Warn("handler failed; the records stay pending",
+				slog.String("streamKey", run.key), slog.String("id", todo[0].ID), slog.Int("records", len(todo)),
+				slog.Int("attempts", attempt), slog.Any("error", err))
+			for _, m := range todo {
+				m.nack()
+			}
+			return
+		}
+		delay := retryDelay(c.cfg.retryDelay, c.cfg.retryMaxDelay, attempt)
+		c.log.Debug("handler failed; retrying in place", slog.String("streamKey", run.key), slog.String("id", todo[0].ID),
+			slog.Int("attempt", attempt), slog.Duration("delay", delay), slog.Any("error", err))
+		run.stats.retries.Add(1)
+		sleep(run.handlerCtx, delay)
 	}
+}
+
+// call runs the handler once, a panic turned into an error.
+func (c *memberCore) call(ctx context.Context, msgs []*Message) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			c.log.Error("handler panicked; the record stays pending",
-				slog.String("streamKey", msg.StreamKey), slog.String("id", msg.ID), slog.Any("panic", p))
+			err = fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
-	if err := c.handler(run.handlerCtx, msg); err != nil {
-		c.log.Warn("handler failed; the record stays pending",
-			slog.String("streamKey", msg.StreamKey), slog.String("id", msg.ID), slog.Any("error", fmt.Errorf("handle: %w", err)))
+	if c.batch != nil {
+		err = c.batch(ctx, msgs)
+	} else {
+		err = c.handler(ctx, msgs[0])
 	}
+	if err != nil {
+		return fmt.Errorf("handle: %w", err)
+	}
+	return nil
+}
+
+// unsettled are the records neither acknowledged nor Nacked.
+func unsettled(msgs []*Message) []*Message {
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if !m.settled.Load() && !m.nacked.Load() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// retryDelay is the wait before attempt+1: base doubled per attempt, at
+// most maxDelay, plus jitter.
+func retryDelay(base, maxDelay time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < maxDelay; i++ {
+		d *= 2
+	}
+	return jitter(min(d, maxDelay))
 }

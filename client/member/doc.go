@@ -30,12 +30,17 @@
 //     is retried with backoff and jitter and logged at WARN with the
 //     reason; [Runtime.Ready] and [Runtime.Status] tell a readiness probe.
 //  4. In the handler, settle each record: [Message.Ack], [Message.AckDel]
-//     or [Message.Nack]. An Ack that fails with [ErrFenced],
+//     or [Message.Nack] ([AckAll], [AckDelAll] for a [BatchHandler] given
+//     to [NewBatch]). An Ack that fails with [ErrFenced],
 //     [ErrLeaseExpired] or [ErrRevoked] must not be retried: the record
-//     will be redelivered to the shard's owner.
-//  5. Apps that run readers of their own use WithOnAssigned and
-//     WithOnRevoked; when OnRevoked returns, their readers of those shards
-//     must have stopped.
+//     will be redelivered to the shard's owner. Return an error for a
+//     transient failure: WithHandlerRetry retries in place, keeping the
+//     shard's order.
+//  5. Apps that run readers of their own use [WithHooks] (or
+//     WithOnAssigned and WithOnRevoked): both are told the set of shards
+//     and a [Reason]; when OnRevoked returns, their readers of those shards
+//     must have stopped. [Runtime.Stats] (and package memberprom, for
+//     Prometheus) tells what each member did per shard.
 //
 // # Incarnations and fencing tokens
 //
@@ -74,8 +79,10 @@
 //  5. Revocation: reads stop at once, records already read are still
 //     handled and may be acknowledged; the shard is reported REVOKING while
 //     its read loop runs, DRAINING while records are in flight, and REVOKED
-//     with inFlight 0 once both are done (OnRevoked runs just before), until
-//     the coordinator has seen that report. Draining is bounded by 90% of
+//     with inFlight 0 once both are done, until the coordinator has seen
+//     that report. The shards one answer (or one leave) revokes form a
+//     cohort: OnRevoked runs once for the cohort when its last shard is
+//     done, and they are reported REVOKED together right after. Draining is bounded by 90% of
 //     rebalanceTimeoutMs, counted from the heartbeat that revoked the
 //     shard: then the records in flight are abandoned (their contexts
 //     cancelled, their ACKs refused) so the coordinator never has to fence.
@@ -104,9 +111,9 @@
 //     pending entry whose record was deleted from the stream comes back
 //     without fields; it can never be handled and is acknowledged.
 //  11. Workers rotate: a shard with records ready waits in one FIFO queue, a
-//     worker handles one record of the head shard and requeues it at the
-//     tail, so no shard starves when a member owns more shards than it has
-//     workers.
+//     worker handles one record (a BatchHandler: every queued record) of
+//     the head shard and requeues it at the tail, so no shard starves when
+//     a member owns more shards than it has workers.
 //  12. Hooks never run concurrently, not even across the members of one
 //     Runtime; they run on the member's actor.
 //  13. Leave (Run's context cancelled): stop reads on every shard, drain
@@ -118,6 +125,11 @@
 //     every shard back with a leave as in rule 13 and, once Redis answers
 //     a PING again, joins anew. While reads fail they do not block, so a
 //     frozen Redis is noticed in read timeouts, not BLOCK plus 10s each.
+//  15. Retry in place (WithHandlerRetry): a failed handler call is made
+//     again for the records it left unsettled, on the same worker, after a
+//     growing delay, while the shard's later records wait (rule 7's
+//     order holds); only after the last attempt are they left pending.
+//     Retries stop when ACKs may no longer succeed (rules 5, 8, 9, 13).
 //
 // # Goroutines and who stops them
 //

@@ -13,10 +13,75 @@ import (
 //
 // Nothing is acknowledged for the handler: it calls msg.Ack or msg.AckDel
 // when the record is done, or msg.Nack (or nothing) to leave it pending for
-// redelivery. A returned error is logged and leaves the record pending too;
-// a panic is recovered, logged and treated like an error. Records of one
-// shard are handed to handlers one at a time, in stream order.
+// redelivery. A returned error (or a panic, recovered) is retried in place
+// as WithHandlerRetry says (by default not at all), then logged, and the
+// record stays pending. Records of one shard are handed to handlers one at
+// a time, in stream order.
 type Handler func(ctx context.Context, msg *Message) error
+
+// BatchHandler handles the records of one shard read together (at most
+// WithBatch), in stream order; see [NewBatch]. It settles them together
+// ([AckAll], [AckDelAll]) or one by one (msg.Ack, msg.Nack), like a
+// [Handler]. When it returns an error, the records it left unsettled are
+// retried in place as WithHandlerRetry says, then left pending.
+type BatchHandler func(ctx context.Context, msgs []*Message) error
+
+// AckAll acknowledges records of one shard with one XACK. Errors as for
+// [Message.Ack]; nothing is acknowledged when one record may not be.
+func AckAll(ctx context.Context, msgs []*Message) error {
+	key, ids, err := oneShard("ack", msgs)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	run := msgs[0].run
+	if err := run.core.rdb.XAck(ctx, key, run.core.cfg.group, ids...).Err(); err != nil {
+		return fmt.Errorf("member: ack %s %d records: XACK: %w", key, len(ids), err)
+	}
+	for _, m := range msgs {
+		run.acked(m)
+	}
+	return nil
+}
+
+// AckDelAll acknowledges and deletes records of one shard in one step
+// (see [Message.AckDel]). Errors as for [Message.Ack].
+func AckDelAll(ctx context.Context, msgs []*Message) error {
+	key, ids, err := oneShard("ackdel", msgs)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	run := msgs[0].run
+	if err := run.core.acker.ackDel(ctx, key, run.core.cfg.group, ids...); err != nil {
+		return fmt.Errorf("member: ackdel %s %d records: %w", key, len(ids), err)
+	}
+	for _, m := range msgs {
+		run.acked(m)
+	}
+	return nil
+}
+
+// oneShard checks that msgs were delivered by one run that may still
+// acknowledge, and returns their key and ids.
+func oneShard(op string, msgs []*Message) (string, []string, error) {
+	if len(msgs) == 0 {
+		return "", nil, nil
+	}
+	run := msgs[0].run
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		if m.run == nil {
+			return "", nil, fmt.Errorf("member: %s %s %s: the message was not delivered by a Runtime", op, m.StreamKey, m.ID)
+		}
+		if m.run != run {
+			return "", nil, fmt.Errorf("member: %s: records of more than one shard read (%s and %s)", op, msgs[0].StreamKey, m.StreamKey)
+		}
+		ids[i] = m.ID
+	}
+	if err := run.ackAllowed(); err != nil {
+		return "", nil, fmt.Errorf("member: %s %s %d records: %w", op, run.key, len(msgs), err)
+	}
+	return run.key, ids, nil
+}
 
 // Errors an Ack or AckDel returns when the member may no longer acknowledge
 // the record. None is worth retrying: the record stays pending and is
@@ -59,6 +124,9 @@ type Message struct {
 	// owner's late writes (see the package example). 0 from a coordinator
 	// that does not send tokens.
 	OwnerEpoch int64
+	// Attempt counts the handler calls for this record in this run, from
+	// 1; above 1 it is a retry in place (WithHandlerRetry).
+	Attempt int
 
 	run     *shardRun
 	settled atomic.Bool // acknowledged (Ack or AckDel succeeded)
@@ -108,4 +176,10 @@ func (m *Message) AckDel(ctx context.Context) error {
 // owner first thing after a restart (own pending entries are read first),
 // to any owner through XAUTOCLAIM once it has been idle for the claim min
 // idle time, and to this member again in the same way.
-func (m *Message) Nack() { m.nacked.Store(true) }
+func (m *Message) Nack() { m.nack() }
+
+func (m *Message) nack() {
+	if m.nacked.CompareAndSwap(false, true) && m.run != nil && !m.settled.Load() {
+		m.run.stats.nacked.Add(1)
+	}
+}

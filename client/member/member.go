@@ -38,10 +38,23 @@ const (
 type revocation struct {
 	// run is the run being drained; nil when nothing was reading.
 	run *shardRun
-	// released: reads stopped and nothing is in flight (or it was
-	// abandoned): reported REVOKED with inFlight 0.
+	// drained: reads stopped and nothing is in flight (or it was
+	// abandoned); the shard waits for the rest of its cohort.
+	drained bool
+	// released: its whole cohort drained and OnRevoked ran: reported
+	// REVOKED with inFlight 0.
 	released   bool
 	releasedAt time.Time
+	cohort     *cohort
+}
+
+// cohort is the set of shards one answer (or one leave) took from the
+// member: OnRevoked is called once for all of them, when the last one has
+// drained, and they are reported REVOKED together right after.
+type cohort struct {
+	shards  []int
+	waiting int // shards not drained yet
+	reason  Reason
 }
 
 // memberActor is one logical member (doc.go rule 1): it alone owns the
@@ -84,6 +97,8 @@ type memberActor struct {
 	notified map[int]bool
 	// suspended: the lease expired; reads stay stopped until an OK.
 	suspended bool
+	// resumed: an OK ended a suspension; the next OnAssigned says so.
+	resumed bool
 	// rejoinWait: a join heartbeat (epoch 0) waits for the read loops of
 	// the runs a fence stopped to return (see beat).
 	rejoinWait bool
@@ -212,9 +227,14 @@ func (a *memberActor) start(ctx actor.Context) {
 	cfg := a.rs.cfg
 	a.self = ctx.Self()
 	a.log = cfg.log.With(slog.String("member", a.id))
+	take := 1 // a Handler gets one record per turn, a BatchHandler all queued
+	if a.rs.batch != nil {
+		take = 0
+	}
 	core := &memberCore{
-		id: a.id, cfg: cfg, handler: a.rs.handler, rdb: cfg.rdb, acker: a.rs.acker,
-		log: a.log, lease: newLeaseClock(cfg.memberLease), sched: newScheduler(cfg.maxWorkers),
+		id: a.id, cfg: cfg, handler: a.rs.handler, batch: a.rs.batch, rdb: cfg.rdb, acker: a.rs.acker,
+		log: a.log, lease: newLeaseClock(cfg.memberLease), sched: newScheduler(cfg.maxWorkers, take),
+		hooks: a.rs.hooks, stats: a.rs.stats,
 	}
 	root, self := a.rs.system.Root, a.self
 	core.send = func(msg any) { root.Send(self, msg) }
@@ -394,6 +414,8 @@ func (a *memberActor) revokingReport() []protocol.RevokingShard {
 		case rv.released:
 			at := rv.releasedAt
 			r.State, r.AckedAt = protocol.RevokeRevoked, &at
+		case rv.drained:
+			r.State = protocol.RevokeDraining // waits for its cohort
 		case rv.run != nil && !rv.run.terminated:
 			r.State, r.InFlight = protocol.RevokeRevoking, rv.run.inFlight()
 		default:
@@ -470,6 +492,7 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 		// the report. Not a failure.
 		return
 	}
+	a.heartbeatHook(m)
 	if err := checkAnswer(m); err != nil {
 		if aerr := authError(a.rs.cfg.stream, a.rs.cfg.group, m.err); aerr != nil {
 			a.fail(aerr)
@@ -573,6 +596,17 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 		next = 0
 	}
 	a.after(next)
+}
+
+// heartbeatHook tells OnHeartbeat how a heartbeat went.
+func (a *memberActor) heartbeatHook(m *answerMsg) {
+	e := HeartbeatEvent{MemberID: a.id, Latency: a.core.lease.now() - m.sentAt, Err: checkAnswer(m)}
+	if e.Err == nil {
+		e.Status, e.ErrorCode, e.Epoch = string(m.resp.Status), string(m.resp.ErrorCode), m.resp.MemberEpoch
+		e.Assigned = sanitizeShards(m.resp.Assignment.AssignedShards)
+		e.Pending = sanitizeShards(m.resp.Assignment.PendingShards)
+	}
+	a.rs.hooks.heartbeat(a.core.ctx, e)
 }
 
 // onRetry handles a RETRY: keep everything, heartbeat again after the
@@ -695,9 +729,7 @@ func (a *memberActor) apply(status protocol.Status, p plan, sentAt time.Duration
 			slog.Any("added", p.Start), slog.Any("lost", p.Revoke), slog.Any("owned", p.Own))
 	}
 	// 1. Stop reads on lost shards at once; they drain in the background.
-	for _, s := range p.Revoke {
-		a.revoke(s, sentAt)
-	}
+	a.revokeSet(p.Revoke, sentAt, ReasonRevoked)
 	// 2. Own exactly what the answer says.
 	a.owned = p.Own
 	if status == protocol.StatusOK {
@@ -705,10 +737,10 @@ func (a *memberActor) apply(status protocol.Status, p plan, sentAt time.Duration
 		// again: the revocation is dropped, and a new run starts once
 		// the old one has drained (rule 6).
 		for _, s := range p.Start {
-			delete(a.revoking, s)
+			a.dropRevocation(s)
 		}
 		if a.suspended && a.core.lease.valid() {
-			a.suspended = false
+			a.suspended, a.resumed = false, true
 			a.log.Info("lease renewed by an OK: reads resume")
 		}
 	}
@@ -716,11 +748,43 @@ func (a *memberActor) apply(status protocol.Status, p plan, sentAt time.Duration
 	a.ensureRuns()
 }
 
+// revokeSet gives up shards as one cohort (see cohort).
+func (a *memberActor) revokeSet(shards []int, sentAt time.Duration, reason Reason) {
+	if len(shards) == 0 {
+		return
+	}
+	c := &cohort{shards: slices.Clone(shards), waiting: len(shards), reason: reason}
+	for _, s := range shards {
+		a.revoke(s, sentAt, c)
+	}
+}
+
+// dropRevocation forgets the revocation of a shard owned again: its
+// cohort no longer waits for it.
+func (a *memberActor) dropRevocation(s int) {
+	rv := a.revoking[s]
+	if rv == nil {
+		return
+	}
+	delete(a.revoking, s)
+	c := rv.cohort
+	if c == nil || rv.released {
+		return
+	}
+	c.shards = slices.DeleteFunc(c.shards, func(x int) bool { return x == s })
+	if !rv.drained {
+		c.waiting--
+		if c.waiting == 0 && len(c.shards) > 0 {
+			a.finishCohort(c)
+		}
+	}
+}
+
 // revoke gives up shard s (rule 5): its reads stop now, its records in
 // flight may finish (until the drain deadline) and it is reported until
 // REVOKED.
-func (a *memberActor) revoke(s int, sentAt time.Duration) {
-	rv := &revocation{}
+func (a *memberActor) revoke(s int, sentAt time.Duration, c *cohort) {
+	rv := &revocation{cohort: c}
 	a.revoking[s] = rv
 	run := a.runs[s]
 	if run == nil {
@@ -767,24 +831,50 @@ func (a *memberActor) settle(run *shardRun) {
 	stopTimer(&run.drainTimer)
 	run.closeGate(ErrRevoked)
 	run.cancelHandlers() // none is running; this frees the context
-	if rv := a.revoking[run.shard]; rv != nil && rv.run == run && !rv.released {
+	if rv := a.revoking[run.shard]; rv != nil && rv.run == run && !rv.drained {
 		a.release(run.shard, rv)
 	}
 	a.ensureRuns()
 	a.maybeLeave()
 }
 
-// release marks a revoked shard let go and reports it soon.
+// release marks a revoked shard let go; once its whole cohort is, they
+// are reported soon.
 func (a *memberActor) release(s int, rv *revocation) {
-	rv.released, rv.releasedAt = true, time.Now().UTC()
+	rv.drained = true
 	if rv.run != nil {
 		rv.run.closeGate(ErrRevoked)
 	}
-	if a.notified[s] {
-		delete(a.notified, s)
-		a.rs.hooks.revoked(a.core.ctx, []int{s})
+	a.log.Debug("shard drained", slog.Int("shard", s))
+	if c := rv.cohort; c != nil {
+		c.waiting--
+		if c.waiting > 0 {
+			return
+		}
+		a.finishCohort(c)
+		return
 	}
-	a.log.Debug("shard released", slog.Int("shard", s))
+	a.finishCohort(&cohort{shards: []int{s}, reason: ReasonRevoked})
+}
+
+// finishCohort calls OnRevoked once for a cohort whose shards all
+// drained, then marks them released (REVOKED) and reports them soon.
+func (a *memberActor) finishCohort(c *cohort) {
+	now := time.Now().UTC()
+	var told []int
+	for _, s := range c.shards {
+		if a.notified[s] {
+			delete(a.notified, s)
+			told = append(told, s)
+		}
+	}
+	a.rs.hooks.revoked(a.core.ctx, told, c.reason)
+	for _, s := range c.shards {
+		if rv := a.revoking[s]; rv != nil && rv.cohort == c {
+			rv.released, rv.releasedAt = true, now
+		}
+	}
+	a.log.Debug("shards released", slog.Any("shards", c.shards), slog.String("reason", string(c.reason)))
 	a.beatSoon()
 }
 
@@ -806,7 +896,12 @@ func (a *memberActor) ensureRuns() {
 	if len(start) == 0 {
 		return
 	}
-	a.rs.hooks.assigned(a.core.ctx, fresh)
+	reason := ReasonAssigned
+	if a.resumed {
+		reason = ReasonResumed
+	}
+	a.resumed = false
+	a.rs.hooks.assigned(a.core.ctx, fresh, reason)
 	for _, s := range fresh {
 		a.notified[s] = true
 	}
@@ -830,7 +925,16 @@ func (a *memberActor) fenceAll(err error) {
 	if len(a.notified) > 0 {
 		shards := slices.Sorted(maps.Keys(a.notified))
 		clear(a.notified)
-		a.rs.hooks.revoked(a.core.ctx, shards)
+		reason := ReasonLeaving
+		switch {
+		case errors.Is(err, ErrFenced):
+			reason = ReasonFenced
+		case errors.Is(err, ErrLeaseExpired):
+			reason = ReasonLeaseLost
+		case a.giveBack:
+			reason = ReasonRedisFailed
+		}
+		a.rs.hooks.revoked(a.core.ctx, shards, reason)
 	}
 }
 
@@ -879,6 +983,7 @@ func (a *memberActor) checkLease() {
 	a.suspended = true
 	a.log.Warn("assignment lease expired without a successful heartbeat: reads and ACKs stopped on every shard until an OK",
 		slog.Duration("memberLease", a.core.lease.length()), slog.Any("owned", a.owned))
+	a.rs.hooks.leaseLost(a.core.ctx)
 	a.fenceAll(ErrLeaseExpired)
 }
 
@@ -904,10 +1009,11 @@ func (a *memberActor) beginLeave() {
 	a.leaveAt = a.core.lease.now() + a.rs.cfg.leaveTimeout
 	a.leaveTimer = a.timer(a.rs.cfg.leaveTimeout, &leaveDeadlineMsg{})
 	a.log.Info("leaving: stopping reads and draining", slog.Any("owned", a.owned))
-	now := a.core.lease.now()
-	for _, s := range a.owned {
-		a.revoke(s, now)
+	reason := ReasonLeaving
+	if a.giveBack {
+		reason = ReasonRedisFailed
 	}
+	a.revokeSet(a.owned, a.core.lease.now(), reason)
 	a.owned = []int{}
 	a.maybeLeave()
 }
@@ -923,8 +1029,8 @@ func (a *memberActor) leaveDeadline() {
 		a.log.Warn("leave timeout passed: abandoning records still in flight (they stay pending)",
 			slog.Int("runs", len(a.runs)))
 		a.fenceAll(ErrRevoked)
-		for s, rv := range a.revoking {
-			if !rv.released {
+		for _, s := range slices.Sorted(maps.Keys(a.revoking)) {
+			if rv := a.revoking[s]; rv != nil && !rv.drained {
 				a.release(s, rv)
 			}
 		}

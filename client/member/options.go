@@ -34,6 +34,8 @@ const (
 	MaxBatch = 10_000
 	// MaxRedisFailureLimit is the largest WithRedisFailureLimit.
 	MaxRedisFailureLimit = 1000
+	// MaxHandlerAttempts is the most attempts of WithHandlerRetry.
+	MaxHandlerAttempts = 1000
 )
 
 // config is the checked configuration of a Runtime. Only New writes it;
@@ -60,8 +62,12 @@ type config struct {
 	log           *slog.Logger
 	onAssigned    func(ctx context.Context, shards []int)
 	onRevoked     func(ctx context.Context, shards []int)
+	hooks         Hooks
 	memberLease   time.Duration
 	leaveTimeout  time.Duration
+	// retryAttempts, retryDelay, retryMaxDelay: WithHandlerRetry.
+	retryAttempts             int
+	retryDelay, retryMaxDelay time.Duration
 	// redisFailureLimit: reads failed in a row on one shard before the
 	// member gives its shards back.
 	redisFailureLimit int
@@ -190,13 +196,14 @@ func WithOnAssigned(fn func(ctx context.Context, shards []int)) Opt {
 	return optFunc(func(c *config) { c.onAssigned = fn })
 }
 
-// WithOnRevoked sets a hook called with shards a member no longer reads:
-// after a revocation once reads stopped and the member's in-flight
-// handlers for them returned (or were abandoned at the drain deadline),
-// and before the coordinator is told they are revoked; on fencing, lease
-// expiry and failure at once, after reads and ACKs stopped. When it
-// returns, your own readers of those shards must have stopped. See
-// WithOnAssigned for how hooks are called.
+// WithOnRevoked sets a hook called with shards a member no longer reads,
+// once per set: after a revocation (or a leave) once reads stopped and
+// the member's in-flight handlers for all of them returned (or were
+// abandoned at the drain deadline), and before the coordinator is told
+// they are revoked; on fencing, lease expiry and failure at once, after
+// reads and ACKs stopped. When it returns, your own readers of those
+// shards must have stopped. See WithOnAssigned for how hooks are called;
+// [Hooks].OnRevoked also tells the reason.
 func WithOnRevoked(fn func(ctx context.Context, shards []int)) Opt {
 	return optFunc(func(c *config) { c.onRevoked = fn })
 }
@@ -230,6 +237,22 @@ func WithRedisFailureLimit(n int) Opt {
 	return optFunc(func(c *config) { c.redisFailureLimit = n })
 }
 
+// WithHandlerRetry retries a failed handler call in place: when the
+// handler returns an error (or panics) without settling the record, it is
+// handed to the handler again after delay (doubled per attempt, at most
+// maxDelay, plus jitter), on the same worker, while the shard's later
+// records wait: a transient failure does not reorder a key. After
+// attempts calls the record is left pending (a Nack) and the shard moves
+// on. Retries stop at once when the member may no longer acknowledge the
+// record (fenced, lease lapsed, drain deadline, Run ending); a retry that
+// outlasts a revocation delays its hand-off up to the drain deadline, so
+// keep attempts × maxDelay well under the rebalance timeout. Default 1
+// attempt (no retry), delay 100ms, maxDelay 5s; attempts
+// 1..MaxHandlerAttempts, delay at least 1ms and at most maxDelay.
+func WithHandlerRetry(attempts int, delay, maxDelay time.Duration) Opt {
+	return optFunc(func(c *config) { c.retryAttempts, c.retryDelay, c.retryMaxDelay = attempts, delay, maxDelay })
+}
+
 // newConfig applies opts, fills defaults and validates the result.
 func newConfig(opts []Opt) (config, error) {
 	c := config{
@@ -243,6 +266,9 @@ func newConfig(opts []Opt) (config, error) {
 		leaveTimeout: 30 * time.Second,
 
 		redisFailureLimit: 3,
+		retryAttempts:     1,
+		retryDelay:        100 * time.Millisecond,
+		retryMaxDelay:     5 * time.Second,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -313,6 +339,12 @@ func newConfig(opts []Opt) (config, error) {
 	}
 	if c.redisFailureLimit < 1 || c.redisFailureLimit > MaxRedisFailureLimit {
 		add("WithRedisFailureLimit: %d is outside 1..%d", c.redisFailureLimit, MaxRedisFailureLimit)
+	}
+	if c.retryAttempts < 1 || c.retryAttempts > MaxHandlerAttempts {
+		add("WithHandlerRetry: %d attempts is outside 1..%d", c.retryAttempts, MaxHandlerAttempts)
+	}
+	if c.retryDelay < time.Millisecond || c.retryMaxDelay < c.retryDelay {
+		add("WithHandlerRetry: the delay %v must be at least 1ms and at most the max delay %v", c.retryDelay, c.retryMaxDelay)
 	}
 	if c.leaveTimeout < 100*time.Millisecond {
 		add("WithLeaveTimeout: %v is shorter than 100ms", c.leaveTimeout)

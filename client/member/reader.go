@@ -158,6 +158,7 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 		rd.cursor = next
 		if next == "" || next == "0-0" {
 			rd.phase, rd.lastClaim = phaseNew, time.Now()
+			r.updateLag(ctx)
 		}
 		return r.messages(ctx, msgs, true)
 	default:
@@ -181,7 +182,28 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("XREADGROUP %s >: %w", r.key, err)
 		}
-		return r.messages(ctx, firstStream(res), false)
+		msgs := firstStream(res)
+		if len(msgs) < cfg.batch {
+			r.stats.setLag(0, true) // a short read: nothing more to read now
+		}
+		return r.messages(ctx, msgs, false)
+	}
+}
+
+// updateLag asks Redis how many entries of the shard the group has not
+// read yet (XINFO GROUPS; Redis ≥ 7 knows, when no entry was deleted
+// out of order), once per claim round. A failure only leaves the lag
+// unknown.
+func (r *shardRun) updateLag(ctx context.Context) {
+	groups, err := r.core.rdb.XInfoGroups(ctx, r.key).Result()
+	if err != nil {
+		return
+	}
+	for _, g := range groups {
+		if g.Name == r.core.cfg.group {
+			r.stats.setLag(g.Lag, g.Lag >= 0)
+			return
+		}
 	}
 }
 

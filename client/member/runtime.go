@@ -19,9 +19,11 @@ import (
 type Runtime struct {
 	cfg        config
 	handler    Handler
+	batch      BatchHandler
 	ran        atomic.Bool
 	instanceID string
 	board      *board
+	stats      *statsBoard
 }
 
 // New checks opts (all problems are reported at once) and returns a
@@ -35,10 +37,34 @@ func New(handler Handler, opts ...Opt) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{cfg: cfg, handler: handler, instanceID: newInstanceID()}
-	r.board = newBoard(r.MemberIDs())
-	return r, nil
+	return newRuntime(cfg, handler, nil), nil
 }
+
+// NewBatch is [New] with a [BatchHandler]: each call gets the records of
+// one shard that were read together (up to WithBatch), in stream order.
+// Shards still rotate over the workers, one batch per turn.
+func NewBatch(handler BatchHandler, opts ...Opt) (*Runtime, error) {
+	cfg, err := newConfig(opts)
+	if handler == nil {
+		err = errors.Join(err, errors.New("member: a batch handler is required"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newRuntime(cfg, nil, handler), nil
+}
+
+func newRuntime(cfg config, handler Handler, batch BatchHandler) *Runtime {
+	r := &Runtime{cfg: cfg, handler: handler, batch: batch, instanceID: newInstanceID(), stats: &statsBoard{}}
+	r.board = newBoard(r.MemberIDs())
+	return r
+}
+
+// Stream is the stream prefix the Runtime reads.
+func (r *Runtime) Stream() string { return r.cfg.stream }
+
+// Group is the consumer group the Runtime's members belong to.
+func (r *Runtime) Group() string { return r.cfg.group }
 
 // InstanceID is the random incarnation id this Runtime sends on every
 // heartbeat (docs/protocol.md, member incarnations): the coordinator tells
@@ -60,6 +86,8 @@ func (r *Runtime) MemberIDs() []string {
 type runState struct {
 	cfg     *config
 	handler Handler
+	batch   BatchHandler
+	stats   *statsBoard
 	system  *actor.ActorSystem
 	client  *coordclient.Client
 	acker   *acker
@@ -132,8 +160,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return log.With(slog.String("component", "protoactor"))
 	}))
 	rs := &runState{
-		cfg: cfg, handler: r.handler, system: system, client: cfg.client, acker: ack,
-		hooks:          &hooks{onAssigned: cfg.onAssigned, onRevoked: cfg.onRevoked, log: log},
+		cfg: cfg, handler: r.handler, batch: r.batch, stats: r.stats, system: system, client: cfg.client, acker: ack,
+		hooks:          &hooks{h: cfg.hooks, onAssigned: cfg.onAssigned, onRevoked: cfg.onRevoked, log: log},
 		exits:          make(chan memberExit, cfg.concurrency),
 		board:          r.board,
 		requestTimeout: max(cfg.memberLease/3, 500*time.Millisecond),

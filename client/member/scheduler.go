@@ -27,35 +27,38 @@ type scheduler struct {
 	closed bool
 	busy   int
 	size   int
-	wg     sync.WaitGroup
+	// take is how many records of a shard a worker takes per turn: 1
+	// for a Handler, every queued one (0) for a BatchHandler.
+	take int
+	wg   sync.WaitGroup
 }
 
-func newScheduler(workers int) *scheduler {
-	s := &scheduler{size: workers}
+func newScheduler(workers, take int) *scheduler {
+	s := &scheduler{size: workers, take: take}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
 // start runs the workers; each calls handle for one record at a time until
 // close. The owner (the member actor) calls close and then wait.
-func (s *scheduler) start(handle func(*shardRun, *Message)) {
+func (s *scheduler) start(handle func(*shardRun, []*Message)) {
 	for range s.size {
 		s.wg.Add(1)
 		go s.work(handle)
 	}
 }
 
-func (s *scheduler) work(handle func(*shardRun, *Message)) {
+func (s *scheduler) work(handle func(*shardRun, []*Message)) {
 	defer s.wg.Done()
 	for {
 		run := s.next()
 		if run == nil {
 			return
 		}
-		msg := run.take()
-		if msg != nil {
-			handle(run, msg)
-			if run.finish() {
+		msgs := run.take(s.take)
+		if len(msgs) > 0 {
+			handle(run, msgs)
+			if run.finish(len(msgs)) {
 				s.push(run)
 			}
 		}

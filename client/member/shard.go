@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type shardRun struct {
 	// ownerEpoch is the shard's ownership token when the run started (0
 	// from a coordinator that sends none).
 	ownerEpoch int64
+	// stats are the member's counters of this shard (Runtime.Stats).
+	stats *shardCounters
 
 	// handlerCtx is given to handlers; cancelled when the run is fenced,
 	// and once it has ended.
@@ -82,6 +85,7 @@ func newShardRun(core *memberCore, shard int, ownerEpoch int64) *shardRun {
 		shard:          shard,
 		ownerEpoch:     ownerEpoch,
 		key:            protocol.StreamKey(core.cfg.stream, shard),
+		stats:          core.stats.counters(core.id, shard),
 		handlerCtx:     hctx,
 		cancelHandlers: cancel,
 		idle:           make(chan struct{}, 1),
@@ -101,6 +105,8 @@ func (r *shardRun) deliver(batch []*Message) bool {
 	r.pending += int64(len(batch))
 	r.delivered = batch[len(batch)-1].ID
 	r.updatedAt = time.Now()
+	r.stats.inFlight.Add(int64(len(batch)))
+	r.stats.read(r.delivered)
 	push := !r.scheduled
 	r.scheduled = true
 	r.mu.Unlock()
@@ -110,27 +116,32 @@ func (r *shardRun) deliver(batch []*Message) bool {
 	return true
 }
 
-// take gives a worker the next record, or nil when there is none (the run
-// was closed and its queue dropped); the run is then no longer scheduled.
-func (r *shardRun) take() *Message {
+// take gives a worker the next n records in order (all queued ones when
+// n < 1), or nil when there is none (the run was closed and its queue
+// dropped); the run is then no longer scheduled.
+func (r *shardRun) take(n int) []*Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.queue) == 0 {
 		r.scheduled = false
 		return nil
 	}
-	m := r.queue[0]
-	r.queue[0] = nil
-	r.queue = r.queue[1:]
-	return m
+	if n < 1 || n > len(r.queue) {
+		n = len(r.queue)
+	}
+	out := slices.Clone(r.queue[:n])
+	clear(r.queue[:n])
+	r.queue = r.queue[n:]
+	return out
 }
 
-// finish records that a worker is done with one record and reports
+// finish records that a worker is done with n records and reports
 // whether the run has more to hand out (the worker then puts it back at
 // the tail of the scheduler's queue).
-func (r *shardRun) finish() (more bool) {
+func (r *shardRun) finish(n int) (more bool) {
 	r.mu.Lock()
-	r.inflight--
+	r.inflight -= n
+	r.stats.inFlight.Add(-int64(n))
 	more = len(r.queue) > 0
 	if !more {
 		r.scheduled = false
@@ -180,6 +191,7 @@ func (r *shardRun) fence(err error) {
 	clear(r.queue)
 	r.queue = nil
 	r.inflight -= dropped
+	r.stats.inFlight.Add(-int64(dropped))
 	if r.inflight == 0 {
 		select {
 		case r.idle <- struct{}{}:
@@ -240,6 +252,7 @@ func (r *shardRun) acked(m *Message) {
 	if !m.settled.CompareAndSwap(false, true) {
 		return
 	}
+	r.stats.acked.Add(1)
 	r.mu.Lock()
 	r.pending--
 	r.ackedID = m.ID

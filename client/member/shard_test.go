@@ -10,11 +10,10 @@ func TestStoppingRunReportsEveryIdle(t *testing.T) {
 	run := newShardRun(tc.memberCore, 0, 0)
 	handle := func() {
 		t.Helper()
-		m := run.take()
-		if m == nil {
-			t.Fatal("nothing to take")
+		if ms := run.take(1); len(ms) != 1 {
+			t.Fatalf("took %d records, want 1", len(ms))
 		}
-		run.finish()
+		run.finish(1)
 	}
 	run.beginStop()
 	run.deliver(batch(run, 1))
@@ -34,7 +33,7 @@ func TestStoppingRunReportsEveryIdle(t *testing.T) {
 
 	run.deliver(batch(run, 3))
 	run.fence(ErrFenced)
-	if !run.drained() || run.inFlight() != 0 || run.take() != nil {
+	if !run.drained() || run.inFlight() != 0 || run.take(0) != nil {
 		t.Fatalf("fenced run kept work: inFlight %d", run.inFlight())
 	}
 	if err := run.ackAllowed(); err != ErrFenced {

@@ -122,12 +122,23 @@ type running struct {
 // opts; the test's cleanup stops it.
 func (e *env) start(base string, handler member.Handler, opts ...member.Opt) *running {
 	e.t.Helper()
+	return e.startWith(base, func(opts ...member.Opt) (*member.Runtime, error) { return member.New(handler, opts...) }, opts...)
+}
+
+// startBatch is start with a batch handler.
+func (e *env) startBatch(base string, handler member.BatchHandler, opts ...member.Opt) *running {
+	e.t.Helper()
+	return e.startWith(base, func(opts ...member.Opt) (*member.Runtime, error) { return member.NewBatch(handler, opts...) }, opts...)
+}
+
+func (e *env) startWith(base string, newRuntime func(...member.Opt) (*member.Runtime, error), opts ...member.Opt) *running {
+	e.t.Helper()
 	all := append([]member.Opt{
 		member.WithCoordinator(e.coord.URL), member.WithStream(e.prefix), member.WithRedis(e.rdb),
 		member.WithBaseID(base), member.WithMemberLease(testLease), member.WithBlock(testBlock),
 		member.WithLeaveTimeout(3 * time.Second), member.WithLogger(testLogger(e.t)),
 	}, opts...)
-	rt, err := member.New(handler, all...)
+	rt, err := newRuntime(all...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
