@@ -22,7 +22,6 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -195,7 +194,7 @@ func (r *chaosRun) run(nFaults int) string {
 	r.coordPort = chaosFreePort(t)
 	r.coordURL = fmt.Sprintf("http://127.0.0.1:%d", r.coordPort)
 	r.startCoordinator()
-	coordtest.Remote(t, r.coordURL).CreateStream("orders", chaosShards)
+	remote(t, r.coordURL).CreateStream("orders", chaosShards)
 	if err := redistest.CreateShards(ctx, r.cluster.Client(), "orders", chaosShards, "orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +210,7 @@ func (r *chaosRun) run(nFaults int) string {
 		"--coordinator", r.coordURL, "--redis", r.redisAddrs, "--stream", "orders", "--group", "orders",
 		"--count", "100000000", "--rate", strconv.Itoa(chaosRate), "--batch", "20", "--published-log", published,
 		"--retry-timeout", "30s",
-	})
+	}, memberEnv()...)
 	if d, ok := r.waitRecovered(time.Now(), 30*time.Second, nil); !ok {
 		t.Fatalf("the group never became STABLE at the start (%v)", d)
 	}
@@ -298,8 +297,8 @@ func (r *chaosRun) startCoordinator() {
 	for {
 		p := proctest.Start(t, "coordinator", r.b.coordinator, []string{"serve",
 			"--listen", fmt.Sprintf("127.0.0.1:%d", r.coordPort), "--data-dir", filepath.Join(r.dir, "coord"),
-			"--no-auth", "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
-			"--rebalance-timeout", chaosRebalance.String()})
+			"--users", usersFile(t), "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
+			"--rebalance-timeout", chaosRebalance.String()}, adminEnv()...)
 		_, err := p.WaitForLine(30*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) })
 		if err == nil {
 			r.coord = p
@@ -336,7 +335,7 @@ func (r *chaosRun) startPodAs(i int, live bool) *incarnation {
 		"--member-lease", memberLease, "--claim-min-idle", claimMinIdle,
 		"--events-log", inc.events, "--ownership-log", inc.ownership,
 		"--hold-on-signal", chaosHold.String(), "--log-format", "json",
-	}, fmt.Sprintf("POD_NAME=pod-%d", i))
+	}, append(memberEnv(), fmt.Sprintf("POD_NAME=pod-%d", i))...)
 	r.incs = append(r.incs, inc)
 	if live {
 		r.live[i] = inc
@@ -569,8 +568,18 @@ func (r *chaosRun) everyShardRead() bool {
 	return true
 }
 
+// adminGet sends GET path to the coordinator as its bootstrap admin.
+func (r *chaosRun) adminGet(path string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, r.coordURL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth("admin", e2eAdminPassword)
+	return r.httpc.Do(req)
+}
+
 func (r *chaosRun) getJSON(path string, out any) error {
-	resp, err := r.httpc.Get(r.coordURL + path)
+	resp, err := r.adminGet(path)
 	if err != nil {
 		return err
 	}
@@ -592,7 +601,7 @@ const (
 // scrapeMetric reads one counter of the running coordinator (0 if it
 // cannot be read).
 func (r *chaosRun) scrapeMetric(name string) float64 {
-	resp, err := r.httpc.Get(r.coordURL + "/metrics")
+	resp, err := r.adminGet("/metrics")
 	if err != nil {
 		r.t.Logf("scrape /metrics: %v", err)
 		return 0

@@ -13,7 +13,6 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -26,12 +25,13 @@ const (
 )
 
 // startCoordinator runs the coordinator binary on data dir dir (with extra
-// flags, if any) and returns its base URL.
+// flags, if any), authentication on with the MEMBER user of usersFile, and
+// returns its base URL.
 func startCoordinator(t *testing.T, bin, dir string, extra ...string) (*proctest.Process, string) {
 	t.Helper()
 	p := proctest.Start(t, "coordinator", bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir,
-		"--no-auth", "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
-		"--rebalance-timeout", "20s"}, extra...))
+		"--users", usersFile(t), "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
+		"--rebalance-timeout", "20s"}, extra...), adminEnv()...)
 	line, err := p.WaitForLine(30*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) })
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func startPods(t *testing.T, bin, url, redisAddrs, dir string, n int, handlerDel
 			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 			"--concurrency", "2", "--workers", "2", "--handler-delay", handlerDelay, "--member-lease", memberLease,
 			"--claim-min-idle", claimMinIdle, "--events-log", p.events, "--ownership-log", p.ownership,
-		}, "POD_NAME="+name)
+		}, append(memberEnv(), "POD_NAME="+name)...)
 		pods[i] = p
 	}
 	return pods
@@ -87,7 +87,7 @@ func TestConsumersSurviveKillAndStop(t *testing.T) {
 	cluster := redistest.NewCluster(t)
 	dir := t.TempDir()
 	coord, url := startCoordinator(t, b.coordinator, filepath.Join(dir, "coord"))
-	s := coordtest.Remote(t, url)
+	s := remote(t, url)
 	s.CreateStream("orders", shards)
 	if err := redistest.CreateShards(ctx, cluster.Client(), "orders", shards, "orders"); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestConsumersSurviveKillAndStop(t *testing.T) {
 	pub := proctest.Start(t, "publisher", b.publisher, []string{
 		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 		"--count", fmt.Sprint(records), "--rate", "2500", "--batch", "50", "--published-log", published,
-	})
+	}, memberEnv()...)
 
 	// Mid-run faults: kill pod-0 outright, then stop pod-1 gracefully.
 	time.Sleep(3 * time.Second)

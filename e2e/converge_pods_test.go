@@ -33,7 +33,7 @@ func TestPodJoinConvergesWithinRoundTrips(t *testing.T) {
 	// test timings.
 	_, url := startCoordinator(t, b.coordinator, filepath.Join(dir, "coord"), "--redis", rs.Addr,
 		"--heartbeat-interval", protocol.DefaultHeartbeatInterval.String(), "--member-lease", defaultLease.String())
-	s := coordtest.Remote(t, url)
+	s := remote(t, url)
 	s.CreateStream("orders", 24)
 	var pods []*pod
 	for i := range 3 {
@@ -94,7 +94,7 @@ func startDefaultPod(t *testing.T, bin, url, redisAddr, dir, name string) *pod {
 		"--coordinator", url, "--redis", redisAddr, "--stream", "orders", "--group", "orders",
 		"--concurrency", "2", "--workers", "2", "--handler-delay", "1ms",
 		"--events-log", p.events, "--ownership-log", p.ownership,
-	}, "POD_NAME="+name)
+	}, append(memberEnv(), "POD_NAME="+name)...)
 	return p
 }
 

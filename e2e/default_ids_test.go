@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -30,7 +29,7 @@ func TestThreeDefaultPodsOnOneHost(t *testing.T) {
 	cluster := redistest.NewCluster(t)
 	dir := t.TempDir()
 	coord, url := startCoordinator(t, b.coordinator, filepath.Join(dir, "coord"))
-	s := coordtest.Remote(t, url)
+	s := remote(t, url)
 	s.CreateStream("orders", shards)
 	if err := redistest.CreateShards(ctx, cluster.Client(), "orders", shards, "orders"); err != nil {
 		t.Fatal(err)
@@ -45,7 +44,7 @@ func TestThreeDefaultPodsOnOneHost(t *testing.T) {
 		p.proc = proctest.Start(t, name, b.consumer, []string{
 			"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 			"--events-log", p.events, "--ownership-log", p.ownership,
-		}, "POD_NAME=")
+		}, append(memberEnv(), "POD_NAME=")...)
 		pods[i] = p
 	}
 	t.Logf("pods started at +%v", time.Since(begin).Round(time.Millisecond))
@@ -53,7 +52,7 @@ func TestThreeDefaultPodsOnOneHost(t *testing.T) {
 	pub := proctest.Start(t, "publisher", b.publisher, []string{
 		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 		"--count", fmt.Sprint(records), "--rate", "1500", "--batch", "50", "--published-log", published,
-	})
+	}, memberEnv()...)
 	if err := pub.Wait(time.Minute); err != nil {
 		t.Fatalf("publisher: %v", err)
 	}

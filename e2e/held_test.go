@@ -18,8 +18,8 @@ func TestHeldHeartbeatsBlackBox(t *testing.T) {
 	b := build(t)
 	_, url := startCoordinator(t, b.coordinator, filepath.Join(t.TempDir(), "coord"),
 		"--heartbeat-interval", protocol.DefaultHeartbeatInterval.String(), "--member-lease", defaultLease.String())
-	s := coordtest.Remote(t, url)
-	s.CreateStream("orders", 6)
+	remote(t, url).CreateStream("orders", 6)
+	s := remote(t, url).As(memberAuth()) // the members heartbeat as a MEMBER
 	a := coordtest.NewMember("a", "orders", "orders")
 	a.Beat(s)
 	coordtest.Converge(t, s, 8, a)

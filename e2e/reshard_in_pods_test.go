@@ -12,7 +12,6 @@ import (
 	"github.com/rscoord/rscoord/client/producer"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -31,13 +30,14 @@ func TestScaleInUnderTraffic(t *testing.T) {
 	redisAddrs := strings.Join(cluster.Addrs, ",")
 	coord, url := startCoordinator(t, b.coordinator, filepath.Join(dir, "coord"), "--redis", redisAddrs,
 		"--producer-routing-lease", "1s", "--drain-check-interval", "200ms", "--retire-removed-shards")
-	s := coordtest.Remote(t, url)
+	s := remote(t, url)
 	s.CreateStream("orders", 8)
 
 	// A producer that will not refresh on its own before the test ends: its
 	// routing goes stale when the stream shrinks.
 	stale, err := producer.New(producer.WithCoordinator(url), producer.WithStream("orders"), producer.WithRedis(rdb),
-		producer.WithRefreshInterval(10*time.Minute), producer.WithRoutingLease(20*time.Minute))
+		producer.WithRefreshInterval(10*time.Minute), producer.WithRoutingLease(20*time.Minute),
+		producer.WithBasicAuth(e2eMemberUser, e2eMemberPassword))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestScaleInUnderTraffic(t *testing.T) {
 		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 		"--count", fmt.Sprint(records), "--rate", "2000", "--batch", "20", "--published-log", published,
 		"--refresh-interval", "500ms",
-	})
+	}, memberEnv()...)
 	time.Sleep(1500 * time.Millisecond)
 	mig := scaleTo(t, s, "orders", 2)
 	if err := pub.Wait(2 * time.Minute); err != nil {

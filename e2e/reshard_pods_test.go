@@ -11,7 +11,6 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -30,7 +29,7 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 	redisAddrs := strings.Join(cluster.Addrs, ",")
 	coord, url := startCoordinator(t, b.coordinator, filepath.Join(dir, "coord"), "--redis", redisAddrs,
 		"--producer-routing-lease", "1s", "--drain-check-interval", "200ms")
-	s := coordtest.Remote(t, url)
+	s := remote(t, url)
 	s.CreateStream("orders", 4) // the coordinator provisions the shard streams
 
 	pods := startPods(t, b.consumer, url, redisAddrs, dir, 3, "1ms")
@@ -39,7 +38,7 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 		"--coordinator", url, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 		"--count", fmt.Sprint(records), "--rate", "2000", "--batch", "20", "--published-log", published,
 		"--refresh-interval", refresh.String(),
-	})
+	}, memberEnv()...)
 	time.Sleep(1500 * time.Millisecond)
 	mig := scaleTo(t, s, "orders", 8)
 	activated := time.Now() // the answer comes once the migration is ACTIVE

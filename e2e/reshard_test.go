@@ -30,12 +30,13 @@ const (
 	reshardLimit = 20 * time.Second
 )
 
-// reshardServer runs an in-process coordinator whose Redis is rdb.
+// reshardServer runs an in-process coordinator whose Redis is rdb, with
+// authentication on (the handle administers as its admin).
 func reshardServer(t *testing.T, rdb redis.UniversalClient, lease time.Duration, retire bool) *coordtest.Server {
 	t.Helper()
 	return coordtest.Start(t, "", coordtest.Options{
-		AutoCreateGroups: true,
-		Redis:            redisops.Wrap(rdb), ProducerRoutingLease: lease, DrainCheckInterval: drainCheck,
+		Auth: &coordtest.Auth{}, AutoCreateGroups: true,
+		Redis: redisops.Wrap(rdb), ProducerRoutingLease: lease, DrainCheckInterval: drainCheck,
 		RetireRemovedShards: retire,
 	})
 }
@@ -365,7 +366,7 @@ func TestProvisioningFailureStaysPreparingAndResumes(t *testing.T) {
 // its record and health say no provisioning or drain proof happens; the
 // shards endpoint answers REDIS_NOT_CONFIGURED.
 func TestWithoutRedisScaleSaysSo(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{})
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	s.CreateStream("orders", 4)
 	mig := scaleTo(t, s, "orders", 2)
 	if mig.State != protocol.MigrationActive || !strings.Contains(mig.Detail, "redis not configured") {
@@ -400,7 +401,7 @@ func TestCoordinatorKilledWhileDrainingResumes(t *testing.T) {
 	flags := []string{"--redis", strings.Join(cluster.Addrs, ","), "--producer-routing-lease", shortLease.String(),
 		"--drain-check-interval", "200ms", "--retire-removed-shards"}
 	coord, url := startCoordinator(t, b.coordinator, dir, flags...)
-	s := coordtest.Remote(t, url)
+	s := remote(t, url)
 	s.CreateStream("orders", 4)
 	publish(t, rdb, "orders", []int{2, 3}, 10)
 	consume(t, rdb, "orders", "orders", 2, true)
@@ -420,7 +421,7 @@ func TestCoordinatorKilledWhileDrainingResumes(t *testing.T) {
 	_ = coord.Wait(10 * time.Second) // killed: its exit status is an error
 
 	coord, url = startCoordinator(t, b.coordinator, dir, flags...)
-	s = coordtest.Remote(t, url)
+	s = remote(t, url)
 	if m := migration(t, s, "orders", "orders", mig.ReshardingID); m.State != protocol.MigrationDraining {
 		t.Fatalf("after the restart the migration is %+v", m)
 	}
