@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Redis first: a member joins only with a Redis that answers, and gives
@@ -56,10 +58,31 @@ func (a *memberActor) probeRedis() {
 	a.hbWG.Add(1)
 	go func() {
 		defer a.hbWG.Done()
-		err := core.rdb.Ping(ctx).Err()
+		err := ping(ctx, core.rdb)
 		cancel()
 		root.Send(self, &redisProbeMsg{core: core, err: err})
 	}()
+}
+
+// ping asks Redis whether it answers: every master of a Redis Cluster
+// (each holds some shard's slot; one answering master proves nothing for
+// the others), else the one server.
+func ping(ctx context.Context, rdb redis.UniversalClient) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			if err := c.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("PING %s: %w", c.Options().Addr, err)
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("PING every master: %w", err)
+		}
+		return nil
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("PING: %w", err)
+	}
+	return nil
 }
 
 func (a *memberActor) onRedisProbe(m *redisProbeMsg) {

@@ -136,6 +136,10 @@ func TestRetryInPlaceKeepsKeyOrder(t *testing.T) {
 					t.Fatalf("OnHandlerError %+v, want Retry %v", he, tc.retry)
 				}
 			}
+			eventually(t, 5*time.Second, "the lag known to be 0 once caught up", func() bool {
+				st := r.rt.Stats()
+				return len(st) == 1 && st[0].LagKnown && st[0].Lag == 0
+			})
 			stats := r.rt.Stats()
 			if len(stats) != 1 {
 				t.Fatalf("stats %+v, want one shard", stats)
