@@ -127,12 +127,53 @@ async function refresh() {
       cell(row, g.activeMigration ? g.activeMigration.reshardingId + " " + g.activeMigration.state : "");
       row.addEventListener("click", () => { state.selected = key; refresh(); });
     });
+    await refreshCluster();
     if (state.selected) await refreshGroup(state.selected);
     $("status").textContent = "Updated " + new Date().toLocaleTimeString();
   } catch (err) {
     $("status").textContent = "Refresh failed: " + err.message;
     if (err.status === 401) start();
   }
+}
+
+// The cluster mode (--store etcd): every replica, its liveness and role,
+// and which replica runs each group. A server that runs alone answers
+// 404: the section stays hidden.
+async function refreshCluster() {
+  let view;
+  try {
+    view = await call("/monitoring/cluster");
+  } catch (err) {
+    if (err.status === 404) {
+      $("cluster").hidden = true;
+      return;
+    }
+    if (err.status === 401) throw err;
+    $("cluster").hidden = false;
+    $("cluster-note").textContent = "Cluster view unavailable: " + err.message;
+    return;
+  }
+  $("cluster").hidden = false;
+  const live = view.replicas.filter((r) => r.live).length;
+  $("cluster-note").textContent = "Store " + view.store + " · " + live + " of " + view.replicas.length +
+    " replicas live · answered by " + view.self.id;
+  fill("replicas", view.replicas, (row, r) => {
+    row.className = r.live ? "" : "dead";
+    row.dataset.replica = r.id;
+    cell(row, r.id);
+    cell(row, r.advertiseUrl);
+    cell(row, r.live ? "yes" : "NO");
+    cell(row, r.role);
+    cell(row, (r.units || []).join(", "));
+    cell(row, r.groupsOwned);
+  });
+  fill("group-owners", view.groups, (row, g) => {
+    row.className = g.owner ? "" : "mismatch";
+    cell(row, g.streamPrefix);
+    cell(row, g.consumerGroup);
+    cell(row, g.owner || "nobody (ownership is moving)");
+    cell(row, g.ownerUrl);
+  });
 }
 
 async function refreshGroup(key) {

@@ -1,0 +1,119 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/internal/proctest"
+)
+
+// xssReplicaID is a replica id that is HTML: the page must show it as
+// text, never make it an element.
+const xssReplicaID = `r2<img src=x onerror="document.title='pwned'">`
+
+// TestConsoleShowsTheCluster drives the console of two real `rscoord
+// serve --store etcd` replicas on a real 3-member etcd in headless
+// Chromium, through the stand-by: the cluster section lists both replicas
+// with their advertise URLs, liveness and roles, and the group with its
+// owner; a replica id that is HTML stays text. When the owner is
+// SIGKILLed the page shows the other replica owning the group.
+func TestConsoleShowsTheCluster(t *testing.T) {
+	browser := chromium(t)
+	etcd := etcdtest.NewCluster(t)
+	builder, err := proctest.NewBuilder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close()
+	bin, err := builder.Build(t.Context(), "github.com/rscoord/rscoord/cmd/rscoord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type replica struct {
+		id, url string
+		proc    *proctest.Process
+	}
+	start := func(id string) *replica {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		r := &replica{id: id, url: "http://" + addr}
+		r.proc = proctest.Start(t, fmt.Sprintf("replica-%d", len(id)), bin, []string{"serve", "--listen", addr,
+			"--data-dir", t.TempDir(), "--no-auth", "--log-format", "json", "--store", "etcd",
+			"--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--advertise-url", r.url, "--replica-id", id})
+		if _, err := r.proc.WaitForLine(60*time.Second, func(l string) bool {
+			return strings.Contains(l, `"rscoord listening"`) || strings.Contains(l, `"standing by"`)
+		}); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		return r
+	}
+	r1 := start("r1") // the owner: the first to claim
+	r2 := start(xssReplicaID)
+	coordtest.Remote(t, r2.url).CreateStream("orders", 4)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true))
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+	run := func(what string, do chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, do); err != nil {
+			body, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\npage:\n%s", what, err, body)
+		}
+	}
+	ownerOfOrders := func(id string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll("#group-owners tbody tr")].some((tr) =>
+			tr.cells[0].textContent === "orders" && tr.cells[1].textContent === "orders" && tr.cells[2].textContent === %q)`, id)
+	}
+	replicaRow := func(id, url, live, role string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll("#replicas tbody tr")].some((tr) =>
+			tr.cells[0].textContent === %q && tr.cells[1].textContent === %q && tr.cells[2].textContent === %q && tr.cells[3].textContent === %q)`,
+			id, url, live, role)
+	}
+	run("open the page through the stand-by", chromedp.Navigate(r2.url+"/console"))
+	run("see the cluster section", chromedp.WaitVisible(chromedp.ID("cluster")))
+	run("see r1 live and owning", pollTrue(replicaRow("r1", r1.url, "yes", "OWNER")))
+	run("see r2 live and standing by", pollTrue(replicaRow(xssReplicaID, r2.url, "yes", "STANDBY")))
+	run("see orders owned by r1", pollTrue(ownerOfOrders("r1")))
+	injected, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#cluster img") !== null || document.title === "pwned"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if injected {
+		t.Fatal("a replica id was put in the page as HTML")
+	}
+
+	if err := r1.proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = r1.proc.Wait(10 * time.Second)
+	run("see orders owned by the other replica", pollTrue(ownerOfOrders(xssReplicaID)))
+	run("see it as the owner", pollTrue(replicaRow(xssReplicaID, r2.url, "yes", "OWNER")))
+	run("see r1 gone", pollTrue(`![...document.querySelectorAll("#replicas tbody tr")].some((tr) => tr.cells[0].textContent === "r1")`))
+	if err := r2.proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.proc.Wait(30 * time.Second); err != nil {
+		t.Fatalf("SIGTERM of r2: %v", err)
+	}
+}
