@@ -2,13 +2,18 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
@@ -20,15 +25,27 @@ const (
 	handoffRebalance = 2 * time.Second
 )
 
+// startHandoffServer runs the binary with authentication on; the handle
+// it returns heartbeats, reads and deletes groups as one user holding
+// MEMBER and WRITE (heartbeats need MEMBER: no admin shortcut).
 func startHandoffServer(t *testing.T) *coordtest.Server {
 	t.Helper()
-	p := startProcess(t, t.TempDir(), "--no-auth", "--member-lease", "3s", "--heartbeat-interval", "1s", "--rebalance-timeout", "2s")
+	hash, err := auth.HashPassword("handoff-pw", bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := filepath.Join(t.TempDir(), "users.json")
+	raw := `{"users":[{"username":"handoff","passwordHash":"` + string(hash) + `","roles":["MEMBER","WRITE"]}]}`
+	if err := os.WriteFile(users, []byte(raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, t.TempDir(), "--users", users, "--member-lease", "3s", "--heartbeat-interval", "1s", "--rebalance-timeout", "2s")
 	t.Cleanup(func() {
 		if err := p.stop(syscall.SIGTERM); err != nil {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	s := coordtest.Remote(t, p.url)
+	s := coordtest.Remote(t, p.url).As(coordtest.Basic("handoff", "handoff-pw"))
 	s.CreateStream("orders", 4)
 	return s
 }
