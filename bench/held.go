@@ -230,7 +230,16 @@ func (r *heldRun) loop(ctx context.Context, m *heldMember) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("member %s/%s: %w", m.prefix, m.id, err)
+			// Counted in Errors; the member tries again after a pause, as
+			// the member runtime does (a keep-alive connection the server
+			// closed as the request left, a refused dial at a full
+			// accept queue).
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(errBackoffMin):
+			}
+			continue
 		}
 		changed := m.apply(resp)
 		if held {
@@ -483,6 +492,11 @@ func settleHeld(ctx context.Context, run *heldRun, members []*heldMember) error 
 			before := len(m.owned)
 			req := m.request(0)
 			resp, err := run.client.Heartbeat(ctx, m.prefix, m.prefix, &req)
+			for try := 1; err != nil && try < 5 && ctx.Err() == nil; try++ {
+				// A transient connection failure: the same request again.
+				time.Sleep(time.Duration(try) * errBackoffMin)
+				resp, err = run.client.Heartbeat(ctx, m.prefix, m.prefix, &req)
+			}
 			if err != nil {
 				return fmt.Errorf("join %s/%s: %w", m.prefix, m.id, err)
 			}
