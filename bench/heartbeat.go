@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,8 +49,11 @@ type HeartbeatConfig struct {
 type JoinReport struct {
 	// Settle is how long joining and settling took.
 	Settle time.Duration `json:"settleNanos"`
-	// Sweeps is how many sweeps of every member's heartbeat it took.
-	Sweeps int `json:"sweeps"`
+	// Sweeps is how many sweeps of every member's heartbeat it took, and
+	// Heartbeats how many heartbeats were sent in all (follow-ups
+	// included, see settle).
+	Sweeps     int `json:"sweeps"`
+	Heartbeats int `json:"heartbeats"`
 	// Commits, Keys and Bytes are what the store wrote meanwhile (zero
 	// when the coordinator is not in this process), and the rates are
 	// per second of Settle.
@@ -136,11 +140,11 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, er
 		return HeartbeatReport{}, err
 	}
 	before, start := stats(), time.Now()
-	members, sweeps, err := joinAll(ctx, client, cfg)
+	members, sweeps, beats, err := joinAll(ctx, client, cfg)
 	if err != nil {
 		return HeartbeatReport{}, err
 	}
-	join := JoinReport{Settle: time.Since(start), Sweeps: sweeps, Measured: cfg.WriteStats != nil}
+	join := JoinReport{Settle: time.Since(start), Sweeps: sweeps, Heartbeats: beats, Measured: cfg.WriteStats != nil}
 	if join.Measured {
 		w := stats().Sub(before)
 		secs := join.Settle.Seconds()
@@ -180,7 +184,7 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (HeartbeatReport, er
 	// rejoin storm instead of steady heartbeats.
 	var sweepErr error
 	steady := func(phase func() PhaseResult) PhaseResult {
-		if _, err := settle(ctx, client, cfg.Conns, members); err != nil {
+		if _, _, err := settle(ctx, client, cfg.Conns, members); err != nil {
 			sweepErr = errors.Join(sweepErr, err)
 		}
 		return phase()
@@ -426,8 +430,8 @@ func (m *simMember) beat(ctx context.Context, client *coordclient.Client) (proto
 
 // joinAll joins cfg's members to their existing streams and heartbeats
 // until each group answers OK with nothing pending to every member. It
-// returns the members and the number of sweeps it took.
-func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfig) ([]*simMember, int, error) {
+// returns the members, the number of sweeps it took and the heartbeats sent.
+func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfig) ([]*simMember, int, int, error) {
 	var members []*simMember
 	for g := range cfg.Groups {
 		prefix := benchPrefix(g)
@@ -436,18 +440,30 @@ func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfi
 				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}})
 		}
 	}
-	sweeps, err := settle(ctx, client, cfg.Conns, members)
+	sweeps, beats, err := settle(ctx, client, cfg.Conns, members)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	return members, sweeps, nil
+	return members, sweeps, beats, nil
 }
+
+// maxFollowUps bounds the heartbeats a member sends at once, one after
+// another, within one sweep (see settle).
+const maxFollowUps = 4
 
 // settle heartbeats every member, from conns callers, until a whole sweep
 // is quiet: every member answered OK with nothing pending and kept its
 // shards. A member the coordinator no longer knows rejoins on the way. It
-// returns the number of sweeps.
-func settle(ctx context.Context, client *coordclient.Client, conns int, members []*simMember) (int, error) {
+// returns the number of sweeps and of heartbeats sent.
+//
+// Like the member runtime, a member whose answer gave it something to
+// report (shards to report released, or a new set of owned shards) sends
+// its next heartbeat at once rather than a sweep later: a hand-off then
+// takes round trips, not sweeps. The runtime also follows up at once
+// after an answer whose only news is a new epoch; those follow-ups report
+// nothing and are left out here (every join moves every member's epoch).
+func settle(ctx context.Context, client *coordclient.Client, conns int, members []*simMember) (int, int, error) {
+	var beats atomic.Int64
 	for round := 0; round < 50; round++ {
 		quiet := true
 		var mu sync.Mutex
@@ -459,29 +475,59 @@ func settle(ctx context.Context, client *coordclient.Client, conns int, members 
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				before := len(m.owned)
-				resp, err := m.beat(ctx, client)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					firstErr = errors.Join(firstErr, err)
-					return
-				}
-				if resp.Status != protocol.StatusOK || len(resp.Assignment.PendingShards) > 0 ||
-					len(m.revoking) > 0 || before != len(m.owned) {
-					quiet = false
+				for n := 0; n <= maxFollowUps; n++ {
+					before := slices.Clone(m.owned)
+					resp, err := m.beat(ctx, client)
+					beats.Add(1)
+					news := len(m.revoking) > 0 || !slices.Equal(before, m.owned)
+					if err != nil || n == 0 && (resp.Status != protocol.StatusOK || len(resp.Assignment.PendingShards) > 0 || news) {
+						mu.Lock()
+						firstErr, quiet = errors.Join(firstErr, err), false
+						mu.Unlock()
+					}
+					if err != nil || !news {
+						return
+					}
 				}
 			}()
 		}
 		wg.Wait()
 		if firstErr != nil {
-			return 0, fmt.Errorf("settle: %w", firstErr)
+			return 0, 0, fmt.Errorf("settle: %w", firstErr)
 		}
 		if quiet {
-			return round + 1, nil
+			return round + 1, int(beats.Load()), nil
+		}
+		// The coordinator may say so before a quiet sweep would: every
+		// group STABLE (each live member reads exactly its target, nothing
+		// blocked) with all its members live.
+		if stable, err := allStable(ctx, client, members); err != nil {
+			return 0, 0, fmt.Errorf("settle: %w", err)
+		} else if stable {
+			return round + 1, int(beats.Load()), nil
 		}
 	}
-	return 0, errors.New("settle: groups did not reach a steady state in 50 sweeps")
+	return 0, 0, errors.New("settle: groups did not reach a steady state in 50 sweeps")
+}
+
+// allStable reports whether every group of members is STABLE with each of
+// its members live.
+func allStable(ctx context.Context, client *coordclient.Client, members []*simMember) (bool, error) {
+	type key struct{ prefix, group string }
+	want := map[key]int{}
+	for _, m := range members {
+		want[key{m.prefix, m.group}]++
+	}
+	for k, n := range want {
+		var g protocol.GroupResponse
+		if _, err := client.Do(ctx, http.MethodGet, coordclient.GroupPath(k.prefix, k.group), nil, &g); err != nil {
+			return false, err
+		}
+		if g.State != protocol.GroupStable || len(g.TargetAssignmentSummary) != n {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // startBaseline serves BaselineHandler on a fresh loopback listener and

@@ -87,7 +87,7 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleReport, error) {
 	client.CloseIdleConnections()
 	rep.HeapGroups = liveHeap()
 	t0 := time.Now()
-	members, _, err := joinAll(ctx, client, hb)
+	members, _, _, err := joinAll(ctx, client, hb)
 	if err != nil {
 		return rep, err
 	}

@@ -148,7 +148,7 @@ func (h *HeartbeatCmd) Run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "heartbeat: %d groups × %d members = %d, %d shards, %d conns, %d rounds × %v per phase, %s\n",
 		h.Groups, h.Members, h.Groups*h.Members, h.Shards, h.Conns, h.Rounds, h.Duration, mode)
 	j := rep.Join
-	fmt.Fprintf(out, "  join + settle %v in %d sweeps", j.Settle.Round(time.Millisecond), j.Sweeps)
+	fmt.Fprintf(out, "  join + settle %v in %d sweeps, %d heartbeats", j.Settle.Round(time.Millisecond), j.Sweeps, j.Heartbeats)
 	if j.Measured {
 		fmt.Fprintf(out, "; store wrote %d commits, %d keys, %s (%.0f keys/s, %s/s), largest commit %s; steady phases wrote %d keys",
 			j.Commits, j.Keys, bytesText(float64(j.Bytes)), j.KeysPerSecond, bytesText(j.BytesPerSecond), bytesText(float64(j.MaxCommitBytes)), j.SteadyKeys)
