@@ -25,6 +25,9 @@ func TestOptions(t *testing.T) {
 			c.batch != 32 || c.claimMinIdle != 30*time.Second || c.memberLease != 15*time.Second || c.leaveTimeout != 30*time.Second {
 			t.Fatalf("unexpected defaults: %+v", c)
 		}
+		if c.redisFailureLimit != 3 || c.retryAttempts != 1 {
+			t.Fatalf("unexpected defaults: %+v", c)
+		}
 		if got := rt.MemberIDs(); len(got) != 1 || got[0] != "pod-a-m0" {
 			t.Fatalf("member ids %v", got)
 		}
@@ -61,7 +64,17 @@ func TestOptions(t *testing.T) {
 		{"block not shorter than lease", handler, append(valid, WithBlock(2*time.Second), WithMemberLease(time.Second)),
 			[]string{"must be shorter than the member lease"}},
 		{"member name", handler, append(valid, WithMemberName("")), []string{"WithMemberName"}},
+		{"redis failure limit and handler retry", handler,
+			append(valid, WithRedisFailureLimit(0), WithHandlerRetry(0, 0, time.Second)),
+			[]string{"WithRedisFailureLimit", "WithHandlerRetry: 0 attempts", "WithHandlerRetry: the delay"}},
+		{"retry delay over its max", handler, append(valid, WithHandlerRetry(3, time.Second, time.Millisecond)),
+			[]string{"at most the max delay"}},
 	}
+	t.Run("nil batch handler", func(t *testing.T) {
+		if _, err := NewBatch(nil, valid...); err == nil || !strings.Contains(err.Error(), "batch handler is required") {
+			t.Fatalf("NewBatch(nil) = %v", err)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.handler, tt.opts...)
