@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +59,32 @@ type front struct {
 	owner  atomic.Pointer[ownerHandler] // set while this replica serves as the owner
 	lookup atomic.Pointer[ownerLookup]  // the last liveOwner answer
 
+	// buffers are the proxies' copy buffers: without a pool each
+	// forwarded answer allocates (and zeroes) 32 KiB of its own.
+	buffers proxyBuffers
+
 	mu      sync.Mutex
 	proxies map[string]*httputil.ReverseProxy // advertise URL → proxy; guarded by mu
+}
+
+// proxyBuffers is an httputil.BufferPool of 32 KiB buffers.
+type proxyBuffers struct{ pool sync.Pool }
+
+// proxyBufferSize is the size of httputil.ReverseProxy's own buffers.
+const proxyBufferSize = 32 << 10
+
+func (b *proxyBuffers) Get() []byte {
+	if p, ok := b.pool.Get().(*[]byte); ok {
+		return *p
+	}
+	return make([]byte, proxyBufferSize)
+}
+
+func (b *proxyBuffers) Put(buf []byte) {
+	if cap(buf) == proxyBufferSize {
+		buf = buf[:proxyBufferSize]
+		b.pool.Put(&buf)
+	}
 }
 
 // ownerHandler is the coordinator's handler while this replica owns it.
@@ -140,12 +165,17 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.unsure(w, r, fmt.Sprintf("forwarded by %s to a replica that does not own the coordinator (ownership is moving)", by))
 		return
 	}
-	p, err := f.proxy(owner.AdvertiseURL)
+	f.forward(w, r, owner.AdvertiseURL)
+}
+
+// forward sends r to the owner at advertise and its answer back.
+func (f *front) forward(w http.ResponseWriter, r *http.Request, advertise string) {
+	p, err := f.proxy(advertise)
 	if err != nil {
 		f.unsure(w, r, err.Error())
 		return
 	}
-	if r.Method == http.MethodPost && heartbeatPath.MatchString(r.URL.Path) && r.Body != nil {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/heartbeat") && heartbeatPath.MatchString(r.URL.Path) && r.Body != nil {
 		// Keep the start of the body: the answer RETRY echoes its requestId
 		// when the owner cannot be reached.
 		head, err := io.ReadAll(io.LimitReader(r.Body, maxBufferedHeartbeat))
@@ -224,7 +254,8 @@ func (f *front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 		return nil, fmt.Errorf("owner advertise URL %q: %w", advertise, err)
 	}
 	p := &httputil.ReverseProxy{
-		Transport: f.transport,
+		Transport:  f.transport,
+		BufferPool: &f.buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()

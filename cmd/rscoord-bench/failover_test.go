@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestFailoverBenchSmall runs `rscoord-bench failover` at a small size on
+// a real 3-member etcd and real rscoord processes, so that the bench keeps
+// working: every figure it reports must be a measurement (positive
+// throughput through each target, one failover per trial under a bound
+// far above the goal, so that a loaded machine does not fail it).
+func TestFailoverBenchSmall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := FailoverCmd{Trials: 2, Members: 20, Shards: 20, Conns: 4, Duration: time.Second, Rounds: 1, JSON: true}
+	var out bytes.Buffer
+	err := cmd.Run(ctx, &out)
+	benchTransport.CloseIdleConnections()
+	if err != nil {
+		t.Fatalf("failover bench: %v\n%s", err, out.String())
+	}
+	var rep FailoverReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("report %q: %v", out.String(), err)
+	}
+	if rep.Single <= 0 || rep.Owner <= 0 || rep.Forwarded <= 0 || rep.OwnerRatio <= 0 || rep.ForwardedRatio <= 0 {
+		t.Errorf("throughput not measured: %+v", rep)
+	}
+	if len(rep.Rounds) != cmd.Rounds {
+		t.Errorf("%d rounds reported, want %d", len(rep.Rounds), cmd.Rounds)
+	}
+	if len(rep.Failovers) != cmd.Trials {
+		t.Fatalf("%d failovers reported, want %d", len(rep.Failovers), cmd.Trials)
+	}
+	for i, d := range rep.Failovers {
+		if d <= 0 || d > 30*time.Second {
+			t.Errorf("failover %d took %v", i+1, d)
+		}
+	}
+	if rep.Median <= 0 || rep.Max < rep.Median {
+		t.Errorf("median %v, max %v", rep.Median, rep.Max)
+	}
+	t.Logf("forwarded %.2f×, owner %.2f× of single-node Pebble; failovers %v", rep.ForwardedRatio, rep.OwnerRatio, rep.Failovers)
+}
