@@ -29,6 +29,9 @@ type BatchHandler func(ctx context.Context, msgs []*Message) error
 // AckAll acknowledges records of one shard with one XACK. Errors as for
 // [Message.Ack]; nothing is acknowledged when one record may not be.
 func AckAll(ctx context.Context, msgs []*Message) error {
+	if outside, err := settleOutside(ctx, "ack", msgs, false); outside {
+		return err
+	}
 	key, ids, err := oneShard("ack", msgs)
 	if err != nil || len(ids) == 0 {
 		return err
@@ -46,6 +49,9 @@ func AckAll(ctx context.Context, msgs []*Message) error {
 // AckDelAll acknowledges and deletes records of one shard in one step
 // (see [Message.AckDel]). Errors as for [Message.Ack].
 func AckDelAll(ctx context.Context, msgs []*Message) error {
+	if outside, err := settleOutside(ctx, "ackdel", msgs, true); outside {
+		return err
+	}
 	key, ids, err := oneShard("ackdel", msgs)
 	if err != nil || len(ids) == 0 {
 		return err
@@ -129,6 +135,7 @@ type Message struct {
 	Attempt int
 
 	run     *shardRun
+	settler Settler     // set by NewMessage only: settled outside a Runtime
 	settled atomic.Bool // acknowledged (Ack or AckDel succeeded)
 	nacked  atomic.Bool
 }
@@ -139,6 +146,10 @@ type Message struct {
 // longer acknowledge it, and with the Redis error otherwise. Acking twice
 // is harmless.
 func (m *Message) Ack(ctx context.Context) error {
+	if m.settler != nil {
+		_, err := settleOutside(ctx, "ack", []*Message{m}, false)
+		return err
+	}
 	if m.run == nil {
 		return fmt.Errorf("member: ack %s %s: the message was not delivered by a Runtime", m.StreamKey, m.ID)
 	}
@@ -158,6 +169,10 @@ func (m *Message) Ack(ctx context.Context) error {
 // slot on a cluster). Other consumer groups' pending references, if any,
 // are kept, as KEEPREF does. Errors as for [Message.Ack].
 func (m *Message) AckDel(ctx context.Context) error {
+	if m.settler != nil {
+		_, err := settleOutside(ctx, "ackdel", []*Message{m}, true)
+		return err
+	}
 	if m.run == nil {
 		return fmt.Errorf("member: ackdel %s %s: the message was not delivered by a Runtime", m.StreamKey, m.ID)
 	}
@@ -179,6 +194,13 @@ func (m *Message) AckDel(ctx context.Context) error {
 func (m *Message) Nack() { m.nack() }
 
 func (m *Message) nack() {
+	if m.settler != nil {
+		if !m.settled.Load() {
+			m.nacked.Store(true)
+			m.settler.Nack(m)
+		}
+		return
+	}
 	if m.nacked.CompareAndSwap(false, true) && m.run != nil && !m.settled.Load() {
 		m.run.stats.nacked.Add(1)
 	}
