@@ -104,6 +104,9 @@ type HeldReport struct {
 	// Errors counts failed requests; NotOK answers other than OK.
 	Errors int `json:"errors"`
 	NotOK  int `json:"notOK"`
+	// NotOKByStatus counts the answers other than OK by status (and
+	// error code).
+	NotOKByStatus map[string]int `json:"notOKByStatus"`
 	// Load is the load average (1 min) at the start and end of the
 	// measured phase, when the system tells it.
 	LoadStart, LoadEnd float64
@@ -210,6 +213,10 @@ func (r *heldRun) beat(ctx context.Context, m *heldMember) (resp protocol.Heartb
 			rep.Errors++
 		case resp.Status != protocol.StatusOK:
 			rep.NotOK++
+			if rep.NotOKByStatus == nil {
+				rep.NotOKByStatus = map[string]int{}
+			}
+			rep.NotOKByStatus[strings.TrimSuffix(string(resp.Status)+" "+string(resp.ErrorCode), " ")]++
 		}
 		if wait == 0 {
 			r.notHeld = append(r.notHeld, took)

@@ -112,7 +112,7 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	args := []string{"serve", "--listen", strings.TrimPrefix(url, "http://"), "--data-dir", filepath.Join(dir, "data"),
 		"--users", usersPath, "--heartbeat-interval", h.Interval.String(),
 		"--http-max-connections", strconv.Itoa(connCap), "--max-held-heartbeats", strconv.Itoa(held),
-		"--log-format", "json", "--log-level", "warn"}
+		"--log-format", "json", "--log-level", "info"}
 	logPath := filepath.Join(dir, "rscoord.log")
 	p, err := startHeldServer(bin, url, logPath, args, adminCreds.Password)
 	if err != nil {
@@ -136,7 +136,8 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		Memory: func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
 	})
 	if err != nil {
-		return fmt.Errorf("held bench: %w (server log %s)", err, logPath)
+		// The directory goes with the run: show the end of the server's log.
+		return fmt.Errorf("held bench: %w; server log ends:\n%s", err, logTail(logPath, 4096))
 	}
 	if h.JSON {
 		return printJSON(out, rep)
@@ -164,8 +165,8 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 	fmt.Fprintf(out, "  measured %v, load average %.1f → %.1f: %d churn members joined, %d left\n", h.Duration, rep.LoadStart, rep.LoadEnd, rep.Joined, rep.Left)
 	fmt.Fprintf(out, "  not held (joins, leaves, reports): %d answers  p50 %v  p99 %v  p999 %v  max %v\n", rep.NotHeldCount,
 		rep.NotHeld.P50, rep.NotHeld.P99, rep.NotHeld.P999, rep.NotHeld.Max)
-	fmt.Fprintf(out, "  held: %d answers, %d early with news, %d at once without news; errors %d, not OK %d\n",
-		rep.HeldCount, rep.Early, rep.AtOnce, rep.Errors, rep.NotOK)
+	fmt.Fprintf(out, "  held: %d answers, %d early with news, %d at once without news; errors %d, not OK %d %v\n",
+		rep.HeldCount, rep.Early, rep.AtOnce, rep.Errors, rep.NotOK, rep.NotOKByStatus)
 	fmt.Fprintf(out, "  target not-held p99 ≤ %v: %s\n", targetHeldNotHeldP99,
 		verdict(rep.NotHeld.P99 <= targetHeldNotHeldP99 && rep.NotHeldCount > 0 && rep.Errors == 0))
 }
@@ -192,6 +193,15 @@ func startHeldServer(bin, url, logPath string, args []string, adminPassword stri
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// logTail is the last n bytes of the file at path.
+func logTail(path string, n int) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(raw[max(0, len(raw)-n):])
 }
 
 // serverWarnings is the server's warnings that it lowered a limit, from
