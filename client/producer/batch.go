@@ -34,7 +34,17 @@ type Result struct {
 // partition key keep their relative order, since they share a shard. A
 // record with invalid fields fails alone; a lease, start or close error
 // fails every record not yet written.
+//
+// Every Err is classified (see [ErrRetryable], [ErrPossiblyWritten]).
 func (p *Producer) PublishBatch(ctx context.Context, records []Record) []Result {
+	results := p.publishBatch(ctx, records)
+	for i := range results {
+		results[i].Err = classify(results[i].Err)
+	}
+	return results
+}
+
+func (p *Producer) publishBatch(ctx context.Context, records []Record) []Result {
 	results := make([]Result, len(records))
 	todo := make([]int, 0, len(records))
 	for i, rec := range records {
@@ -71,7 +81,7 @@ func (p *Producer) PublishBatch(ctx context.Context, records []Record) []Result 
 			case errors.Is(err, redis.Nil):
 				stale = append(stale, i)
 			default:
-				results[i].Err = fmt.Errorf("producer: publish to %s: %w", results[i].StreamKey, err)
+				results[i].Err = fmt.Errorf("producer: publish to %s: %w", results[i].StreamKey, &sentError{err})
 			}
 		}
 		if len(stale) == 0 {

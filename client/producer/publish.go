@@ -21,7 +21,14 @@ import (
 // shards, ErrNotStarted or ErrClosed. Any other Redis error is returned as
 // is (wrapped): the record may or may not have been written. On error
 // streamKey is the key last tried, or "".
+//
+// Every error is classified (see [ErrRetryable], [ErrPossiblyWritten]).
 func (p *Producer) Publish(ctx context.Context, partitionKey string, fields any) (streamKey, id string, err error) {
+	streamKey, id, err = p.publish(ctx, partitionKey, fields)
+	return streamKey, id, classify(err)
+}
+
+func (p *Producer) publish(ctx context.Context, partitionKey string, fields any) (streamKey, id string, err error) {
 	if err := checkFields(fields); err != nil {
 		return "", "", fmt.Errorf("producer: publish: %w", err)
 	}
@@ -40,7 +47,7 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields any)
 			return key, id, nil
 		}
 		if !errors.Is(err, redis.Nil) {
-			return key, "", fmt.Errorf("producer: publish to %s: %w", key, err)
+			return key, "", fmt.Errorf("producer: publish to %s: %w", key, &sentError{err})
 		}
 		if attempt >= p.cfg.maxAttempts {
 			return key, "", fmt.Errorf("producer: publish to %s: %w after %d attempts (routing metadataVersion %d)",
