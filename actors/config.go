@@ -23,6 +23,10 @@ type Config struct {
 	// AutoCreateGroups registers an unknown group of a known stream on its
 	// first join or producer-routing request (ours).
 	AutoCreateGroups bool
+	// Placed starts the coordinator without any stream: the caller adds
+	// and drops streams ([Coordinator.AddStream], [Coordinator.DropStream])
+	// as this replica claims and releases them (cluster mode).
+	Placed bool
 	// CoordinatorID names this coordinator in health answers. Default
 	// "rscoord-" plus a random suffix from the actor system.
 	CoordinatorID string

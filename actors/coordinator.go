@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,10 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 		dir: newDirectory(), failed: newFailedGroups(), obs: cfg.Observer,
 		closing: closing, stopClosing: stopClosing,
 	}, routed: map[string]int64{}}
+	if cfg.Placed {
+		logger.Info("coordinator started; streams are added as this replica claims them", slog.String("coordinatorId", cfg.CoordinatorID))
+		return c, nil
+	}
 	streams, err := cfg.Store.LoadStreams(ctx)
 	if err != nil {
 		stopClosing()
@@ -90,6 +95,75 @@ func (c *Coordinator) spawnStream(ctx context.Context, init *streamInit) error {
 	}
 	return nil
 }
+
+// AddStream loads one stream and its groups from the store and starts
+// their actors, unless the stream runs already (cluster mode: this replica
+// just claimed it, so no write of the previous owner can follow the load).
+// Loaded groups give every member a fresh lease, as after a restart. A
+// stream the store does not hold is no error: nothing starts, and a later
+// create makes it here.
+func (c *Coordinator) AddStream(ctx context.Context, prefix string) error {
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	if c.env.dir.stream(prefix) != nil {
+		return nil
+	}
+	streams, err := c.env.store.LoadStreams(ctx)
+	if err != nil {
+		return fmt.Errorf("add stream %s: load streams: %w", prefix, err)
+	}
+	for _, rec := range streams {
+		if rec.StreamPrefix != prefix {
+			continue
+		}
+		var groups []persistence.GroupRecord
+		if rec.Err == nil {
+			if groups, err = c.env.store.LoadGroups(ctx, prefix); err != nil {
+				return fmt.Errorf("add stream %s: load groups: %w", prefix, err)
+			}
+		}
+		if err := c.spawnStream(ctx, &streamInit{record: rec, groups: groups}); err != nil {
+			c.dropStream(ctx, prefix)
+			return fmt.Errorf("add stream: %w", err)
+		}
+		c.env.log.Info("stream loaded", slog.String("stream", prefix), slog.Int("groups", len(groups)))
+		return nil
+	}
+	return nil
+}
+
+// DropStream stops the actors of one stream and its groups, each after the
+// message it is handling (held heartbeats are answered RETRY), and forgets
+// them: requests for the stream answer STREAM_NOT_FOUND here from then on,
+// and the caller routes them elsewhere (cluster mode: another replica
+// claims the stream). It waits at most until ctx ends.
+func (c *Coordinator) DropStream(ctx context.Context, prefix string) error {
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	return c.dropStream(ctx, prefix)
+}
+
+func (c *Coordinator) dropStream(ctx context.Context, prefix string) error {
+	pid := c.env.dir.removeStream(prefix)
+	c.env.failed.forgetStream(prefix)
+	c.routedMu.Lock()
+	for key := range c.routed {
+		if strings.HasPrefix(key, prefix+"\x00") {
+			delete(c.routed, key)
+		}
+	}
+	c.routedMu.Unlock()
+	if pid == nil {
+		return nil
+	}
+	if err := waitFuture(ctx, c.env.system.Root.PoisonFuture(pid)); err != nil {
+		return fmt.Errorf("drop stream %s: %w", prefix, err)
+	}
+	return nil
+}
+
+// Streams lists the stream prefixes whose actors run here, sorted.
+func (c *Coordinator) Streams() []string { return c.env.dir.prefixes() }
 
 // BeginShutdown makes every later mutation fail with
 // COORDINATOR_TERMINATING and every heartbeat answer RETRY, while requests
@@ -222,6 +296,13 @@ func streamNotFound(prefix string) error {
 	return protocol.Errorf(protocol.CodeStreamNotFound, fmt.Sprintf("stream %q does not exist", prefix))
 }
 
+// streamMoving is the error of a stream this coordinator dropped (cluster
+// mode): it is moving to another replica, so the caller retries.
+func streamMoving(prefix string) error {
+	return protocol.Errorf(protocol.CodeStoreUnavailable,
+		fmt.Sprintf("stream %q is moving to another coordinator replica; retry", prefix))
+}
+
 func groupNotFound(prefix, group string) error {
 	return protocol.Errorf(protocol.CodeGroupNotFound, fmt.Sprintf("group %q of stream %q does not exist", group, prefix))
 }
@@ -234,6 +315,8 @@ func (c *Coordinator) lookup(ctx context.Context, prefix, group string, register
 	}
 	stream, pid, failed := c.env.dir.group(prefix, group)
 	switch {
+	case stream == nil && c.env.dir.moved(prefix):
+		return nil, streamMoving(prefix)
 	case failed != nil:
 		return nil, protocol.Errorf(protocol.CodeStoreUnavailable,
 			fmt.Sprintf("stream %q failed closed: its record cannot be read: %v", prefix, failed))
@@ -460,6 +543,9 @@ func (c *Coordinator) streamPID(prefix string) (*actor.PID, error) {
 	}
 	pid := c.env.dir.stream(prefix)
 	if pid == nil {
+		if c.env.dir.moved(prefix) {
+			return nil, streamMoving(prefix)
+		}
 		return nil, streamNotFound(prefix)
 	}
 	return pid, nil

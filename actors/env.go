@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,10 @@ type streamEntry struct {
 	// failed is set when the stream record could not be read: the stream
 	// and all its groups fail closed.
 	failed error
+	// moved is set once the stream was dropped (cluster mode: another
+	// replica takes it over): requests that still reach it here are told
+	// to retry rather than that it does not exist.
+	moved bool
 }
 
 func newDirectory() *directory { return &directory{streams: map[string]*streamEntry{}} }
@@ -102,7 +107,15 @@ func (d *directory) putStream(prefix string, pid *actor.PID, failed error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.entry(prefix)
-	s.pid, s.failed = pid, failed
+	s.pid, s.failed, s.moved = pid, failed, false
+}
+
+// moved reports whether prefix was dropped and not added again.
+func (d *directory) moved(prefix string) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	s := d.streams[prefix]
+	return s != nil && s.moved && s.pid == nil
 }
 
 func (d *directory) putGroup(prefix, name string, pid *actor.PID) {
@@ -117,6 +130,33 @@ func (d *directory) removeGroup(prefix, name string) {
 	if s := d.streams[prefix]; s != nil {
 		delete(s.groups, name)
 	}
+}
+
+// removeStream forgets a stream's actors, marks it moved and returns the
+// stream's actor, nil if there was none.
+func (d *directory) removeStream(prefix string) *actor.PID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.streams[prefix]
+	d.streams[prefix] = &streamEntry{groups: map[string]*actor.PID{}, moved: true}
+	if s == nil {
+		return nil
+	}
+	return s.pid
+}
+
+// prefixes lists the streams with an actor, sorted.
+func (d *directory) prefixes() []string {
+	d.mu.RLock()
+	out := make([]string, 0, len(d.streams))
+	for prefix, s := range d.streams {
+		if s.pid != nil {
+			out = append(out, prefix)
+		}
+	}
+	d.mu.RUnlock()
+	sort.Strings(out)
+	return out
 }
 
 // groupRef names one group actor.
@@ -174,6 +214,17 @@ func (f *failedGroups) forget(prefix, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.groups, prefix+"/"+name)
+}
+
+// forgetStream forgets every failed group of prefix.
+func (f *failedGroups) forgetStream(prefix string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.groups {
+		if strings.HasPrefix(k, prefix+"/") {
+			delete(f.groups, k)
+		}
+	}
 }
 
 // list returns "prefix/group: error" lines, sorted.

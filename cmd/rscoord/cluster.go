@@ -9,30 +9,21 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
-	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/persistence"
 )
 
 // envEtcdPassword holds the etcd password: secrets stay off the command
 // line.
 const envEtcdPassword = "RSCOORD_ETCD_PASSWORD"
-
-// coordinatorUnit is the one placement unit of this build's cluster mode:
-// the replica holding its owner key runs every group and stream; the others
-// stand by (see docs/protocol-notes.md, cluster mode).
-const coordinatorUnit = "coordinator"
 
 // StoreFlags choose and configure the store.
 type StoreFlags struct {
@@ -113,30 +104,18 @@ func (f *StoreFlags) etcdClient() (*clientv3.Client, error) {
 	return cli, nil
 }
 
-// replica is this process's place in the cluster mode: the etcd client,
-// the cluster node and, once claimed, the coordinator unit.
-type replica struct {
-	cli   *clientv3.Client
-	node  *cluster.Node
-	log   *slog.Logger
-	front *front
-
-	closeOnce sync.Once
-	closeErr  error
-}
-
 // openStore opens the store the flags name. With --store etcd it first
-// joins the cluster and waits (standing by: f forwards to the owner) until
-// this replica holds the coordinator unit; ok is false when ctx ended
-// first.
-func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (store persistence.Store, rep *replica, ok bool, err error) {
+// joins the cluster; the store's writes of a stream and its groups are
+// then fenced by the owner key of the stream's placement unit, which the
+// replica claims later (placement.go).
+func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (store persistence.Store, rep *replica, err error) {
 	if s.Store != "etcd" {
 		ps, err := persistence.OpenPebble(s.DataDir, persistence.Options{Logger: log})
-		return ps, nil, err == nil, err
+		return ps, nil, err
 	}
 	cli, err := s.etcdClient()
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
 	id := s.replicaID()
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -145,77 +124,27 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (s
 	})
 	cancel()
 	if err != nil {
-		return nil, nil, false, errors.Join(err, cli.Close())
+		return nil, nil, errors.Join(err, cli.Close())
 	}
-	rep = &replica{cli: cli, node: node, log: log, front: f}
-	f.node.Store(node)
+	rep = newReplica(cli, node, log, f)
 	log.Info("joined the coordinator cluster", slog.String("replica", id), slog.String("advertiseUrl", s.AdvertiseURL),
 		slog.Duration("leaseTTL", s.EtcdLeaseTTL))
-	if !rep.awaitOwnership(ctx) {
-		closeErr := rep.close(context.Background())
-		if ctx.Err() == nil { // the lease was lost while standing by
-			return nil, nil, false, errors.Join(cluster.ErrLeaseLost, closeErr)
-		}
-		return nil, nil, false, closeErr
-	}
 	es, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{
 		Client: cli, Prefix: s.EtcdPrefix + "data/", Logger: log,
-		// Every unit is fenced by the one coordinator owner key.
-		Fence: func(string) (string, int64, bool) {
-			f, ok := node.FenceOf(coordinatorUnit)
+		// A stream's record and all its groups are one placement unit.
+		Fence: func(unit string) (string, int64, bool) {
+			prefix, ok := unitStream(unit)
+			if !ok {
+				return "", 0, false
+			}
+			f, ok := node.FenceOf(streamUnit(prefix))
 			return f.Key, f.CreateRevision, ok
 		},
 	})
 	if err != nil {
-		return nil, nil, false, errors.Join(err, rep.close(context.Background()))
+		return nil, nil, errors.Join(err, rep.close(context.Background()))
 	}
-	return es, rep, true, nil
-}
-
-// awaitOwnership claims the coordinator unit, retrying whenever an owner
-// key goes away, until it holds it (true) or ctx ends or the lease is lost
-// (false).
-func (r *replica) awaitOwnership(ctx context.Context) bool {
-	logged := false
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := r.node.Claim(cctx, coordinatorUnit)
-		cancel()
-		if err == nil {
-			r.log.Info("this replica owns the coordinator: loading state")
-			return true
-		}
-		if errors.Is(err, cluster.ErrLeaseLost) {
-			r.log.Error("replica lease lost while standing by")
-			return false
-		}
-		if !logged {
-			holder, _ := r.node.Holder(coordinatorUnit)
-			r.log.Info("standing by", slog.String("owner", holder.ID), slog.String("ownerUrl", holder.AdvertiseURL), slog.Any("reason", err))
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-r.node.Done():
-			return false
-		case <-r.node.OwnerChanges():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// close gives the coordinator unit up (SIGTERM: the next replica takes
-// over at once instead of one lease later) and leaves the cluster.
-// Later calls return the first call's error.
-func (r *replica) close(ctx context.Context) error {
-	r.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		r.closeErr = errors.Join(r.node.Leave(ctx), r.cli.Close())
-		r.front.node.CompareAndSwap(r.node, nil)
-	})
-	return r.closeErr
+	return &fencedStore{Store: es, refused: rep.refusedWrite}, rep, nil
 }
 
 // lostLease is the error of a serve that stopped because the lease was
@@ -228,12 +157,22 @@ func lostLease(ctx context.Context) error {
 }
 
 // runCluster serves a cluster-mode replica: it listens from the start and
-// answers through a front that forwards to the owner while this replica
-// stands by, and serves the coordinator itself while it owns it.
+// answers through a front that serves the streams this replica runs and
+// forwards the others to the replicas that run them.
 func (s *ServeCmd) runCluster(ctx context.Context, log *slog.Logger) error {
+	var peers *peerKey
+	if s.Auth {
+		// Every replica shares the token secret; without a shared one,
+		// forwarded client addresses are simply not trusted.
+		secret, err := auth.LoadOrCreateSecret(s.DataDir, os.Getenv(envTokenSecret))
+		if err != nil {
+			return fmt.Errorf("serve: auth: %w", err)
+		}
+		peers = newPeerKey(secret)
+	}
 	f := newFront(s.replicaID(), log, assign.Config{
 		HeartbeatInterval: s.HeartbeatInterval, MemberLease: s.MemberLease, RebalanceTimeout: s.RebalanceTimeout,
-	}, max(2*s.HeartbeatInterval, 5*time.Second))
+	}, max(2*s.HeartbeatInterval, 5*time.Second), peers)
 	srv, ln, err := s.listen(f, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -263,84 +202,11 @@ func (s *ServeCmd) replicaID() string {
 	return strings.TrimPrefix(strings.TrimPrefix(s.AdvertiseURL, "https://"), "http://")
 }
 
-// ready is the cluster's part of /readyz on the owner: its lease is
-// certain. (A stand-by's /readyz is answered by its front: ready while it
-// knows a live owner to forward to.)
+// ready is the cluster's part of /readyz: this replica's lease is
+// certain.
 func (r *replica) ready(context.Context) error {
 	if !r.node.Valid() {
 		return errors.New("cluster: this replica's etcd lease is not certain")
 	}
 	return nil
-}
-
-// view is GET /coord/v1/monitoring/cluster on the owner: the registered
-// replicas, who holds which unit, and every group with its owner (the
-// holder of the coordinator unit: one replica runs every group).
-func (r *replica) view(ctx context.Context, coord *actors.Coordinator) (protocol.ClusterResponse, error) {
-	groups, err := coord.Groups(ctx)
-	if err != nil {
-		return protocol.ClusterResponse{}, err
-	}
-	holders := r.node.Holders()
-	owner, owned := holders[coordinatorUnit]
-	out := protocol.ClusterResponse{Store: "etcd", Replicas: []protocol.ClusterReplica{}, Groups: []protocol.ClusterGroup{}}
-	describe := func(rep cluster.Replica, live bool) protocol.ClusterReplica {
-		c := protocol.ClusterReplica{ID: rep.ID, AdvertiseURL: rep.AdvertiseURL, Live: live, Role: protocol.RoleStandby, Units: []string{}}
-		for unit, h := range holders {
-			if h.ID == rep.ID {
-				c.Units = append(c.Units, unit)
-			}
-		}
-		slices.Sort(c.Units)
-		if owned && owner.ID == rep.ID {
-			c.Role, c.GroupsOwned = protocol.RoleOwner, len(groups.Groups)
-		}
-		return c
-	}
-	seen := map[string]bool{}
-	for _, rep := range r.node.Replicas() {
-		seen[rep.ID] = true
-		out.Replicas = append(out.Replicas, describe(rep, true))
-	}
-	if owned && !seen[owner.ID] {
-		out.Replicas = append(out.Replicas, describe(owner, false))
-	}
-	out.Self = describe(r.node.Self(), slices.ContainsFunc(out.Replicas, func(c protocol.ClusterReplica) bool {
-		return c.ID == r.node.Self().ID && c.Live
-	}))
-	for _, g := range groups.Groups {
-		cg := protocol.ClusterGroup{StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup}
-		if owned {
-			cg.Owner, cg.OwnerURL = owner.ID, owner.AdvertiseURL
-		}
-		out.Groups = append(out.Groups, cg)
-	}
-	return out, nil
-}
-
-// publishGauges keeps the cluster gauges of the owner's metrics current
-// until ctx ends: live replicas, and groups nobody owns (all of them while
-// this replica's lease is not certain, none otherwise: one replica runs
-// every group).
-func (r *replica) publishGauges(ctx context.Context, coord *actors.Coordinator, m *metrics.Metrics) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		m.SetClusterReplicasLive(len(r.node.Replicas()))
-		unowned := 0
-		if !r.node.Valid() {
-			gctx, cancel := context.WithTimeout(ctx, time.Second)
-			if groups, err := coord.Groups(gctx); err == nil {
-				unowned = len(groups.Groups)
-			}
-			cancel()
-		}
-		m.SetClusterGroupsUnowned(unowned)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-r.node.Changes():
-		}
-	}
 }

@@ -36,8 +36,8 @@ func freeLoopbackPort(t *testing.T) int {
 }
 
 // startReplica runs a replica listening on port (advertised as such) and
-// returns once it logged that it listens (owner) or stands by.
-func startReplica(t *testing.T, c *etcdtest.Cluster, name string, port int) (*replicaProc, bool) {
+// returns once its coordinator runs.
+func startReplica(t *testing.T, c *etcdtest.Cluster, name string, port int, extra ...string) *replicaProc {
 	t.Helper()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
@@ -47,14 +47,52 @@ func startReplica(t *testing.T, c *etcdtest.Cluster, name string, port int) (*re
 	args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json", "--no-auth",
 		"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
 		"--replica-id", name, "--etcd-lease-ttl", "2s"}
-	p := &replicaProc{proc: proctest.Start(t, name, bin, args, envAdminPassword+"=", envTokenSecret+"="), url: "http://" + addr}
-	line, err := p.proc.WaitForLine(60*time.Second, func(line string) bool {
-		return strings.Contains(line, `"rscoord listening"`) || strings.Contains(line, `"standing by"`)
-	})
-	if err != nil {
+	p := &replicaProc{proc: proctest.Start(t, name, bin, append(args, extra...), envAdminPassword+"=", envTokenSecret+"="), url: "http://" + addr}
+	if _, err := p.proc.WaitForLine(60*time.Second, func(line string) bool {
+		return strings.Contains(line, `"rscoord listening"`)
+	}); err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
 	}
-	return p, strings.Contains(line, `"rscoord listening"`)
+	return p
+}
+
+// clusterView is GET /monitoring/cluster of the replica at url; ok false
+// on any failure.
+func clusterView(url string) (protocol.ClusterResponse, bool) {
+	var view protocol.ClusterResponse
+	cli := http.Client{Timeout: 2 * time.Second}
+	resp, err := cli.Get(url + protocol.BasePath + "/monitoring/cluster")
+	if err != nil {
+		return view, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&view) != nil {
+		return view, false
+	}
+	return view, true
+}
+
+// ownerOf waits until the replica at url names a live owner of the group
+// other than not, and returns its id.
+func ownerOf(t *testing.T, url, prefix, group, not string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if view, ok := clusterView(url); ok {
+			live := map[string]bool{}
+			for _, r := range view.Replicas {
+				live[r.ID] = r.Live
+			}
+			for _, g := range view.Groups {
+				if g.StreamPrefix == prefix && g.ConsumerGroup == group && g.Owner != "" && g.Owner != not && live[g.Owner] {
+					return g.Owner
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no owner of %s/%s (other than %q) seen by %s", prefix, group, not, url)
+	return ""
 }
 
 // tryBeat sends one heartbeat of m without failing the test on a refused
@@ -114,22 +152,19 @@ func awaitOK(t *testing.T, s *coordtest.Server, m *coordtest.Member, within time
 	return 0
 }
 
-// Two replicas on a 3-member etcd cluster: the owner is SIGKILLed and the
-// stand-by takes over one etcd lease later, with the group's epochs and
-// the members' shards as they were; the old owner comes back as a
-// stand-by; a SIGTERM of the new owner hands over at once.
+// Two replicas on a 3-member etcd cluster: the replica running a group is
+// SIGKILLed and the other takes over one etcd lease later, with the
+// group's epochs and the members' shards as they were; the dead one comes
+// back; a SIGTERM of the group's new owner hands over at once.
 func TestClusterFailover(t *testing.T) {
 	c := etcdtest.NewCluster(t)
-	p1, p2 := freeLoopbackPort(t), freeLoopbackPort(t)
-	r1, owner := startReplica(t, c, "r1", p1)
-	if !owner {
-		t.Fatalf("first replica stands by:\n%s", r1.proc.Output())
+	reps := map[string]*replicaProc{}
+	ports := map[string]int{"r1": freeLoopbackPort(t), "r2": freeLoopbackPort(t)}
+	for _, name := range []string{"r1", "r2"} {
+		reps[name] = startReplica(t, c, name, ports[name])
 	}
-	r2, owner := startReplica(t, c, "r2", p2)
-	if owner {
-		t.Fatalf("second replica also owns the coordinator:\n%s", r2.proc.Output())
-	}
-	s1 := coordtest.Remote(t, r1.url)
+	other := map[string]string{"r1": "r2", "r2": "r1"}
+	s1 := coordtest.Remote(t, reps["r1"].url)
 	s1.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
 	b := coordtest.NewMember("b", "orders", "orders")
@@ -140,12 +175,14 @@ func TestClusterFailover(t *testing.T) {
 	s1.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
 	ownedA, ownedB := slices.Clone(a.Owned), slices.Clone(b.Owned)
 
-	// The owner dies: r2 takes over within its lease (2 s) plus a load.
-	if err := r1.proc.Signal(syscall.SIGKILL); err != nil {
+	// The group's owner dies: the other takes over within its lease (2 s)
+	// plus a load.
+	owner := ownerOf(t, reps["r1"].url, "orders", "orders", "")
+	if err := reps[owner].proc.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = r1.proc.Wait(10 * time.Second)
-	s2 := coordtest.Remote(t, r2.url)
+	_ = reps[owner].proc.Wait(10 * time.Second)
+	s2 := coordtest.Remote(t, reps[other[owner]].url)
 	took := awaitOK(t, s2, a, 15*time.Second)
 	t.Logf("failover after SIGKILL: first OK heartbeat from the new owner after %v", took)
 	if took > 8*time.Second {
@@ -162,89 +199,102 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("ownership moved: a %v→%v b %v→%v", ownedA, a.Owned, ownedB, b.Owned)
 	}
 
-	// The old owner comes back and stands by; a SIGTERM of the new owner
-	// hands over without waiting for its lease.
-	r1, owner = startReplica(t, c, "r1", p1)
-	if owner {
-		t.Fatalf("restarted r1 took over from a live r2:\n%s", r1.proc.Output())
-	}
+	// The dead replica comes back (placement may move the group back to
+	// it); a SIGTERM of whichever owns the group then hands over without
+	// waiting for its lease.
+	reps[owner] = startReplica(t, c, owner, ports[owner])
+	awaitOK(t, s2, a, 10*time.Second)
+	awaitOK(t, s2, b, 5*time.Second)
+	owner = ownerOf(t, reps["r1"].url, "orders", "orders", "")
 	start := time.Now()
-	if err := r2.proc.Signal(syscall.SIGTERM); err != nil {
+	if err := reps[owner].proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.proc.Wait(20 * time.Second); err != nil {
-		t.Fatalf("SIGTERM of r2: %v\n%s", err, r2.proc.Output())
+	if err := reps[owner].proc.Wait(20 * time.Second); err != nil {
+		t.Fatalf("SIGTERM of %s: %v\n%s", owner, err, reps[owner].proc.Output())
 	}
-	awaitOK(t, s1, a, 10*time.Second)
+	rest := coordtest.Remote(t, reps[other[owner]].url)
+	awaitOK(t, rest, a, 10*time.Second)
 	t.Logf("hand-over after SIGTERM: first OK heartbeat after %v", time.Since(start))
-	awaitOK(t, s1, b, 5*time.Second)
+	awaitOK(t, rest, b, 5*time.Second)
 	if !slices.Equal(a.Owned, ownedA) || !slices.Equal(b.Owned, ownedB) {
 		t.Fatalf("ownership moved after hand-over: a %v→%v b %v→%v", ownedA, a.Owned, ownedB, b.Owned)
 	}
-	if err := r1.proc.Signal(syscall.SIGTERM); err != nil {
+	last := reps[other[owner]]
+	if err := last.proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := r1.proc.Wait(20 * time.Second); err != nil {
-		t.Fatalf("SIGTERM of r1: %v\n%s", err, r1.proc.Output())
+	if err := last.proc.Wait(20 * time.Second); err != nil {
+		t.Fatalf("SIGTERM: %v\n%s", err, last.proc.Output())
 	}
 }
 
-// A replica frozen (SIGSTOP) past its lease loses ownership to the
-// stand-by; after SIGCONT it answers nothing with a decision, writes
-// nothing, stops serving and stands by; the group's epochs never go back.
+// The replica running a group, frozen (SIGSTOP) past its lease, loses the
+// group to the other; after SIGCONT it answers nothing with a decision
+// and writes nothing until it has joined again; the group's epochs never
+// go back.
 func TestClusterPausedOwner(t *testing.T) {
 	c := etcdtest.NewCluster(t)
-	r1, owner := startReplica(t, c, "r1", freeLoopbackPort(t))
-	if !owner {
-		t.Fatal("first replica stands by")
-	}
-	r2, _ := startReplica(t, c, "r2", freeLoopbackPort(t))
-	s1, s2 := coordtest.Remote(t, r1.url), coordtest.Remote(t, r2.url)
-	s1.CreateStream("orders", 4)
+	reps := map[string]*replicaProc{"r1": startReplica(t, c, "r1", freeLoopbackPort(t))}
+	reps["r2"] = startReplica(t, c, "r2", freeLoopbackPort(t))
+	other := map[string]string{"r1": "r2", "r2": "r1"}
+	coordtest.Remote(t, reps["r1"].url).CreateStream("orders", 4)
+	owner := ownerOf(t, reps["r1"].url, "orders", "orders", "")
+	frozen, live := reps[owner], reps[other[owner]]
+	sf, sl := coordtest.Remote(t, frozen.url), coordtest.Remote(t, live.url)
 	a := coordtest.NewMember("a", "orders", "orders")
-	coordtest.Converge(t, s1, 6, a)
+	coordtest.Converge(t, sf, 6, a)
 	var before protocol.GroupResponse
-	s1.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
+	sf.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
 
-	if err := r1.proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := frozen.proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	awaitOK(t, s2, a, 15*time.Second)
+	awaitOK(t, sl, a, 15*time.Second)
 	// A new member joins through the new owner: the group epoch moves on.
 	b := coordtest.NewMember("b", "orders", "orders")
-	coordtest.Converge(t, s2, 8, a, b)
+	coordtest.Converge(t, sl, 8, a, b)
 	var moved protocol.GroupResponse
-	s2.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &moved)
+	sl.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &moved)
 
-	if err := r1.proc.Signal(syscall.SIGCONT); err != nil {
+	if err := frozen.proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	// Whatever the thawed r1 answers itself is no decision: an OK
-	// heartbeat through it comes from r2, forwarded.
+	// Until it has joined again, whatever the thawed replica answers
+	// itself is no decision: an OK heartbeat through it comes from the
+	// other, forwarded.
+	joined := func() bool { return strings.Count(frozen.proc.Output(), "joined the coordinator cluster") >= 2 }
 	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && !r1.proc.Exited() {
+	for time.Now().Before(deadline) && !frozen.proc.Exited() {
 		c := coordtest.NewMember("c", "orders", "orders")
-		if hb, via, err := tryBeatVia(s1, c); err == nil && hb.Status == protocol.StatusOK && via != "r1" {
+		hb, via, err := tryBeatVia(sf, c)
+		if joined() {
+			break
+		}
+		if err == nil && hb.Status == protocol.StatusOK && via != other[owner] {
 			t.Fatalf("thawed old owner answered a heartbeat with a decision: %+v", hb)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// It noticed the lost lease, stopped serving and stands by again.
-	if _, err := r1.proc.WaitForLine(20*time.Second, func(line string) bool {
+	// It noticed the lost lease, stopped and joined again.
+	if _, err := frozen.proc.WaitForLine(20*time.Second, func(line string) bool {
 		return strings.Contains(line, "replica lease lost")
 	}); err != nil {
-		t.Fatalf("thawed old owner did not notice its lost lease: %v\n%s", err, r1.proc.Output())
+		t.Fatalf("thawed old owner did not notice its lost lease: %v\n%s", err, frozen.proc.Output())
 	}
-	if _, err := r1.proc.WaitForLine(20*time.Second, func(line string) bool {
-		return strings.Contains(line, `"standing by"`)
-	}); err != nil {
-		t.Fatalf("thawed old owner does not stand by: %v\n%s", err, r1.proc.Output())
+	deadline = time.Now().Add(20 * time.Second)
+	for !joined() {
+		if time.Now().After(deadline) {
+			t.Fatalf("thawed old owner did not join again:\n%s", frozen.proc.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	// As a stand-by it forwards to the owner, r2.
+	t.Logf("thawed %s joined again", owner)
+	// Joined again, it serves the group or forwards to who does.
 	d := coordtest.NewMember("d", "orders", "orders")
-	awaitOK(t, s1, d, 10*time.Second)
+	awaitOK(t, sf, d, 10*time.Second)
 	var after protocol.GroupResponse
-	s2.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
+	sl.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
 	if after.GroupEpoch < moved.GroupEpoch || moved.GroupEpoch < before.GroupEpoch || after.AssignmentEpoch < moved.AssignmentEpoch {
 		t.Fatalf("epochs went back: before %+v moved %+v after %+v", before, moved, after)
 	}

@@ -19,7 +19,7 @@ import (
 // Compare with BenchmarkDirectHeartbeat, the same client on the owner.
 func BenchmarkForwardHeartbeat(b *testing.B) {
 	owner := fixedOwner(b)
-	f := newFront("bench", slog.New(slog.NewTextHandler(io.Discard, nil)), assign.Config{}, 5*time.Second)
+	f := newFront("bench", slog.New(slog.NewTextHandler(io.Discard, nil)), assign.Config{}, 5*time.Second, nil)
 	standby := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.forward(w, r, owner.URL) }))
 	defer standby.Close()
 	postHeartbeats(b, standby.URL)

@@ -30,79 +30,90 @@ func get(t *testing.T, url string) (int, http.Header, []byte) {
 }
 
 // Three replicas: members and operators given any replica's URL are
-// served, the stand-bys forwarding to the owner; /monitoring/cluster and
-// /readyz show who owns the coordinator; right after the owner's SIGKILL
-// the stand-bys answer heartbeats RETRY (never an error) and admin calls
-// 503 with Retry-After until the new owner serves, through every URL.
+// served, the others forwarding to the replica that runs the group;
+// /monitoring/cluster and /readyz show who runs what; right after that
+// replica's SIGKILL the others answer heartbeats RETRY (never an error)
+// and admin calls 503 with Retry-After until the new owner serves.
 func TestClusterForwarding(t *testing.T) {
 	c := etcdtest.NewCluster(t)
-	r1, owner := startReplica(t, c, "r1", freeLoopbackPort(t))
-	if !owner {
-		t.Fatalf("first replica stands by:\n%s", r1.proc.Output())
+	reps := map[string]*replicaProc{}
+	for _, name := range []string{"r1", "r2", "r3"} {
+		reps[name] = startReplica(t, c, name, freeLoopbackPort(t))
 	}
-	r2, _ := startReplica(t, c, "r2", freeLoopbackPort(t))
-	r3, _ := startReplica(t, c, "r3", freeLoopbackPort(t))
-	s2, s3 := coordtest.Remote(t, r2.url), coordtest.Remote(t, r3.url)
+	coordtest.Remote(t, reps["r2"].url).CreateStream("orders", 4)
+	owner := ownerOf(t, reps["r2"].url, "orders", "orders", "")
+	var others []string
+	for _, name := range []string{"r1", "r2", "r3"} {
+		if name != owner {
+			others = append(others, name)
+		}
+	}
+	sa, sb := coordtest.Remote(t, reps[others[0]].url), coordtest.Remote(t, reps[others[1]].url)
 
-	// An admin call and heartbeats through stand-bys.
-	s2.CreateStream("orders", 4)
+	// Heartbeats through the replicas that do not run the group.
 	a := coordtest.NewMember("a", "orders", "orders")
 	b := coordtest.NewMember("b", "orders", "orders")
-	a.Beat(s2)
-	b.Beat(s3)
-	coordtest.Converge(t, s3, 6, a, b)
-	if hb, via, err := tryBeatVia(s2, a); err != nil || hb.Status != protocol.StatusOK || via != "r2" {
-		t.Fatalf("heartbeat through r2: %+v via %q, %v", hb, via, err)
+	a.Beat(sa)
+	b.Beat(sb)
+	coordtest.Converge(t, sb, 6, a, b)
+	if hb, via, err := tryBeatVia(sa, a); err != nil || hb.Status != protocol.StatusOK || via != others[0] {
+		t.Fatalf("heartbeat through %s: %+v via %q, %v", others[0], hb, via, err)
 	}
-	if _, via, err := tryBeatVia(coordtest.Remote(t, r1.url), a); err != nil || via != "" {
+	if _, via, err := tryBeatVia(coordtest.Remote(t, reps[owner].url), a); err != nil || via != "" {
 		t.Fatalf("heartbeat to the owner: forwarded by %q, %v", via, err)
 	}
 	coordtest.CheckNoOverlap(t, a, b)
 	ownedA, ownedB := slices.Clone(a.Owned), slices.Clone(b.Owned)
 
-	// Every replica is ready; the cluster view through a stand-by is the
-	// owner's, the header names the stand-by.
-	for _, r := range []*replicaProc{r1, r2, r3} {
+	// Every replica is ready and gives the same view of who runs what.
+	for _, r := range reps {
 		if status, _, raw := get(t, r.url+"/readyz"); status != http.StatusOK {
 			t.Fatalf("%s /readyz: %d %s", r.url, status, raw)
 		}
 	}
-	status, hdr, raw := get(t, r3.url+protocol.BasePath+"/monitoring/cluster")
+	status, _, raw := get(t, reps[others[1]].url+protocol.BasePath+"/monitoring/cluster")
 	var view protocol.ClusterResponse
 	if status != http.StatusOK || json.Unmarshal(raw, &view) != nil {
 		t.Fatalf("cluster view: %d %s", status, raw)
 	}
-	if hdr.Get(forwardedByHeader) != "r3" || view.Self.ID != "r1" || view.Self.Role != protocol.RoleOwner || len(view.Replicas) != 3 {
-		t.Fatalf("cluster view via r3 (header %q): %s", hdr.Get(forwardedByHeader), raw)
+	if view.Self.ID != others[1] || len(view.Replicas) != 3 {
+		t.Fatalf("cluster view of %s: %s", others[1], raw)
 	}
 	for _, r := range view.Replicas {
-		wantRole, wantUnits := protocol.RoleStandby, 0
-		if r.ID == "r1" {
-			wantRole, wantUnits = protocol.RoleOwner, 1
+		wantRole, wantUnits, wantGroups := protocol.RoleStandby, []string{}, 0
+		if r.ID == owner {
+			wantRole, wantUnits, wantGroups = protocol.RoleOwner, []string{"stream/orders"}, 1
 		}
-		if !r.Live || r.Role != wantRole || len(r.Units) != wantUnits {
+		if !r.Live || r.Role != wantRole || !slices.Equal(r.Units, wantUnits) || r.GroupsOwned != wantGroups {
 			t.Fatalf("replica %+v in %s", r, raw)
 		}
 	}
-	if !slices.Contains(view.Groups, protocol.ClusterGroup{StreamPrefix: "orders", ConsumerGroup: "orders", Owner: "r1", OwnerURL: r1.url}) {
+	if !slices.Contains(view.Groups, protocol.ClusterGroup{StreamPrefix: "orders", ConsumerGroup: "orders", Owner: owner, OwnerURL: reps[owner].url}) {
 		t.Fatalf("groups of the view: %s", raw)
 	}
-	status, _, raw = get(t, r2.url+"/metrics")
-	if status != http.StatusOK || !strings.Contains(string(raw), "rscoord_cluster_replicas_live 3") ||
-		!strings.Contains(string(raw), "rscoord_cluster_groups_unowned 0") ||
-		strings.Contains(string(raw), "rscoord_cluster_forwarded_requests_total 0") ||
-		!strings.Contains(string(raw), "rscoord_cluster_forwarded_requests_total") {
-		t.Fatalf("metrics through r2: %d, cluster gauges missing:\n%s", status, grepLines(raw, "rscoord_cluster"))
+	// The gauges are refreshed every second.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, _, raw = get(t, reps[owner].url+"/metrics")
+		if status == http.StatusOK && strings.Contains(string(raw), "rscoord_cluster_replicas_live 3") &&
+			strings.Contains(string(raw), "rscoord_cluster_groups_unowned 0") &&
+			!strings.Contains(string(raw), "rscoord_cluster_forwarded_requests_total 0") &&
+			strings.Contains(string(raw), "rscoord_cluster_forwarded_requests_total") &&
+			strings.Contains(string(raw), `rscoord_cluster_placement_moves_total{direction="claimed"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics of the owner: %d, cluster series missing:\n%s", status, grepLines(raw, "rscoord_cluster"))
+		}
 	}
 
 	// The owner dies. Its owner key lives on for up to its lease (2 s):
-	// the stand-bys cannot reach it and say so the protocol's way.
-	if err := r1.proc.Signal(syscall.SIGKILL); err != nil {
+	// the others cannot reach it and say so the protocol's way.
+	if err := reps[owner].proc.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
 	body, _ := json.Marshal(protocol.CreateRequest{RequestedBy: "test", Reason: "during failover"})
-	resp, err := http.Post(r3.url+protocol.BasePath+"/streams/payments", "application/json", bytes.NewReader(body))
+	resp, err := http.Post(reps[others[1]].url+protocol.BasePath+"/streams/orders/groups/audit", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,37 +126,37 @@ func TestClusterForwarding(t *testing.T) {
 	}
 	var statuses []protocol.Status
 	for time.Since(killed) < 15*time.Second {
-		hb, _, err := tryBeatVia(s2, a)
+		hb, _, err := tryBeatVia(sa, a)
 		if err != nil {
-			t.Fatalf("heartbeat through r2 %v after the owner's SIGKILL: %v", time.Since(killed), err)
+			t.Fatalf("heartbeat through %s %v after the owner's SIGKILL: %v", others[0], time.Since(killed), err)
 		}
 		statuses = append(statuses, hb.Status)
 		if hb.Status == protocol.StatusOK {
 			break
 		}
 		if hb.Status != protocol.StatusRetry || hb.HeartbeatIntervalMs <= 0 {
-			t.Fatalf("heartbeat through r2 during failover: %+v", hb)
+			t.Fatalf("heartbeat through %s during failover: %+v", others[0], hb)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !slices.Contains(statuses, protocol.StatusRetry) || statuses[len(statuses)-1] != protocol.StatusOK {
-		t.Fatalf("statuses through r2 after the owner's SIGKILL: %v", statuses)
+		t.Fatalf("statuses through %s after the owner's SIGKILL: %v", others[0], statuses)
 	}
-	t.Logf("through a stand-by: first OK heartbeat %v after the owner's SIGKILL (%d RETRY before)", time.Since(killed), len(statuses)-1)
-	awaitOK(t, s3, b, 5*time.Second)
-	awaitOK(t, s2, a, 5*time.Second)
+	t.Logf("through another replica: first OK heartbeat %v after the owner's SIGKILL (%d RETRY before)", time.Since(killed), len(statuses)-1)
+	awaitOK(t, sb, b, 5*time.Second)
+	awaitOK(t, sa, a, 5*time.Second)
 	if !slices.Equal(a.Owned, ownedA) || !slices.Equal(b.Owned, ownedB) {
 		t.Fatalf("ownership moved: a %v→%v b %v→%v", ownedA, a.Owned, ownedB, b.Owned)
 	}
-	s3.CreateStream("payments", 2)
-	for _, r := range []*replicaProc{r2, r3} {
-		if err := r.proc.Signal(syscall.SIGTERM); err != nil {
+	sb.CreateStream("payments", 2)
+	for _, name := range others {
+		if err := reps[name].proc.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, r := range []*replicaProc{r2, r3} {
-		if err := r.proc.Wait(20 * time.Second); err != nil {
-			t.Fatalf("SIGTERM: %v\n%s", err, r.proc.Output())
+	for _, name := range others {
+		if err := reps[name].proc.Wait(20 * time.Second); err != nil {
+			t.Fatalf("SIGTERM: %v\n%s", err, reps[name].proc.Output())
 		}
 	}
 }

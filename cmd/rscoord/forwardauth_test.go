@@ -18,11 +18,10 @@ import (
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
-// With authentication on, a stand-by forwards the caller's credentials:
-// no credentials are refused by the owner (401 with its challenge), Basic
-// credentials and a token issued through a stand-by work everywhere, and,
-// with the users file and token secret shared, the token survives a
-// failover.
+// With authentication on, a replica forwards the caller's credentials:
+// no credentials are refused (401 with its challenge), Basic credentials
+// and a token issued through one replica work everywhere, and, with the
+// users file and token secret shared, the token survives a failover.
 func TestClusterForwardsCredentials(t *testing.T) {
 	start := authReplicas(t)
 	r1 := start("r1")
@@ -73,8 +72,8 @@ func TestClusterForwardsCredentials(t *testing.T) {
 
 // authReplicas starts, on a fresh real etcd, replicas with authentication
 // on that share one users file (admin with password "admin-pw") and one
-// token secret, as the cluster mode needs; start waits until the replica
-// owns or stands by.
+// token secret, as the cluster mode needs; start waits until the
+// replica's coordinator runs.
 func authReplicas(t *testing.T) (start func(name string) *replicaProc) {
 	t.Helper()
 	c := etcdtest.NewCluster(t)
@@ -99,7 +98,7 @@ func authReplicas(t *testing.T) (start func(name string) *replicaProc) {
 			"--replica-id", name}
 		p := &replicaProc{proc: proctest.Start(t, name, bin, args, envTokenSecret+"=one-secret-shared-by-every-replica-of-the-cluster"), url: "http://" + addr}
 		if _, err := p.proc.WaitForLine(60*time.Second, func(l string) bool {
-			return strings.Contains(l, `"rscoord listening"`) || strings.Contains(l, `"standing by"`)
+			return strings.Contains(l, `"rscoord listening"`)
 		}); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
 		}

@@ -21,32 +21,54 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/cluster"
 )
 
-// forwardedByHeader names the stand-by that forwarded a request, on the
-// forwarded request and on its answer. A replica that does not own the
-// coordinator never forwards a request that carries it: two replicas with
-// stale views of etcd would otherwise bounce it between them.
+// forwardedByHeader names the replica that forwarded a request, on the
+// forwarded request and on its answer. A request that carries it is never
+// forwarded again: two replicas with stale views of etcd would otherwise
+// bounce it between them.
 const forwardedByHeader = "X-Rscoord-Forwarded-By"
 
-// maxBufferedHeartbeat is how much of a heartbeat body a stand-by keeps
-// while forwarding it, to answer RETRY to the right requestId when the
-// owner cannot be reached. Heartbeats are far smaller; a larger body is
-// still forwarded whole.
+// clientAddressHeader carries, on a forwarded request, the address of the
+// client the forwarding replica took it from, signed with the key every
+// replica derives from the shared token secret (clientaddr.go): address
+// limits (failed password checks per address) and the audit log see the
+// client, not the forwarding replica. Without a valid signature it is
+// ignored and dropped.
+const clientAddressHeader = "X-Rscoord-Client-Address"
+
+// maxBufferedHeartbeat is how much of a heartbeat body a forwarding replica
+// keeps, to answer RETRY to the right requestId when the owner cannot be
+// reached. Heartbeats are far smaller; a larger body is still forwarded
+// whole.
 const maxBufferedHeartbeat = 64 << 10
 
 // heartbeatPath matches the heartbeat route (docs/protocol.md §5.3).
 var heartbeatPath = regexp.MustCompile(`^` + regexp.QuoteMeta(protocol.BasePath) + `/streams/[^/]+/groups/[^/]+/members/([^/]+)/heartbeat$`)
 
-// front is the HTTP handler of a cluster-mode replica for its whole life:
-// while this replica owns the coordinator and its lease is certain, the
-// coordinator's own handler answers; otherwise requests are forwarded to
-// the owner that etcd names, with the caller's credentials, and while no
-// owner can be reached heartbeats are answered RETRY (200, docs/protocol.md
-// §5.3) and everything else 503 STORE_UNAVAILABLE with Retry-After. The
-// probes are answered here: /healthz always, /readyz ready while a live
-// owner is known.
+// streamPath matches every route about one stream and captures it: the
+// admin and heartbeat routes and the monitoring routes of its groups.
+var streamPath = regexp.MustCompile(`^` + regexp.QuoteMeta(protocol.BasePath) + `(?:/monitoring)?/streams/([^/]+)(?:/|$)`)
+
+// streamOf is the stream a request is about, "" for the routes of the
+// whole replica (login, health, lists, metrics, console).
+func streamOf(path string) string {
+	m := streamPath.FindStringSubmatch(path)
+	if m == nil || protocol.ValidateStreamPrefix(m[1]) != nil {
+		return "" // an invalid name is refused here, like on any replica
+	}
+	return m[1]
+}
+
+// front is the HTTP handler of a cluster-mode replica for its whole life.
+// A request about a stream this replica runs, and every request about no
+// stream, is answered by the coordinator's own handler; a request about a
+// stream another replica runs is forwarded to it with the caller's
+// credentials; while a stream moves (no live owner, or this replica's
+// lease is not certain) heartbeats are answered RETRY (200,
+// docs/protocol.md §5.3) and everything else 503 STORE_UNAVAILABLE with
+// Retry-After. The probes are answered here while no coordinator runs:
+// live, not ready.
 type front struct {
 	self  string
 	log   *slog.Logger
@@ -54,10 +76,11 @@ type front struct {
 	// transport reaches the owners: short dials (a dead owner refuses at
 	// once, a frozen one must not hold a member's heartbeat for long).
 	transport http.RoundTripper
+	// peers signs and checks clientAddressHeader; nil: never trusted.
+	peers *peerKey
 
-	node   atomic.Pointer[cluster.Node] // nil between two joins
-	owner  atomic.Pointer[ownerHandler] // set while this replica serves as the owner
-	lookup atomic.Pointer[ownerLookup]  // the last liveOwner answer
+	rep   atomic.Pointer[replica]      // nil between two joins
+	owner atomic.Pointer[ownerHandler] // set while the coordinator runs
 
 	// buffers are the proxies' copy buffers: without a pool each
 	// forwarded answer allocates (and zeroes) 32 KiB of its own.
@@ -87,27 +110,27 @@ func (b *proxyBuffers) Put(buf []byte) {
 	}
 }
 
-// ownerHandler is the coordinator's handler while this replica owns it.
-// Every request it serves holds a read lock, so that dropping it can wait
-// for them before the coordinator stops.
+// ownerHandler is the coordinator's handler while it runs. Every request it
+// serves holds a read lock, so that dropping it can wait for them before
+// the coordinator stops.
 type ownerHandler struct {
 	h http.Handler
-	// forwarded counts the requests a stand-by forwarded here.
+	// forwarded counts the requests another replica forwarded here.
 	forwarded prometheus.Counter
 	mu        sync.RWMutex
 }
 
-func newFront(self string, log *slog.Logger, group assign.Config, ownerTimeout time.Duration) *front {
+func newFront(self string, log *slog.Logger, group assign.Config, ownerTimeout time.Duration, peers *peerKey) *front {
 	dialer := &net.Dialer{Timeout: time.Second, KeepAlive: 15 * time.Second}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = dialer.DialContext
 	tr.ResponseHeaderTimeout = ownerTimeout
 	tr.MaxIdleConnsPerHost = 256
-	return &front{self: self, log: log, group: group.EnsureDefaults(), transport: tr, proxies: map[string]*httputil.ReverseProxy{}}
+	return &front{self: self, log: log, group: group.EnsureDefaults(), transport: tr, peers: peers, proxies: map[string]*httputil.ReverseProxy{}}
 }
 
-// serveOwner makes h answer every request from now on, counting those a
-// stand-by forwarded in forwarded.
+// serveOwner makes h answer from now on, counting the requests another
+// replica forwarded in forwarded.
 func (f *front) serveOwner(h http.Handler, forwarded prometheus.Counter) *ownerHandler {
 	o := &ownerHandler{h: h, forwarded: forwarded}
 	f.owner.Store(o)
@@ -132,43 +155,56 @@ func (f *front) dropOwner(ctx context.Context, o *ownerHandler) error {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if o := f.owner.Load(); o != nil && o.mu.TryRLock() {
-		defer o.mu.RUnlock()
-		if n := f.node.Load(); n == nil || !n.Valid() {
-			f.unsure(w, r, "this replica's ownership is not certain (its etcd lease may have lapsed)")
+	r = f.clientAddress(r)
+	forwardedBy := r.Header.Get(forwardedByHeader)
+	prefix := streamOf(r.URL.Path)
+	rep := f.rep.Load()
+	if prefix != "" {
+		if rep == nil {
+			f.unsure(w, r, fmt.Sprintf("replica %s is not in the cluster right now (joining)", f.self))
 			return
 		}
-		if r.Header.Get(forwardedByHeader) != "" {
-			o.forwarded.Inc()
+		local, to, err := rep.route(r.Context(), prefix, forwardedBy != "")
+		switch {
+		case err != nil:
+			f.unsure(w, r, err.Error())
+		case local:
+			f.serveLocal(w, r, forwardedBy)
+		default:
+			f.forward(w, r, to.AdvertiseURL)
 		}
-		o.h.ServeHTTP(w, r)
 		return
 	}
-	switch r.URL.Path {
-	case "/healthz":
-		writeJSON(w, http.StatusOK, map[string]string{"status": "UP"})
-		return
-	case "/readyz":
-		if _, err := f.liveOwner(); err != nil {
+	if f.owner.Load() == nil {
+		switch r.URL.Path {
+		case "/healthz":
+			writeJSON(w, http.StatusOK, map[string]string{"status": "UP"})
+			return
+		case "/readyz":
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "NOT_READY"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "READY"})
-		return
 	}
-	owner, err := f.liveOwner()
-	if err != nil {
-		f.unsure(w, r, err.Error())
-		return
-	}
-	if by := r.Header.Get(forwardedByHeader); by != "" {
-		f.unsure(w, r, fmt.Sprintf("forwarded by %s to a replica that does not own the coordinator (ownership is moving)", by))
-		return
-	}
-	f.forward(w, r, owner.AdvertiseURL)
+	f.serveLocal(w, r, forwardedBy)
 }
 
-// forward sends r to the owner at advertise and its answer back.
+// serveLocal answers with the coordinator's handler, or RETRY / 503 while
+// it does not run.
+func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy string) {
+	o := f.owner.Load()
+	if o == nil || !o.mu.TryRLock() {
+		f.unsure(w, r, fmt.Sprintf("the coordinator of replica %s is not running (starting or stopping)", f.self))
+		return
+	}
+	defer o.mu.RUnlock()
+	if forwardedBy != "" {
+		o.forwarded.Inc()
+	}
+	o.h.ServeHTTP(w, r)
+}
+
+// forward sends the request to the replica at advertise, which runs its
+// stream, and its answer back.
 func (f *front) forward(w http.ResponseWriter, r *http.Request, advertise string) {
 	p, err := f.proxy(advertise)
 	if err != nil {
@@ -192,57 +228,29 @@ func (f *front) forward(w http.ResponseWriter, r *http.Request, advertise string
 	p.ServeHTTP(w, r)
 }
 
-// ownerCacheFor is how long liveOwner's answer is reused: decoding the
-// watched keys on every forwarded heartbeat costs more than the watch's
-// own delay is worth.
-const ownerCacheFor = 50 * time.Millisecond
-
-// ownerLookup is one answer of liveOwner and when it was found.
-type ownerLookup struct {
-	node  *cluster.Node
-	owner cluster.Replica
-	err   error
-	at    time.Time
-}
-
-// liveOwner is the replica that owns the coordinator, as this replica's
-// watch of etcd sees it, when that is another live replica. The answer is
-// reused for ownerCacheFor, except when this replica's lease is no longer
-// certain.
-func (f *front) liveOwner() (cluster.Replica, error) {
-	n := f.node.Load()
-	if c := f.lookup.Load(); c != nil && c.node == n && n != nil && time.Since(c.at) < ownerCacheFor && n.Valid() {
-		return c.owner, c.err
+// clientAddress drops clientAddressHeader from r and, when its signature
+// is a replica's, returns r with the client address it names.
+func (f *front) clientAddress(r *http.Request) *http.Request {
+	v := r.Header.Get(clientAddressHeader)
+	if v == "" {
+		return r
 	}
-	owner, err := f.findOwner(n)
-	f.lookup.Store(&ownerLookup{node: n, owner: owner, err: err, at: time.Now()})
-	return owner, err
-}
-
-func (f *front) findOwner(n *cluster.Node) (cluster.Replica, error) {
-	if n == nil || !n.Valid() {
-		return cluster.Replica{}, fmt.Errorf("replica %s is not in the cluster right now (joining, or its etcd lease is not certain)", f.self)
+	r.Header.Del(clientAddressHeader)
+	addr, ok := f.peers.verify(v, time.Now())
+	if !ok {
+		f.log.Debug("unsigned or stale client address header ignored", slog.String("remote", r.RemoteAddr))
+		return r
 	}
-	holder, ok := n.Holder(coordinatorUnit)
-	switch {
-	case !ok:
-		return cluster.Replica{}, fmt.Errorf("no replica owns the coordinator right now (ownership is moving)")
-	case holder.ID == f.self:
-		return cluster.Replica{}, fmt.Errorf("replica %s is taking over the coordinator", f.self)
-	}
-	for _, r := range n.Replicas() {
-		if r.ID == holder.ID {
-			return holder, nil
-		}
-	}
-	return cluster.Replica{}, fmt.Errorf("the owner %s is no longer registered (ownership is moving)", holder.ID)
+	r = r.WithContext(r.Context()) // a shallow copy: the caller's request stays as it was
+	r.RemoteAddr = addr
+	return r
 }
 
 // bufferedBodyKey holds the start of a forwarded heartbeat's body in its
 // request's context.
 type bufferedBodyKey struct{}
 
-// proxy is the reverse proxy to one owner, made once per advertise URL.
+// proxy is the reverse proxy to one replica, made once per advertise URL.
 func (f *front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -260,6 +268,10 @@ func (f *front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			pr.Out.Header.Set(forwardedByHeader, f.self)
+			pr.Out.Header.Del(clientAddressHeader)
+			if signed, ok := f.peers.sign(pr.In.RemoteAddr, time.Now()); ok {
+				pr.Out.Header.Set(clientAddressHeader, signed)
+			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Set(forwardedByHeader, f.self)

@@ -19,7 +19,7 @@ import (
 // say live but not ready.
 func TestFrontWithoutOwner(t *testing.T) {
 	f := newFront("r9", slog.New(slog.NewTextHandler(io.Discard, nil)),
-		assign.Config{HeartbeatInterval: 2 * time.Second, MemberLease: 6 * time.Second, RebalanceTimeout: 20 * time.Second}, time.Second)
+		assign.Config{HeartbeatInterval: 2 * time.Second, MemberLease: 6 * time.Second, RebalanceTimeout: 20 * time.Second}, time.Second, nil)
 	hbPath := protocol.BasePath + "/streams/orders/groups/orders/members/pod-a%3Am0/heartbeat"
 	tests := []struct {
 		name, method, path, body string

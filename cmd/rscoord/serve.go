@@ -21,7 +21,6 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redisconn"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/gateway"
@@ -166,13 +165,9 @@ func (s *ServeCmd) rejoinLoop(ctx context.Context, log *slog.Logger, f *front) e
 // In the cluster mode f is the replica's listener's handler: runOnce
 // serves through it once it owns the coordinator instead of listening.
 func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) error {
-	store, rep, ok, err := s.openStore(ctx, log, f)
+	store, rep, err := s.openStore(ctx, log, f)
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)
-	}
-	if !ok {
-		log.Info("stopped while standing by")
-		return nil
 	}
 	// A replica whose lease is lost stops: its writes are refused already,
 	// and a fresh process rejoins as a standby.
@@ -226,6 +221,7 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 		AutoCreateGroups: s.AutoCreateGroups,
 		Logger:           log,
 		Observer:         m,
+		Placed:           rep != nil,
 	})
 	if err != nil {
 		return errors.Join(fmt.Errorf("serve: %w", err), store.Close())
@@ -246,7 +242,7 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	}
 	if rep != nil {
 		gwOpts.Ready = rep.ready
-		gwOpts.Cluster = func(ctx context.Context) (protocol.ClusterResponse, error) { return rep.view(ctx, coord) }
+		gwOpts.Cluster = rep.view
 	}
 	handler := gateway.New(coord, gwOpts)
 	served := make(chan error, 1)
@@ -254,14 +250,14 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	var owning *ownerHandler
 	if f != nil {
 		forwarded := prometheus.NewCounter(prometheus.CounterOpts{Name: "rscoord_cluster_forwarded_requests_total",
-			Help: "Requests this replica answered as the owner that a stand-by forwarded (cluster mode)."})
-		if err := m.Registry().Register(forwarded); err != nil {
+			Help: "Requests this replica answered that another replica forwarded (cluster mode)."})
+		if err := errors.Join(m.Registry().Register(forwarded), rep.place(ctx, coord, store, m)); err != nil {
 			return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(context.Background()), store.Close())
 		}
 		owning = f.serveOwner(handler, forwarded)
-		go rep.publishGauges(ctx, coord, m)
-		log.Info("rscoord listening", slog.String("address", s.Listen), slog.String("role", protocol.RoleOwner),
-			slog.String("replica", rep.node.Self().ID))
+		f.rep.Store(rep)
+		go rep.publishGauges(ctx, m)
+		log.Info("rscoord listening", slog.String("address", s.Listen), slog.String("replica", rep.node.Self().ID))
 	} else {
 		var ln net.Listener
 		srv, ln, err = s.listen(handler, log)

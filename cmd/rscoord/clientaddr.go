@@ -1,0 +1,79 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// peerKey signs the client address a replica forwards with (the value of
+// clientAddressHeader) and checks the ones it is given. Every replica of a
+// cluster shares the token secret (RSCOORD_TOKEN_SECRET: tokens issued by
+// one are honoured by all), so the key is derived from it: a client that
+// does not know the secret cannot make a replica believe it comes from
+// another address. A nil *peerKey signs nothing and trusts nothing.
+type peerKey struct {
+	key []byte
+}
+
+// clientAddressMaxAge bounds how old (or how far ahead, for clock skew) a
+// signed client address may be: a replayed header is useless after it.
+const clientAddressMaxAge = 30 * time.Second
+
+// newPeerKey derives the key from the token secret; nil without one.
+func newPeerKey(secret []byte) *peerKey {
+	if len(secret) == 0 {
+		return nil
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("rscoord forwarded client address v1"))
+	return &peerKey{key: mac.Sum(nil)}
+}
+
+func (k *peerKey) mac(addr string, unix int64) string {
+	mac := hmac.New(sha256.New, k.key)
+	mac.Write([]byte(addr))
+	mac.Write([]byte{0})
+	mac.Write([]byte(strconv.FormatInt(unix, 10)))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// sign is the header value naming addr (a host:port) at now.
+func (k *peerKey) sign(addr string, now time.Time) (string, bool) {
+	if k == nil || strings.ContainsAny(addr, " \r\n") {
+		return "", false
+	}
+	unix := now.Unix()
+	return addr + " " + strconv.FormatInt(unix, 10) + " " + k.mac(addr, unix), true
+}
+
+// verify returns the address v names when its signature is right and it
+// is recent.
+func (k *peerKey) verify(v string, now time.Time) (string, bool) {
+	if k == nil {
+		return "", false
+	}
+	parts := strings.Split(v, " ")
+	if len(parts) != 3 {
+		return "", false
+	}
+	addr, at, sig := parts[0], parts[1], parts[2]
+	unix, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return "", false
+	}
+	if age := now.Sub(time.Unix(unix, 0)); age > clientAddressMaxAge || age < -clientAddressMaxAge {
+		return "", false
+	}
+	if !hmac.Equal([]byte(sig), []byte(k.mac(addr, unix))) {
+		return "", false
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", false
+	}
+	return addr, true
+}

@@ -1,0 +1,462 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/cluster"
+	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/persistence"
+)
+
+// The placement unit of the cluster mode is a stream: its record, its
+// migration work and every group of it. A scale changes the stream record
+// and every group of the stream in one migration step run by the stream's
+// actor, which asks its group actors; one replica therefore runs a stream
+// with all its groups (docs/protocol-notes.md, cluster mode).
+
+// streamUnit is the placement unit of a stream.
+func streamUnit(prefix string) string { return persistence.StreamUnit(prefix) }
+
+// unitStream is the stream of a store unit: a stream's ("stream/p") or a
+// group's ("group/p/g").
+func unitStream(unit string) (string, bool) {
+	if p, ok := strings.CutPrefix(unit, "stream/"); ok && p != "" && !strings.Contains(p, "/") {
+		return p, true
+	}
+	if rest, ok := strings.CutPrefix(unit, "group/"); ok {
+		if p, g, ok := strings.Cut(rest, "/"); ok && p != "" && g != "" {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// reconcileEvery is how often a replica compares what it runs with what
+// placement asks, besides every change of the replicas or owner keys.
+const reconcileEvery = 2 * time.Second
+
+// unknownStreamGrace is how long a replica keeps a claimed stream that the
+// store does not hold (claimed for a request that was to create it).
+const unknownStreamGrace = 10 * time.Second
+
+// replica is this process's place in the cluster mode: the etcd client,
+// the cluster node, and the streams it runs. It claims the streams placed
+// on it (rendezvous hashing over the live replicas), loads each after its
+// claim, and drops each before releasing it: a stream runs on one replica
+// at a time, and its writes are fenced by its owner key.
+type replica struct {
+	cli   *clientv3.Client
+	node  *cluster.Node
+	log   *slog.Logger
+	front *front
+
+	// coord and store are set while the coordinator runs.
+	coord atomic.Pointer[actors.Coordinator]
+	store persistence.Store
+	moves *prometheus.CounterVec
+
+	// refused receives the streams whose writes etcd refused (the owner
+	// key is gone): they are dropped at once.
+	refused chan string
+
+	// mu serializes claims and releases.
+	mu sync.Mutex
+	// serving maps each stream whose actors run here to when it was
+	// claimed; guarded by smu.
+	smu     sync.RWMutex
+	serving map[string]time.Time
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func newReplica(cli *clientv3.Client, node *cluster.Node, log *slog.Logger, f *front) *replica {
+	return &replica{cli: cli, node: node, log: log, front: f, refused: make(chan string, 64), serving: map[string]time.Time{}}
+}
+
+// isServing reports whether the stream's actors run here.
+func (r *replica) isServing(prefix string) bool {
+	r.smu.RLock()
+	defer r.smu.RUnlock()
+	_, ok := r.serving[prefix]
+	return ok
+}
+
+func (r *replica) setServing(prefix string, on bool) {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if on {
+		r.serving[prefix] = time.Now()
+	} else {
+		delete(r.serving, prefix)
+	}
+}
+
+// servingSince is when the stream was claimed; ok false if it does not run
+// here.
+func (r *replica) servingSince(prefix string) (time.Time, bool) {
+	r.smu.RLock()
+	defer r.smu.RUnlock()
+	t, ok := r.serving[prefix]
+	return t, ok
+}
+
+// refusedWrite is told by the store of every write of a stream etcd
+// refused: this replica no longer owns the stream, whose actors stop.
+func (r *replica) refusedWrite(prefix string) {
+	select {
+	case r.refused <- prefix:
+	default: // a full queue is drained by the next round anyway
+	}
+}
+
+// live reports whether id is a registered replica.
+func (r *replica) live(id string) bool {
+	return slices.ContainsFunc(r.node.Replicas(), func(rep cluster.Replica) bool { return rep.ID == id })
+}
+
+// route says where a request about the stream is answered: here (local),
+// by another replica (to), or nowhere right now (err: the caller answers
+// RETRY / 503). A request another replica forwarded is never forwarded
+// again: two replicas with different views of etcd would bounce it.
+func (r *replica) route(ctx context.Context, prefix string, forwarded bool) (local bool, to cluster.Replica, err error) {
+	if !r.node.Valid() {
+		return false, to, fmt.Errorf("replica %s is not certain of its etcd lease", r.node.Self().ID)
+	}
+	if r.isServing(prefix) {
+		return true, to, nil
+	}
+	self := r.node.Self().ID
+	unit := streamUnit(prefix)
+	holder, held := r.node.Holder(unit)
+	switch {
+	case held && holder.ID != self:
+		if !r.live(holder.ID) {
+			return false, to, fmt.Errorf("the owner %s of stream %q is gone (ownership is moving)", holder.ID, prefix)
+		}
+		if forwarded {
+			return false, to, fmt.Errorf("stream %q is owned by %s, not by this replica (ownership is moving)", prefix, holder.ID)
+		}
+		return false, holder, nil
+	}
+	placed, ok := r.node.PlacedOn(unit)
+	switch {
+	case !ok:
+		return false, to, errors.New("no live replica")
+	case placed.ID != self && held:
+		return false, to, fmt.Errorf("stream %q is moving from this replica to %s", prefix, placed.ID)
+	case placed.ID != self && forwarded:
+		return false, to, fmt.Errorf("stream %q is placed on %s, not on this replica (ownership is moving)", prefix, placed.ID)
+	case placed.ID != self:
+		return false, placed, nil
+	}
+	// Placed here and held by nobody (a new stream, or one whose owner
+	// just left): claim it now rather than at the next round.
+	if err := r.ensure(ctx, prefix); err != nil {
+		return false, to, err
+	}
+	return true, to, nil
+}
+
+// ensure claims the stream and starts its actors, loaded after the claim,
+// unless they run here already.
+func (r *replica) ensure(ctx context.Context, prefix string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.isServing(prefix) {
+		return nil
+	}
+	coord := r.coord.Load()
+	if coord == nil {
+		return errors.New("the coordinator of this replica is not running")
+	}
+	unit := streamUnit(prefix)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := r.node.Claim(cctx, unit); err != nil {
+		return err
+	}
+	if err := coord.AddStream(cctx, prefix); err != nil {
+		r.log.Warn("claimed stream failed to load: releasing it", slog.String("stream", prefix), slog.Any("error", err))
+		_ = coord.DropStream(cctx, prefix)
+		return errors.Join(err, r.node.Release(cctx, unit))
+	}
+	r.setServing(prefix, true)
+	r.moved("claimed")
+	r.log.Info("stream claimed", slog.String("stream", prefix))
+	return nil
+}
+
+// drop stops the stream's actors and then releases its owner key.
+func (r *replica) drop(ctx context.Context, prefix, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dropLocked(ctx, prefix, why)
+}
+
+// dropLocked is drop; the caller holds r.mu.
+func (r *replica) dropLocked(ctx context.Context, prefix, why string) {
+	r.setServing(prefix, false)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if coord := r.coord.Load(); coord != nil {
+		if err := coord.DropStream(cctx, prefix); err != nil {
+			// Its writes are fenced: once the key is gone none lands.
+			r.log.Warn("stream actors did not stop in time", slog.String("stream", prefix), slog.Any("error", err))
+		}
+	}
+	if err := r.node.Release(cctx, streamUnit(prefix)); err != nil {
+		r.log.Warn("release failed; the owner key lapses with the lease", slog.String("stream", prefix), slog.Any("error", err))
+	}
+	r.moved("released")
+	r.log.Info("stream released", slog.String("stream", prefix), slog.String("reason", why))
+}
+
+func (r *replica) moved(direction string) {
+	if r.moves != nil {
+		r.moves.WithLabelValues(direction).Inc()
+	}
+}
+
+// place runs the coordinator's placement until ctx ends: at the start, on
+// every change of the replicas or owner keys, on a refused write and every
+// reconcileEvery, it claims the streams placed here and releases the
+// others.
+func (r *replica) place(ctx context.Context, coord *actors.Coordinator, store persistence.Store, m *metrics.Metrics) error {
+	r.store = store
+	r.moves = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rscoord_cluster_placement_moves_total",
+		Help: "Streams (each with all its groups) this replica claimed or released (cluster mode)."}, []string{"direction"})
+	if err := m.Registry().Register(r.moves); err != nil {
+		return err
+	}
+	r.coord.Store(coord)
+	go func() {
+		tick := time.NewTicker(reconcileEvery)
+		defer tick.Stop()
+		for {
+			r.reconcile(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			case <-r.node.Changes():
+			case <-r.node.OwnerChanges():
+			case p := <-r.refused:
+				if r.isServing(p) {
+					r.drop(ctx, p, "the store refused a write: the owner key is gone")
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// reconcile is one round of placement.
+func (r *replica) reconcile(ctx context.Context) {
+	if !r.node.Valid() {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	streams, err := r.store.LoadStreams(lctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("placement: listing streams failed", slog.Any("error", err))
+		}
+		return
+	}
+	units := make([]string, 0, len(streams))
+	known := map[string]bool{}
+	for _, rec := range streams {
+		units = append(units, streamUnit(rec.StreamPrefix))
+		known[rec.StreamPrefix] = true
+	}
+	held := r.node.Held()
+	claim, release := cluster.Plan(r.node.Self().ID, units, held, r.node.Replicas())
+	for _, u := range held {
+		p, ok := unitStream(u)
+		if !ok || known[p] || slices.Contains(release, u) {
+			continue
+		}
+		// Claimed for a create that never came: nothing to run. Checked
+		// under r.mu, so that a claim in progress is not taken for one.
+		r.mu.Lock()
+		since, serving := r.servingSince(p)
+		if coord := r.coord.Load(); coord != nil && slices.Contains(r.node.Held(), u) &&
+			(!serving || time.Since(since) > unknownStreamGrace) && !slices.Contains(coord.Streams(), p) {
+			r.dropLocked(ctx, p, "claimed for a stream the store does not hold")
+		}
+		r.mu.Unlock()
+	}
+	for _, u := range release {
+		if p, ok := unitStream(u); ok {
+			r.drop(ctx, p, "placed on another replica")
+		}
+	}
+	for _, u := range claim {
+		p, ok := unitStream(u)
+		if !ok || ctx.Err() != nil {
+			continue
+		}
+		if err := r.ensure(ctx, p); err != nil {
+			if errors.Is(err, cluster.ErrHeld) {
+				r.log.Debug("placement: stream still held by its previous owner", slog.String("stream", p))
+				continue
+			}
+			r.log.Warn("placement: claiming a stream failed", slog.String("stream", p), slog.Any("error", err))
+		}
+	}
+}
+
+// close gives every stream up (SIGTERM: the others take over at once
+// instead of one lease later) and leaves the cluster. Later calls return
+// the first call's error.
+func (r *replica) close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		r.smu.Lock()
+		clear(r.serving)
+		r.smu.Unlock()
+		r.closeErr = errors.Join(r.node.Leave(ctx), r.cli.Close())
+		r.front.rep.CompareAndSwap(r, nil)
+	})
+	return r.closeErr
+}
+
+// view is GET /coord/v1/monitoring/cluster: the registered replicas, the
+// streams each holds, and every group with the replica that runs it.
+func (r *replica) view(ctx context.Context) (protocol.ClusterResponse, error) {
+	streams, err := r.store.LoadStreams(ctx)
+	if err != nil {
+		return protocol.ClusterResponse{}, err
+	}
+	holders := r.node.Holders()
+	out := protocol.ClusterResponse{Store: "etcd", Replicas: []protocol.ClusterReplica{}, Groups: []protocol.ClusterGroup{}}
+	owned := map[string]int{}
+	for _, rec := range streams {
+		groups, err := r.store.LoadGroups(ctx, rec.StreamPrefix)
+		if err != nil {
+			return protocol.ClusterResponse{}, err
+		}
+		owner, ok := holders[streamUnit(rec.StreamPrefix)]
+		for _, g := range groups {
+			cg := protocol.ClusterGroup{StreamPrefix: rec.StreamPrefix, ConsumerGroup: g.Name}
+			if ok {
+				cg.Owner, cg.OwnerURL = owner.ID, owner.AdvertiseURL
+				owned[owner.ID]++
+			}
+			out.Groups = append(out.Groups, cg)
+		}
+	}
+	describe := func(rep cluster.Replica, live bool) protocol.ClusterReplica {
+		c := protocol.ClusterReplica{ID: rep.ID, AdvertiseURL: rep.AdvertiseURL, Live: live, Role: protocol.RoleStandby,
+			Units: []string{}, GroupsOwned: owned[rep.ID]}
+		for unit, h := range holders {
+			if h.ID == rep.ID {
+				c.Units = append(c.Units, unit)
+			}
+		}
+		slices.Sort(c.Units)
+		if len(c.Units) > 0 {
+			c.Role = protocol.RoleOwner
+		}
+		return c
+	}
+	seen := map[string]bool{}
+	for _, rep := range r.node.Replicas() {
+		seen[rep.ID] = true
+		out.Replicas = append(out.Replicas, describe(rep, true))
+	}
+	for _, h := range holders {
+		if !seen[h.ID] {
+			seen[h.ID] = true
+			out.Replicas = append(out.Replicas, describe(h, false))
+		}
+	}
+	slices.SortFunc(out.Replicas, func(a, b protocol.ClusterReplica) int { return strings.Compare(a.ID, b.ID) })
+	out.Self = describe(r.node.Self(), r.live(r.node.Self().ID))
+	return out, nil
+}
+
+// publishGauges keeps the cluster gauges current until ctx ends: live
+// replicas, and groups that no live replica runs (all of them while this
+// replica's lease is not certain).
+func (r *replica) publishGauges(ctx context.Context, m *metrics.Metrics) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		m.SetClusterReplicasLive(len(r.node.Replicas()))
+		vctx, cancel := context.WithTimeout(ctx, time.Second)
+		if view, err := r.view(vctx); err == nil {
+			unowned := 0
+			for _, g := range view.Groups {
+				if g.Owner == "" || !r.node.Valid() || !r.live(g.Owner) {
+					unowned++
+				}
+			}
+			m.SetClusterGroupsUnowned(unowned)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// fencedStore is the etcd store of a replica: it tells the replica of
+// every write etcd refused because the stream's owner key is gone, so
+// that the stream's actors stop at the first refused write.
+type fencedStore struct {
+	persistence.Store
+	refused func(prefix string)
+}
+
+func (s *fencedStore) check(prefix string, err error) {
+	if errors.Is(err, persistence.ErrNotOwner) {
+		s.refused(prefix)
+	}
+}
+
+func (s *fencedStore) SaveStream(ctx context.Context, rec persistence.StreamRecord, expected uint64) (uint64, error) {
+	rev, err := s.Store.SaveStream(ctx, rec, expected)
+	s.check(rec.StreamPrefix, err)
+	return rev, err
+}
+
+func (s *fencedStore) SaveGroup(ctx context.Context, g *assign.Group, changes *persistence.Changes, expected uint64) (uint64, error) {
+	rev, err := s.Store.SaveGroup(ctx, g, changes, expected)
+	s.check(g.StreamPrefix, err)
+	return rev, err
+}
+
+func (s *fencedStore) DeleteGroup(ctx context.Context, streamPrefix, name string, expected uint64) error {
+	err := s.Store.DeleteGroup(ctx, streamPrefix, name, expected)
+	s.check(streamPrefix, err)
+	return err
+}
+
+// PruneAudit enforces audit retention on the wrapped store.
+func (s *fencedStore) PruneAudit(ctx context.Context, retention persistence.AuditRetention, now time.Time) (int, error) {
+	p, ok := s.Store.(auditPruner)
+	if !ok {
+		return 0, nil
+	}
+	return p.PruneAudit(ctx, retention, now)
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/internal/etcdtest"
+)
+
+func TestUnitStream(t *testing.T) {
+	tests := []struct {
+		unit, want string
+		ok         bool
+	}{
+		{"stream/orders", "orders", true},
+		{"group/orders/billing", "orders", true},
+		{"group/orders", "", false},
+		{"stream/", "", false},
+		{"stream/a/b", "", false},
+		{"coordinator", "", false},
+		{"group//x", "", false},
+	}
+	for _, tc := range tests {
+		got, ok := unitStream(tc.unit)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("unitStream(%q) = %q, %v; want %q, %v", tc.unit, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestStreamOf(t *testing.T) {
+	b := protocol.BasePath
+	tests := []struct{ path, want string }{
+		{b + "/streams/orders", "orders"},
+		{b + "/streams/orders/scale", "orders"},
+		{b + "/streams/orders/groups/g/members/m/heartbeat", "orders"},
+		{b + "/monitoring/streams/orders/groups/g/members", "orders"},
+		{b + "/monitoring/groups", ""},
+		{b + "/monitoring/cluster", ""},
+		{b + "/auth/login", ""},
+		{b + "/streams/bad%20name", ""},
+		{b + "/streams/..", ""},
+		{"/metrics", ""},
+	}
+	for _, tc := range tests {
+		if got := streamOf(tc.path); got != tc.want {
+			t.Errorf("streamOf(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+// groupOwners is who runs each group of view, by "prefix/group".
+func groupOwners(view protocol.ClusterResponse) map[string]string {
+	out := map[string]string{}
+	for _, g := range view.Groups {
+		out[g.StreamPrefix+"/"+g.ConsumerGroup] = g.Owner
+	}
+	return out
+}
+
+// awaitPlacement waits until the replica at url sees every group of
+// names run by a live replica other than not, and returns the owners.
+func awaitPlacement(t *testing.T, url string, names []string, not string) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		view, ok := clusterView(url)
+		live := map[string]bool{}
+		for _, r := range view.Replicas {
+			live[r.ID] = r.Live && r.ID != not
+		}
+		owners := groupOwners(view)
+		done := ok
+		for _, n := range names {
+			if !live[owners[n+"/"+n]] {
+				done = false
+			}
+		}
+		if done {
+			return owners
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("groups not placed on live replicas (not %q): %+v", not, view)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Three replicas run different streams (each with its group); the
+// replica running some of them is SIGKILLed: its groups move to the
+// others within its lease, every member keeps its shards and is never
+// told anything but OK or RETRY (none fails closed), and epochs never go
+// back. When it comes back, placement gives it streams again, and the
+// members still keep their shards.
+func TestClusterPlacementSpreads(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	ports := map[string]int{}
+	reps := map[string]*replicaProc{}
+	for _, name := range []string{"r1", "r2", "r3"} {
+		ports[name] = freeLoopbackPort(t)
+		reps[name] = startReplica(t, c, name, ports[name])
+	}
+	names := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
+	servers := []*coordtest.Server{coordtest.Remote(t, reps["r1"].url), coordtest.Remote(t, reps["r2"].url), coordtest.Remote(t, reps["r3"].url)}
+	var members []*coordtest.Member
+	for i, n := range names {
+		servers[i%3].CreateStream(n, 4)
+		m := coordtest.NewMember("m-"+n, n, n)
+		coordtest.Converge(t, servers[(i+1)%3], 6, m)
+		members = append(members, m)
+	}
+	owners := awaitPlacement(t, reps["r1"].url, names, "")
+	byOwner := map[string][]string{}
+	for _, n := range names {
+		byOwner[owners[n+"/"+n]] = append(byOwner[owners[n+"/"+n]], n)
+	}
+	if len(byOwner) < 2 {
+		t.Fatalf("every group runs on one replica: %v", byOwner)
+	}
+	t.Logf("placement: %v", byOwner)
+	victim := owners["s0/s0"]
+	var survivors []*coordtest.Server
+	for _, name := range []string{"r1", "r2", "r3"} {
+		if name != victim {
+			survivors = append(survivors, coordtest.Remote(t, reps[name].url))
+		}
+	}
+	owned := make([][]int, len(members))
+	before := make([]protocol.GroupResponse, len(members))
+	for i, m := range members {
+		owned[i] = slices.Clone(m.Owned)
+		survivors[0].JSON("GET", protocol.BasePath+"/streams/"+m.Prefix+"/groups/"+m.Group, nil, 200, &before[i])
+	}
+
+	// checkRound heartbeats every member through the survivors until each
+	// got an OK, failing on any answer but OK or RETRY.
+	checkRound := func(phase string) time.Duration {
+		start := time.Now()
+		ok := make([]bool, len(members))
+		for time.Since(start) < 20*time.Second {
+			all := true
+			for i, m := range members {
+				if ok[i] {
+					continue
+				}
+				hb, err := tryBeat(survivors[i%len(survivors)], m)
+				if err != nil {
+					t.Fatalf("%s: heartbeat of %s: %v", phase, m.ID, err)
+				}
+				switch hb.Status {
+				case protocol.StatusOK:
+					ok[i] = true
+				case protocol.StatusRetry:
+					all = false
+				default:
+					t.Fatalf("%s: heartbeat of %s answered %+v", phase, m.ID, hb)
+				}
+			}
+			if all {
+				return time.Since(start)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s: not every member got an OK heartbeat in 20 s", phase)
+		return 0
+	}
+
+	if err := reps[victim].proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = reps[victim].proc.Wait(10 * time.Second)
+	took := checkRound("after the SIGKILL of " + victim)
+	t.Logf("every member served again %v after the SIGKILL of %s (which ran %v)", took, victim, byOwner[victim])
+	after := awaitPlacement(t, survivors[0].URL, names, victim)
+	for i, m := range members {
+		if !slices.Equal(m.Owned, owned[i]) {
+			t.Fatalf("%s lost shards: %v → %v", m.ID, owned[i], m.Owned)
+		}
+		var g protocol.GroupResponse
+		survivors[1].JSON("GET", protocol.BasePath+"/streams/"+m.Prefix+"/groups/"+m.Group, nil, 200, &g)
+		if g.GroupEpoch < before[i].GroupEpoch || g.AssignmentEpoch < before[i].AssignmentEpoch || g.MetadataVersion < before[i].MetadataVersion {
+			t.Fatalf("%s: epochs went back: %+v → %+v", m.Group, before[i], g)
+		}
+		if o := owners[m.Group+"/"+m.Group]; o != victim && after[m.Group+"/"+m.Group] != o {
+			t.Fatalf("%s moved from the live %s to %s", m.Group, o, after[m.Group+"/"+m.Group])
+		}
+	}
+
+	// The replica comes back: rendezvous hashing places its streams on it
+	// again, and it claims them once the others released them.
+	reps[victim] = startReplica(t, c, victim, ports[victim])
+	survivors = append(survivors, coordtest.Remote(t, reps[victim].url))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		view, _ := clusterView(reps[victim].url)
+		back := groupOwners(view)
+		if slices.ContainsFunc(byOwner[victim], func(n string) bool { return back[n+"/"+n] == victim }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s came back but runs none of %v: %+v", victim, byOwner[victim], view)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	checkRound("after " + victim + " came back")
+	for i, m := range members {
+		if !slices.Equal(m.Owned, owned[i]) {
+			t.Fatalf("%s lost shards after %s came back: %v → %v", m.ID, victim, owned[i], m.Owned)
+		}
+	}
+	_, _, raw := get(t, reps[victim].url+"/metrics")
+	if !strings.Contains(string(raw), fmt.Sprintf(`rscoord_cluster_placement_moves_total{direction="claimed"} %d`, len(byOwner[victim]))) {
+		t.Fatalf("placement moves of %s (it runs %v again):\n%s", victim, byOwner[victim], grepLines(raw, "placement_moves"))
+	}
+	for _, r := range reps {
+		if err := r.proc.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range reps {
+		if err := r.proc.Wait(20 * time.Second); err != nil {
+			t.Fatalf("SIGTERM: %v\n%s", err, r.proc.Output())
+		}
+	}
+}
