@@ -50,6 +50,12 @@
 // [Coordinator.RecordAudit] straight to the store: entries belong to no
 // actor.
 //
-// Non-goals: this package does no HTTP and knows no JSON; placing actors on
-// several nodes is a later step.
+// In the cluster mode ([Config.Placed]) the coordinator starts with no
+// stream: its caller adds each stream this replica claims
+// ([Coordinator.AddStream], loading it with its groups) and drops each it
+// releases ([Coordinator.DropStream], after which requests about it are
+// answered "moving, retry", never "not found"). Which replica runs which
+// stream is the caller's decision (package cluster).
+//
+// Non-goals: this package does no HTTP and knows no JSON.
 package actors

@@ -23,6 +23,7 @@ import (
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/persistence"
 )
 
 // targetFailover is the failover goal (README, Cluster mode on etcd):
@@ -278,7 +279,12 @@ func steady(ctx context.Context, base string, members []*coordtest.Member, conns
 	return float64(ok.Load()) / time.Since(start).Seconds(), nil
 }
 
-// clusterOwner asks base who owns the coordinator.
+// benchStream is the stream (and group) of the cluster phases.
+const benchStream = "bench"
+
+// clusterOwner asks base which replica runs the bench's stream: the
+// holder of its owner key, or, while nobody holds it (not created yet, or
+// moving), the live replica rendezvous hashing places it on.
 func clusterOwner(ctx context.Context, base string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+protocol.BasePath+"/monitoring/cluster", nil)
 	if err != nil {
@@ -293,16 +299,22 @@ func clusterOwner(ctx context.Context, base string) (string, error) {
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&view) != nil {
 		return "", fmt.Errorf("cluster view of %s: %d", base, resp.StatusCode)
 	}
-	live := 0
+	var live []cluster.Replica
 	for _, r := range view.Replicas {
 		if r.Live {
-			live++
+			live = append(live, cluster.Replica{ID: r.ID, AdvertiseURL: r.AdvertiseURL})
 		}
 	}
-	if live != 3 {
-		return "", fmt.Errorf("cluster view of %s: %d live replicas", base, live)
+	if len(live) != 3 {
+		return "", fmt.Errorf("cluster view of %s: %d live replicas", base, len(live))
 	}
-	return view.Self.ID, nil
+	for _, g := range view.Groups {
+		if g.StreamPrefix == benchStream && g.Owner != "" && slices.ContainsFunc(live, func(r cluster.Replica) bool { return r.ID == g.Owner }) {
+			return g.Owner, nil
+		}
+	}
+	placed, _ := cluster.Owner(persistence.StreamUnit(benchStream), live)
+	return placed.ID, nil
 }
 
 // Run runs the failover bench.
@@ -376,7 +388,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		replicas[name] = p
-		if i == 0 { // r1 owns: the others stand by
+		if i == 0 { // r1 first, so that the replicas join in order
 			if err := awaitReady(ctx, p, 60*time.Second); err != nil {
 				return err
 			}
@@ -400,7 +412,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 	newMembers := func() []*coordtest.Member {
 		ms := make([]*coordtest.Member, f.Members)
 		for i := range ms {
-			ms[i] = coordtest.NewMember(fmt.Sprintf("m%d", i), "bench", "bench")
+			ms[i] = coordtest.NewMember(fmt.Sprintf("m%d", i), benchStream, benchStream)
 		}
 		return ms
 	}
@@ -409,7 +421,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		url     string
 		members []*coordtest.Member
 	}{{single.url, singleMembers}, {replicas[owner].url, clusterMembers}} {
-		if err := createStream(ctx, t.url, "bench", f.Shards); err != nil {
+		if err := createStream(ctx, t.url, benchStream, f.Shards); err != nil {
 			return err
 		}
 		if err := settle(ctx, t.url, t.members, f.Conns); err != nil {

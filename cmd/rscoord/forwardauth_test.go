@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -103,5 +104,94 @@ func authReplicas(t *testing.T) (start func(name string) *replicaProc) {
 			t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
 		}
 		return p
+	}
+}
+
+// Address limits see the client through a forwarding replica: failed
+// password checks of one client address, sent through the replica that
+// does not run the stream, block that address on the replica that does,
+// and not another client's address behind the same forwarding replica.
+func TestClusterForwardedClientAddressLimits(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	hash, err := auth.HashPassword("admin-pw", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, _ := json.Marshal(map[string]any{"users": []auth.UserEntry{{Username: "admin", PasswordHash: string(hash), Roles: []string{"ADMIN"}}}})
+	usersFile := filepath.Join(t.TempDir(), "users.json")
+	if err := os.WriteFile(usersFile, users, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := builder.Build(t.Context(), "github.com/rscoord/rscoord/cmd/rscoord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps := map[string]*replicaProc{}
+	for _, name := range []string{"r1", "r2"} {
+		addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+		args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json", "--users", usersFile,
+			"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
+			"--replica-id", name, "--login-address-failure-limit", "3", "--login-failure-limit", "100"}
+		p := &replicaProc{proc: proctest.Start(t, name, bin, args, envTokenSecret+"=one-secret-shared-by-every-replica-of-the-cluster"), url: "http://" + addr}
+		if _, err := p.proc.WaitForLine(60*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) }); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
+		}
+		reps[name] = p
+	}
+	basic := coordtest.Basic("admin", "admin-pw")
+	coordtest.Remote(t, reps["r1"].url).As(basic).CreateStream("orders", 4)
+	owner := ""
+	deadline := time.Now().Add(20 * time.Second)
+	for owner == "" && time.Now().Before(deadline) {
+		status, raw := coordtest.Remote(t, reps["r1"].url).As(basic).Do(http.MethodGet, protocol.BasePath+"/monitoring/cluster", nil)
+		var view protocol.ClusterResponse
+		if status == http.StatusOK && json.Unmarshal(raw, &view) == nil {
+			for _, g := range view.Groups {
+				if g.StreamPrefix == "orders" {
+					owner = g.Owner
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	forwarder := map[string]string{"r1": "r2", "r2": "r1"}[owner]
+	if forwarder == "" {
+		t.Fatal("no owner of orders")
+	}
+	// from sends a GET of the group through the forwarding replica from a
+	// loopback address of its own, with a wrong password.
+	from := func(ip string) (int, string) {
+		cli := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: (&net.Dialer{
+			LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}}
+		req, _ := http.NewRequest(http.MethodGet, reps[forwarder].url+protocol.BasePath+"/streams/orders/groups/orders", nil)
+		req.SetBasicAuth("admin", "wrong")
+		resp, err := cli.Do(req)
+		if err != nil {
+			t.Fatalf("from %s: %v", ip, err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get(forwardedByHeader)
+	}
+	for i := 0; i < 3; i++ {
+		if status, via := from("127.0.0.2"); status != http.StatusUnauthorized || via != forwarder {
+			t.Fatalf("failure %d from 127.0.0.2: %d via %q", i+1, status, via)
+		}
+	}
+	if status, _ := from("127.0.0.2"); status != http.StatusTooManyRequests {
+		t.Fatalf("127.0.0.2 after 3 failures: %d, want 429", status)
+	}
+	// Another client behind the same forwarding replica is not blocked.
+	if status, _ := from("127.0.0.3"); status != http.StatusUnauthorized {
+		t.Fatalf("127.0.0.3 after another address failed: %d, want 401", status)
+	}
+	for _, r := range reps {
+		if err := r.proc.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range reps {
+		if err := r.proc.Wait(20 * time.Second); err != nil {
+			t.Fatalf("SIGTERM: %v\n%s", err, r.proc.Output())
+		}
 	}
 }

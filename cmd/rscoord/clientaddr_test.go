@@ -1,0 +1,109 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
+)
+
+func TestPeerKeySignsAndChecksClientAddresses(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	k := newPeerKey([]byte("a-secret-every-replica-shares-0123456789"))
+	other := newPeerKey([]byte("another-secret-of-another-cluster-012345"))
+	signed, ok := k.sign("192.0.2.7:4242", now)
+	if !ok {
+		t.Fatal("no signature")
+	}
+	tampered := strings.Replace(signed, "192.0.2.7", "192.0.2.8", 1)
+	tests := []struct {
+		name  string
+		key   *peerKey
+		value string
+		at    time.Time
+		want  string
+	}{
+		{"signed by a replica", k, signed, now, "192.0.2.7:4242"},
+		{"a little later", k, signed, now.Add(20 * time.Second), "192.0.2.7:4242"},
+		{"replayed too late", k, signed, now.Add(31 * time.Second), ""},
+		{"from the future", k, signed, now.Add(-31 * time.Second), ""},
+		{"another address under the signature", k, tampered, now, ""},
+		{"signed with another secret", other, signed, now, ""},
+		{"no key: never trusted", nil, signed, now, ""},
+		{"not three fields", k, "192.0.2.7:4242", now, ""},
+		{"not a host:port", k, func() string { v, _ := k.sign("192.0.2.7", now); return v }(), now, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.key.verify(tc.value, tc.at)
+			if got != tc.want || ok != (tc.want != "") {
+				t.Fatalf("verify = %q, %v; want %q", got, ok, tc.want)
+			}
+		})
+	}
+	if _, ok := (*peerKey)(nil).sign("192.0.2.7:1", now); ok {
+		t.Fatal("a nil key signed")
+	}
+	if newPeerKey(nil) != nil {
+		t.Fatal("a key without a secret")
+	}
+}
+
+// Over real HTTP: a replica forwarding a request passes the client's
+// address, which the replica answering it trusts only with the shared
+// key; a client cannot claim another address by sending the header itself.
+func TestForwardedClientAddress(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := assign.Config{HeartbeatInterval: 2 * time.Second, MemberLease: 6 * time.Second, RebalanceTimeout: 20 * time.Second}
+	shared := []byte("a-secret-every-replica-shares-0123456789")
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.RemoteAddr)
+	})
+	answering := func(key *peerKey) *httptest.Server {
+		f := newFront("owner", log, cfg, time.Second, key)
+		f.serveOwner(echo, prometheus.NewCounter(prometheus.CounterOpts{Name: "forwarded"}))
+		s := httptest.NewServer(f)
+		t.Cleanup(s.Close)
+		return s
+	}
+	forwarder := newFront("fwd", log, cfg, time.Second, newPeerKey(shared))
+	path := protocol.BasePath + "/monitoring/groups"
+	via := func(to *httptest.Server) string {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.RemoteAddr = "192.0.2.7:4242"
+		req.Header.Set(clientAddressHeader, "198.51.100.1:1 0 forged")
+		w := httptest.NewRecorder()
+		forwarder.forward(w, req, to.URL)
+		if w.Code != http.StatusOK {
+			t.Fatalf("forwarded: %d %s", w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	if got := via(answering(newPeerKey(shared))); got != "192.0.2.7:4242" {
+		t.Fatalf("with the shared key the owner saw %q, want the client's address", got)
+	}
+	if got := via(answering(newPeerKey([]byte("another-secret-of-another-cluster-012345")))); !strings.HasPrefix(got, "127.0.0.1:") {
+		t.Fatalf("with another key the owner saw %q, want the forwarding replica's address", got)
+	}
+	// A client sending the header itself.
+	direct := answering(newPeerKey(shared))
+	req, _ := http.NewRequest(http.MethodGet, direct.URL+path, nil)
+	req.Header.Set(clientAddressHeader, "198.51.100.1:1 "+"1800000000 "+strings.Repeat("0", 64))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(raw), "127.0.0.1:") {
+		t.Fatalf("a forged header made the owner see %q", raw)
+	}
+}
