@@ -118,11 +118,26 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (s
 		return nil, nil, err
 	}
 	id := s.replicaID()
-	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	node, err := cluster.Join(jctx, cluster.Options{
-		Client: cli, Root: s.EtcdPrefix, ID: id, AdvertiseURL: s.AdvertiseURL, LeaseTTL: s.EtcdLeaseTTL, Logger: log,
-	})
-	cancel()
+	// A replica restarted at once (by a supervisor) finds its previous
+	// incarnation still registered until that one's lease lapses: it waits
+	// for that rather than failing. A live replica with the same id is
+	// still refused after the wait.
+	var node *cluster.Node
+	for waitUntil := time.Now().Add(2*s.EtcdLeaseTTL + 2*time.Second); ; {
+		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		node, err = cluster.Join(jctx, cluster.Options{
+			Client: cli, Root: s.EtcdPrefix, ID: id, AdvertiseURL: s.AdvertiseURL, LeaseTTL: s.EtcdLeaseTTL, Logger: log,
+		})
+		cancel()
+		if !errors.Is(err, cluster.ErrDuplicateID) || time.Now().After(waitUntil) || ctx.Err() != nil {
+			break
+		}
+		log.Info("replica id still registered (a previous run whose lease has not lapsed yet): waiting", slog.String("replica", id))
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return nil, nil, errors.Join(err, cli.Close())
 	}

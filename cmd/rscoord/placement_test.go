@@ -229,3 +229,26 @@ func TestClusterPlacementSpreads(t *testing.T) {
 		}
 	}
 }
+
+// A replica restarted at once after a SIGKILL (as a supervisor does) finds
+// its previous run still registered under a lease that has not lapsed: it
+// waits for the lease instead of failing, then serves.
+func TestClusterReplicaRestartedAtOnce(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	port := freeLoopbackPort(t)
+	r1 := startReplica(t, c, "r1", port)
+	if err := r1.proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = r1.proc.Wait(10 * time.Second)
+	r1 = startReplica(t, c, "r1", port)
+	if !strings.Contains(r1.proc.Output(), "replica id still registered") {
+		t.Fatalf("the restarted replica did not wait for its previous run's lease:\n%s", r1.proc.Output())
+	}
+	if err := r1.proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.proc.Wait(20 * time.Second); err != nil {
+		t.Fatalf("SIGTERM: %v\n%s", err, r1.proc.Output())
+	}
+}
