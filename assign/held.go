@@ -5,20 +5,25 @@ import (
 )
 
 // Unchanged reports whether answering resp's member now would tell it
-// nothing beyond resp, an OK answer computed earlier and not sent yet: the
-// same status, epoch and metadata version, and the same readable shards
-// (target − blocked). The group actor holds answers of heartbeats that
-// carry waitMs (docs/protocol.md §9.5) and asks this after every change of the
-// group, to send a held answer, computed afresh, as soon as it would say
-// something new.
+// nothing it needs beyond resp, an OK answer computed earlier and not sent
+// yet: the same status and member epoch, the same readable shards
+// (target − blocked) and the same pending shards. The group actor holds
+// answers of heartbeats that carry waitMs (docs/protocol.md §9.5) and asks
+// this after every change of the group, to send a held answer, computed
+// afresh, as soon as it would say something new.
+//
+// A new assignment epoch or metadata version alone does not count: every
+// join and leave moves both for the whole group, so counting them would
+// release every held answer of a group at each membership change (a
+// thundering herd that grows with the group), while a member whose shards
+// stay the same loses nothing by learning the new values when its wait
+// ends. Its stored epoch does not move until it is answered, so its next
+// heartbeat is current (docs/protocol-notes.md, held heartbeats).
 //
 // It does not change g (it may fill the derived blocked-set cache) and
-// costs O(the member's shards) once the cache is built. A new target
-// always comes with a new assignment epoch, so pending shards cannot
-// change while the epoch and the readable shards stay the same.
+// costs O(the member's shards) once the cache is built.
 func Unchanged(g *Group, resp *protocol.HeartbeatResponse) bool {
-	if resp.Status != protocol.StatusOK || g.CorrectionOpen ||
-		g.AssignmentEpoch != resp.MemberEpoch || g.MetadataVersion != resp.MetadataVersion {
+	if resp.Status != protocol.StatusOK || g.CorrectionOpen {
 		return false
 	}
 	m := g.Members[resp.MemberID]
@@ -26,5 +31,16 @@ func Unchanged(g *Group, resp *protocol.HeartbeatResponse) bool {
 		return false
 	}
 	o := &op{g: g}
-	return sameAsWire(o.assignable(m), resp.Assignment.AssignedShards)
+	assigned := o.assignable(m)
+	if !sameAsWire(assigned, resp.Assignment.AssignedShards) {
+		return false
+	}
+	target := g.Target[m.ID]
+	if len(target) != len(assigned)+len(resp.Assignment.PendingShards) {
+		return false
+	}
+	if len(resp.Assignment.PendingShards) == 0 {
+		return true // assigned ⊆ target, and as many: the same set
+	}
+	return sameAsWire(minus(target, assigned), resp.Assignment.PendingShards)
 }

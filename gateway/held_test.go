@@ -216,3 +216,47 @@ func TestHeldHeartbeatsShareOneServerWideBudget(t *testing.T) {
 		t.Fatalf("b answered after %v with nothing held, want it held about 600ms", took)
 	}
 }
+
+// A join that leaves a held member's shards as they are moves the group's
+// epoch and metadata version, and that alone must not release the answer:
+// otherwise every join would wake every held member of the group at once.
+func TestHeldHeartbeatStaysHeldWhenAJoinLeavesItsShards(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 2)
+	a := coordtest.NewMember("a", "orders", "orders")
+	b := coordtest.NewMember("b", "orders", "orders")
+	a.Beat(s)
+	b.Beat(s)
+	coordtest.Converge(t, s, 8, a, b)
+	if len(a.Owned) != 1 || len(b.Owned) != 1 {
+		t.Fatalf("a owns %v, b owns %v: want one shard each", a.Owned, b.Owned)
+	}
+
+	req := a.Request()
+	req.WaitMs = 1500
+	start := time.Now()
+	held := postBackground(s, "orders", "orders", req)
+	time.Sleep(200 * time.Millisecond)
+
+	// Two shards, three members: the newcomer gets nothing.
+	c := coordtest.NewMember("c", "orders", "orders")
+	if resp := c.Beat(s); resp.Status != protocol.StatusOK || len(resp.Assignment.AssignedShards)+len(resp.Assignment.PendingShards) != 0 {
+		t.Fatalf("c's join: %+v, want OK with no shards", resp)
+	}
+	got := wait(t, held, 5*time.Second)
+	if took := got.at.Sub(start); took < 1400*time.Millisecond {
+		t.Fatalf("held heartbeat answered %v after it was sent, want after its 1.5 s wait: a join that leaves its shards released it", took)
+	}
+	if got.resp.Status != protocol.StatusOK || !slices.Equal(protocol.Indexes(got.resp.Assignment.AssignedShards), a.Owned) {
+		t.Fatalf("held answer %+v, a owned %v", got.resp, a.Owned)
+	}
+	if got.resp.MemberEpoch <= req.MemberEpoch {
+		t.Fatalf("held answer carries epoch %d, request had %d: the join's epoch must come with it, computed afresh", got.resp.MemberEpoch, req.MemberEpoch)
+	}
+	a.Apply(req, got.resp)
+	// Its next heartbeat, with the epoch it was told, is current.
+	if resp := a.Beat(s); resp.Status != protocol.StatusOK {
+		t.Fatalf("a's heartbeat after the held answer: %+v", resp)
+	}
+	coordtest.CheckNoOverlap(t, a, b, c)
+}
