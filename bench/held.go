@@ -42,8 +42,8 @@ type HeldConfig struct {
 	Duration time.Duration
 	// Churn is how many members a second join during Duration; each
 	// leaves after ChurnLife. Default 1 a second, 3 intervals. Each join
-	// and leave releases every parked answer of its group (their member
-	// epoch and metadata version move).
+	// and leave releases the parked answers of the members whose shards
+	// it moves; the others learn the new epoch when their wait ends.
 	Churn     float64
 	ChurnLife time.Duration
 	// Prefix names the streams: Prefix0, Prefix1, … Default "held".
@@ -169,6 +169,11 @@ func (m *heldMember) apply(resp protocol.HeartbeatResponse) (changed bool) {
 	return changed
 }
 
+// heldEarlyMargin is how much sooner than its wait a held answer must come
+// to count as released early: the server's timer and the trip back take a
+// little of the wait.
+const heldEarlyMargin = 250 * time.Millisecond
+
 // heldRun is the shared state of the measured phase.
 type heldRun struct {
 	cfg      HeldConfig
@@ -253,7 +258,10 @@ func (r *heldRun) loop(ctx context.Context, m *heldMember) error {
 			r.record(func(rep *HeldReport) {
 				rep.HeldCount++
 				switch {
-				case changed:
+				case changed && took < r.interval-heldEarlyMargin:
+					// Released before its wait was over: a change of its
+					// shards or status. News that came with an answer at
+					// the end of its wait (a new epoch) is not early.
 					rep.Early++
 				case took < 50*time.Millisecond:
 					rep.AtOnce++

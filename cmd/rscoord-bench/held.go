@@ -38,7 +38,7 @@ type HeldCmd struct {
 	Shards    int           `default:"1000" help:"Shards per stream."`
 	Conns     int           `default:"64" help:"Concurrency of the join (the held phase uses one connection per member)."`
 	Duration  time.Duration `default:"10s" help:"Measured phase with every member held."`
-	Churn     float64       `default:"1" help:"Members a second that join (and leave again after --churn-life) during the measured phase; each join and leave releases every parked answer of its group (new member epoch and metadata version)."`
+	Churn     float64       `default:"1" help:"Members a second that join (and leave again after --churn-life) during the measured phase; each join and leave releases the parked answers of the members whose shards it moves."`
 	ChurnLife time.Duration `default:"0" help:"How long a churn member stays (0: three heartbeat intervals)."`
 	Interval  time.Duration `default:"3s" help:"--heartbeat-interval of the server."`
 	JSON      bool          `name:"json" help:"Print the report as JSON."`
