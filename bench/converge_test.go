@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 func TestRunConvergeJoinAndLeave(t *testing.T) {

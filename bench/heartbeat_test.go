@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 func TestMain(m *testing.M) {

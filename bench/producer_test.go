@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 func TestRunProducerComparesWithRawXAdd(t *testing.T) {

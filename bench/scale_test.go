@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 func TestRunScaleMeasuresMembersAndRestarts(t *testing.T) {

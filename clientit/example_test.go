@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // TestOrdersExampleRuns builds the example application

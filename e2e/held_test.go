@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // TestHeldHeartbeatsBlackBox checks held heartbeats (waitMs) against the

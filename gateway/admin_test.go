@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 const base = protocol.BasePath

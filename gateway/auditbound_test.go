@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // dirSize is the bytes of every file under dir.

@@ -15,9 +15,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 // endpoint is one route of the matrix with a request whose answer, for a

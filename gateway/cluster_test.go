@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 // TestClusterRoute checks GET /coord/v1/monitoring/cluster: 404 without

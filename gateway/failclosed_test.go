@@ -8,7 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // corruptGroup flips one byte in the middle of a group's stored snapshot,

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // post sends raw as a JSON body and returns the status and answer.

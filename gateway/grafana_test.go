@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 func TestGrafanaRows(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 func TestMembersConvergeThroughPendingShards(t *testing.T) {

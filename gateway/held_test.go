@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // heldAnswer is the outcome of a heartbeat posted in the background.

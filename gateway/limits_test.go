@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 // serveLimited serves a coordinator (authentication off) through

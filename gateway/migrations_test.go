@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 func scale(n int) map[string]any {

@@ -13,8 +13,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 // TestOpenAPICoversEveryRoute walks gin's route list and the document's

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // TestPprofAdminOnly checks /debug/pprof: 401 without credentials, 403 for

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/redisops"
 )
 

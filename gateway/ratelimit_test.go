@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 func TestAdminRateLimit(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/persistence"
 )
 

@@ -12,9 +12,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/auth"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 const joinBody = `{"protocolVersion":1,"requestId":"r1","memberId":"%s","memberName":"m","memberEpoch":0,"metadataVersion":0,"ownedShards":[]}`

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/member"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // TestMemberAuth runs members against a coordinator with member auth on:

@@ -17,7 +17,7 @@ import (
 	"github.com/rscoord/rscoord/client/member"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // Timing of the test coordinator and members: short, so that joins,

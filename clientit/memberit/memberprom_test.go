@@ -16,7 +16,7 @@ import (
 	"github.com/rscoord/rscoord/client/member"
 	"github.com/rscoord/rscoord/client/member/memberprom"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // TestCollectorExportsARunningMember scrapes the collector of a member

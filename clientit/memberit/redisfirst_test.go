@@ -11,7 +11,7 @@ import (
 	"github.com/rscoord/rscoord/client/member"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // assignments is the coordinator's view of a group: memberId → shards it

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/producer"
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 func TestStartFailsClearly(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/persistence"
 )

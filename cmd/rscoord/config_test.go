@@ -15,7 +15,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // parseServe parses args with rscoord's own parser, without running serve.

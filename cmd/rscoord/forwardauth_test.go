@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/auth"
-	"github.com/rscoord/rscoord/internal/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/internal/proctest"
 )

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 // TestMetricsShowShardLag runs the binary with --redis: 25 records nobody

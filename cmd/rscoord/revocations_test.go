@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/coordtest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 // In the cluster mode a token revoked by /auth/logout through any replica

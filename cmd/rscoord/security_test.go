@@ -11,8 +11,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/auth"
-	"github.com/rscoord/rscoord/internal/coordtest"
 )
 
 // writeUsers writes a users file with the tenant user "orders-pods" (MEMBER

@@ -12,10 +12,13 @@
 // For tests against real components: package
 // github.com/rscoord/rscoord/client/redistest starts real redis-server
 // processes (standalone, a 3-master cluster, TLS) on free loopback ports
-// and creates shard streams; the coordinator is the rscoord binary
-// (`rscoord serve --no-auth --listen 127.0.0.1:PORT --redis ADDR`, started
-// by the test and stopped with SIGTERM), since an in-process coordinator
-// would bring the server module into the application's graph.
+// and creates shard streams. An in-process coordinator is server code, so
+// it lives in the server module as github.com/rscoord/rscoord/coordtest
+// (a real coordinator on a Pebble directory behind an httptest server); a
+// test that imports it brings the server module into the application's
+// module graph, which is why it is not here. The other way is the rscoord
+// binary (`rscoord serve --no-auth --listen 127.0.0.1:PORT --redis ADDR`),
+// started by the test and stopped with SIGTERM.
 package membertest
 
 import (
