@@ -3,12 +3,14 @@ package memberit_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rscoord/rscoord/client/member"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // hookLog records the shard hooks of a Runtime.
@@ -126,4 +128,50 @@ func TestHooksTellSetsAndReasons(t *testing.T) {
 	if st := ra.rt.Status(); st.Ready || st.Members[0].State != member.StateSuspended {
 		t.Fatalf("a member whose lease lapsed: %+v", st)
 	}
+}
+
+// TestHooksTellFenced: a member the coordinator fences (a zombie heartbeat
+// with its id, incarnation and epoch claims a shard it does not own) hears
+// OnRevoked once with every shard it had and the reason fenced, which
+// Reason.Lost tells apart from a graceful give-up; it then rejoins and
+// hears OnAssigned again.
+func TestHooksTellFenced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "hooksfence", 2)
+	handler := func(ctx context.Context, msg *member.Message) error { return msg.Ack(ctx) }
+	var h hookLog
+	r := e.start("rs-hf", handler, member.WithHooks(h.hooks()))
+	eventually(t, 10*time.Second, "OnAssigned with both shards", func() bool { return h.has("assigned:assigned [0 1]") })
+
+	st := r.rt.Status()
+	if len(st.Members) != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	var members protocol.MembersResponse
+	e.coord.JSON(http.MethodGet, protocol.BasePath+"/monitoring/streams/hooksfence/groups/hooksfence/members", nil, http.StatusOK, &members)
+	if len(members.Members) != 1 {
+		t.Fatalf("members %+v", members.Members)
+	}
+	zombie := protocol.HeartbeatRequest{
+		ProtocolVersion: protocol.CurrentVersion, RequestID: "zombie", MemberID: st.Members[0].MemberID, MemberName: "zombie",
+		InstanceID: r.rt.InstanceID(), MemberEpoch: members.Members[0].MemberEpoch, MetadataVersion: members.Members[0].MetadataVersion,
+		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 1, AvailableConcurrency: 1},
+		OwnedShards:             protocol.Shards([]int{99}),
+	}
+	if resp := e.coord.Heartbeat("hooksfence", "hooksfence", zombie); resp.Status != protocol.StatusFencedMemberEpoch {
+		t.Fatalf("zombie heartbeat answered %s, want FENCED_MEMBER_EPOCH", resp.Status)
+	}
+	eventually(t, 10*time.Second, "OnRevoked with reason fenced and both shards", func() bool { return h.has("revoked:fenced [0 1]") })
+	if !member.ReasonFenced.Lost() || member.ReasonRevoked.Lost() {
+		t.Fatal("Reason.Lost must tell fenced from revoked")
+	}
+	eventually(t, 10*time.Second, "OnAssigned again after the rejoin", func() bool {
+		n := 0
+		for _, c := range h.all() {
+			if c == "assigned:assigned [0 1]" {
+				n++
+			}
+		}
+		return n >= 2
+	})
 }
