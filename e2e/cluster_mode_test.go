@@ -28,6 +28,7 @@ const clusterMemberLease = "6s"
 type replica struct {
 	name, url string
 	args      []string
+	env       []string // the admin password and the shared token secret
 	proc      *proctest.Process
 }
 
@@ -45,7 +46,7 @@ func freePort(t *testing.T) int {
 // as the owner or stands by.
 func (r *replica) start(t *testing.T, bin string, run int) {
 	t.Helper()
-	r.proc = proctest.Start(t, fmt.Sprintf("%s-%d", r.name, run), bin, r.args)
+	r.proc = proctest.Start(t, fmt.Sprintf("%s-%d", r.name, run), bin, r.args, r.env...)
 	if _, err := r.proc.WaitForLine(60*time.Second, func(l string) bool {
 		return strings.Contains(l, `"rscoord listening"`) || strings.Contains(l, `"standing by"`)
 	}); err != nil {
@@ -58,7 +59,12 @@ func (r *replica) start(t *testing.T, bin string, run int) {
 // puts it on); "" while none answers or nobody owns it.
 func clusterOwner(url string) string {
 	cli := http.Client{Timeout: 2 * time.Second}
-	resp, err := cli.Get(url + protocol.BasePath + "/monitoring/cluster")
+	req, err := http.NewRequest(http.MethodGet, url+protocol.BasePath+"/monitoring/cluster", nil)
+	if err != nil {
+		return ""
+	}
+	req.Header.Set("Authorization", coordtest.Basic("admin", e2eAdminPassword))
+	resp, err := cli.Do(req)
 	if err != nil {
 		return ""
 	}
@@ -109,15 +115,19 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 	redis := redistest.NewCluster(t)
 	dir := t.TempDir()
 
+	users := usersFile(t)
 	var replicas []*replica
 	var urls []string
 	for i := range 3 {
 		r := &replica{name: fmt.Sprintf("r%d", i+1)}
 		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		r.url = "http://" + addr
-		r.args = []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, r.name), "--no-auth", "--log-format", "json",
+		r.args = []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, r.name), "--users", users, "--log-format", "json",
 			"--member-lease", clusterMemberLease, "--heartbeat-interval", "1s", "--rebalance-timeout", "20s",
 			"--store", "etcd", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--advertise-url", r.url, "--replica-id", r.name}
+		// Every replica of a cluster shares the token secret, so a token
+		// one issued is good on the others.
+		r.env = append(adminEnv(), "RSCOORD_TOKEN_SECRET=one-secret-shared-by-every-replica")
 		r.start(t, b.coordinator, 0)
 		replicas = append(replicas, r)
 		urls = append(urls, r.url)
@@ -127,7 +137,7 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 		byName[r.name] = r
 	}
 	coordinators := strings.Join(urls, ",")
-	s := coordtest.Remote(t, replicas[1].url) // a stand-by: forwarded
+	s := remote(t, replicas[1].url) // a stand-by: forwarded
 	s.CreateStream("orders", shards)
 	if err := redistest.CreateShards(ctx, redis.Client(), "orders", shards, "orders"); err != nil {
 		t.Fatal(err)
@@ -142,7 +152,7 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 			"--coordinator", coordinators, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 			"--concurrency", "2", "--workers", "2", "--handler-delay", "1ms", "--member-lease", clusterMemberLease,
 			"--claim-min-idle", claimMinIdle, "--events-log", p.events, "--ownership-log", p.ownership,
-		}, "POD_NAME="+name)
+		}, append(memberEnv(), "POD_NAME="+name)...)
 		pods[i] = p
 	}
 	// Settled: every pod reads a shard and no window opened or closed for 2 s.
@@ -172,7 +182,7 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 	pub := proctest.Start(t, "publisher", b.publisher, []string{
 		"--coordinator", coordinators, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
 		"--count", fmt.Sprint(records), "--rate", "2000", "--batch", "50", "--published-log", published,
-	})
+	}, memberEnv()...)
 
 	// The owner dies mid-run, comes back as a stand-by; then the new owner dies.
 	time.Sleep(2 * time.Second)
