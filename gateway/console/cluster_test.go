@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -64,16 +63,7 @@ func TestConsoleShowsTheCluster(t *testing.T) {
 	r2 := start(xssReplicaID)
 	coordtest.Remote(t, r2.url).CreateStream("orders", 4)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true))
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
+	ctx := headless(t, browser, 90*time.Second)
 	run := func(what string, do chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, do); err != nil {

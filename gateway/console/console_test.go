@@ -76,6 +76,26 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// headless starts the browser headless for one test (its own profile
+// directory, nothing fetched in the background) and returns a context
+// that ends after timeout or with the test.
+func headless(t *testing.T, browser string, timeout time.Duration, opts ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts = append([]chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+	}, opts...)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	t.Cleanup(cancelTimeout)
+	return ctx
+}
+
 // TestConsoleSignsInAndShowsAssignment drives the page in headless
 // Chromium: sign in, pick the group, see each shard's target and current
 // owner.
@@ -91,16 +111,7 @@ func TestConsoleSignsInAndShowsAssignment(t *testing.T) {
 	b.Beat(s)
 	coordtest.Converge(t, s, 6, a, b)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true))
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelTimeout()
+	ctx := headless(t, browser, 30*time.Second)
 
 	group := chromedp.CSS(`#groups tbody tr[data-key="orders/orders"]`)
 	steps := []struct {
@@ -205,17 +216,7 @@ func TestConsoleLagHeartbeatAgeAndAction(t *testing.T) {
 	b.Beat(s)
 	coordtest.Converge(t, s, 6, a, b)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1100),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true))
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
-	defer cancelTimeout()
+	bctx := headless(t, browser, 60*time.Second, chromedp.WindowSize(1280, 1100))
 
 	group := chromedp.CSS(`#groups tbody tr[data-key="orders/orders"]`)
 	lagOfShard0 := `document.querySelector("#assignment tbody tr:nth-child(1) td:nth-child(8)")?.textContent === "3"`

@@ -51,17 +51,7 @@ func memberRow(rows []pageRow, id string) *pageRow {
 // orders/orders; the context ends with the test.
 func openConsole(t *testing.T, s *coordtest.Server) context.Context {
 	t.Helper()
-	browser := chromium(t)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true))
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	t.Cleanup(cancelTimeout)
+	ctx := headless(t, chromium(t), 60*time.Second)
 	group := chromedp.CSS(`#groups tbody tr[data-key="orders/orders"]`)
 	for _, step := range []struct {
 		what string
