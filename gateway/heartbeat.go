@@ -38,11 +38,19 @@ func (s *server) heartbeat(c *gin.Context) {
 		return
 	}
 	if req.WaitMs > 0 {
-		// A held answer (waitMs) legitimately takes up to the wait: the
-		// server's write timeout, counted from the request, must not cut
-		// it. The deadline moves past the longest the coordinator may take.
-		rc := http.NewResponseController(c.Writer)
-		_ = rc.SetWriteDeadline(time.Now().Add(s.coord.HeartbeatBudget(&req) + heldWriteSlack))
+		if release, ok := holdConnection(c.Request.Context()); ok {
+			defer release()
+			// A held answer (waitMs) legitimately takes up to the wait:
+			// the server's write timeout, counted from the request (over
+			// HTTP/2, from the stream's), must not cut it. The deadline
+			// moves past the longest the coordinator may take.
+			rc := http.NewResponseController(c.Writer)
+			_ = rc.SetWriteDeadline(time.Now().Add(s.coord.HeartbeatBudget(&req) + heldWriteSlack))
+		} else {
+			// Every connection held answers may keep busy is: answered
+			// at once, as past the coordinator's own cap.
+			req.WaitMs = 0
+		}
 	}
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, time.Since(start))

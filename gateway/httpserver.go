@@ -1,44 +1,64 @@
 package gateway
 
 import (
+	"context"
 	"log"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rscoord/rscoord/gateway/internal/connlimit"
 )
 
 // HTTPLimits bound what one client can hold of the server: time per
-// request phase, connections, header bytes. Body sizes are per route
-// (see readBody). Zero values take the defaults below.
+// request phase, connections, streams, header bytes. Body sizes are per
+// route (see readBody). Zero values take the defaults below.
 type HTTPLimits struct {
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included: a body
-	// trickling in slower is cut off.
+	// trickling in slower is cut off. Over HTTP/2 it bounds each stream.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing an answer, counted from the end of the
-	// request's headers. Held heartbeat answers (waitMs) move their own
-	// deadline past their hold with http.ResponseController.
+	// request's headers (over HTTP/2, of each stream; a connection whose
+	// writes make no progress that long is closed). Held heartbeat answers
+	// (waitMs) move their own deadline past their hold with
+	// http.ResponseController, over both protocols.
 	WriteTimeout time.Duration
 	// IdleTimeout closes keep-alive connections idle that long.
 	IdleTimeout time.Duration
-	// MaxConnections caps open connections; at the cap the connection
-	// idle longest is closed to make room (package connlimit).
+	// MaxConnections caps open connections, HTTP/1.1 and HTTP/2 alike; at
+	// the cap the connection idle longest is closed to make room (package
+	// connlimit). An HTTP/2 connection with a stream open is busy.
 	MaxConnections int
-	// MaxHeaderBytes caps request headers.
+	// MaxHeldConnections caps the connections that held heartbeats keep
+	// busy: each held answer over HTTP/1.1 pins its connection, held
+	// answers over HTTP/2 pin theirs while any is parked on it. Past it a
+	// heartbeat is answered at once, so that held answers never take the
+	// connections that joins, reports and admin calls need. Default three
+	// quarters of MaxConnections (at least 1).
+	MaxHeldConnections int
+	// MaxHeaderBytes caps request headers (over HTTP/2, the header list).
 	MaxHeaderBytes int
+	// HTTP2 serves HTTP/2 over cleartext with prior knowledge (h2c)
+	// beside HTTP/1.1 on the same listener: many requests, held
+	// heartbeats among them, share one connection.
+	HTTP2 bool
+	// MaxConcurrentStreams caps the requests in flight on one HTTP/2
+	// connection.
+	MaxConcurrentStreams int
 }
 
 // Defaults of [HTTPLimits], also the defaults of rscoord serve's flags.
 const (
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 60 * time.Second
-	DefaultWriteTimeout      = 30 * time.Second
-	DefaultIdleTimeout       = 90 * time.Second
-	DefaultMaxConnections    = 4096
-	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultReadHeaderTimeout    = 10 * time.Second
+	DefaultReadTimeout          = 60 * time.Second
+	DefaultWriteTimeout         = 30 * time.Second
+	DefaultIdleTimeout          = 90 * time.Second
+	DefaultMaxConnections       = 4096
+	DefaultMaxHeaderBytes       = 64 << 10
+	DefaultMaxConcurrentStreams = 100
 )
 
 func (l HTTPLimits) withDefaults() HTTPLimits {
@@ -54,17 +74,28 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 	if l.MaxConnections <= 0 {
 		l.MaxConnections = DefaultMaxConnections
 	}
+	if l.MaxHeldConnections <= 0 || l.MaxHeldConnections > l.MaxConnections {
+		l.MaxHeldConnections = DefaultMaxHeldConnections(l.MaxConnections)
+	}
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	if l.MaxConcurrentStreams <= 0 {
+		l.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
 	return l
 }
+
+// DefaultMaxHeldConnections is [HTTPLimits.MaxHeldConnections] for a
+// connection cap of conns: three quarters of it, at least 1.
+func DefaultMaxHeldConnections(conns int) int { return max(1, conns-conns/4) }
 
 // HTTPServer is an http.Server with limits applied; serve it with
 // [HTTPServer.Serve], which applies the connection cap.
 type HTTPServer struct {
 	*http.Server
 	conns *connlimit.Limiter
+	held  *heldConns
 }
 
 // NewHTTPServer returns a server of handler under limits. evicted, when
@@ -72,7 +103,8 @@ type HTTPServer struct {
 func NewHTTPServer(handler http.Handler, limits HTTPLimits, errorLog *log.Logger, evicted func()) *HTTPServer {
 	limits = limits.withDefaults()
 	conns := connlimit.New(limits.MaxConnections, evicted)
-	return &HTTPServer{conns: conns, Server: &http.Server{
+	held := &heldConns{max: limits.MaxHeldConnections}
+	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: limits.ReadHeaderTimeout,
 		ReadTimeout:       limits.ReadTimeout,
@@ -80,8 +112,26 @@ func NewHTTPServer(handler http.Handler, limits HTTPLimits, errorLog *log.Logger
 		IdleTimeout:       limits.IdleTimeout,
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
 		ConnState:         conns.ConnState,
+		ConnContext:       held.connContext,
 		ErrorLog:          errorLog,
-	}}
+	}
+	if limits.HTTP2 {
+		// The standard library's HTTP/2 server: the HTTP/2 connection
+		// reports StateActive while a stream is open and StateIdle once
+		// none is, to the same ConnState, so the connection cap treats it
+		// as it treats an HTTP/1.1 connection; ConnContext reaches its
+		// streams.
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+		srv.HTTP2 = &http.HTTP2Config{
+			MaxConcurrentStreams: limits.MaxConcurrentStreams,
+			// A client that stops reading must not keep the answers of
+			// every other stream of its connection (and their memory).
+			WriteByteTimeout: limits.WriteTimeout,
+		}
+	}
+	return &HTTPServer{conns: conns, held: held, Server: srv}
 }
 
 // Serve serves ln with the connection cap.
@@ -89,3 +139,59 @@ func (s *HTTPServer) Serve(ln net.Listener) error { return s.Server.Serve(s.conn
 
 // OpenConnections is the number of connections held.
 func (s *HTTPServer) OpenConnections() int { return s.conns.Open() }
+
+// HeldConnections is the number of connections held heartbeats keep busy.
+func (s *HTTPServer) HeldConnections() int {
+	s.held.mu.Lock()
+	defer s.held.mu.Unlock()
+	return s.held.pinned
+}
+
+// heldConns counts the connections held heartbeats keep busy, against
+// [HTTPLimits.MaxHeldConnections].
+type heldConns struct {
+	mu     sync.Mutex
+	max    int
+	pinned int
+}
+
+// connHolds is one connection's count of held answers, in its context.
+type connHolds struct {
+	held *heldConns
+	n    int // guarded by held.mu
+}
+
+type connHoldsKey struct{}
+
+func (h *heldConns) connContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connHoldsKey{}, &connHolds{held: h})
+}
+
+// holdConnection counts one held answer on the connection that ctx (a
+// request's context) arrived on. ok is false when that would make one
+// connection too many busy with held answers: the heartbeat is then
+// answered at once. release undoes it. A request of a server not built by
+// NewHTTPServer (a test's) is not bounded here.
+func holdConnection(ctx context.Context) (release func(), ok bool) {
+	c, _ := ctx.Value(connHoldsKey{}).(*connHolds)
+	if c == nil {
+		return func() {}, true
+	}
+	h := c.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.n == 0 {
+		if h.pinned >= h.max {
+			return nil, false
+		}
+		h.pinned++
+	}
+	c.n++
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if c.n--; c.n == 0 {
+			h.pinned--
+		}
+	}, true
+}

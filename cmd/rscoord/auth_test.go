@@ -93,6 +93,11 @@ func TestServeRefusesBadSecurityFlags(t *testing.T) {
 		{"--max-held-heartbeats=-1"},
 		{"--max-held-heartbeats", "4096"}, // as many as --http-max-connections
 		{"--http-max-connections", "100", "--max-held-heartbeats", "150"},
+		{"--http2-max-concurrent-streams", "0"},
+		{"--http2-max-concurrent-streams", "1001"},
+		// Over HTTP/2, 75 connections busy with held answers of 100
+		// streams each carry 7,500 at most.
+		{"--http2", "--http-max-connections", "100", "--max-held-heartbeats", "7501"},
 	} {
 		res := runCLI(context.Background(), append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, args...)...)
 		if res.code != exitError || !strings.Contains(res.stderr, "serve: --") {
@@ -103,6 +108,7 @@ func TestServeRefusesBadSecurityFlags(t *testing.T) {
 
 func TestHeldHeartbeatsLeaveConnectionsFree(t *testing.T) {
 	for _, tc := range []struct {
+		http2             bool
 		flag, conns, want int
 	}{
 		{flag: 0, conns: 4096, want: 3072},
@@ -111,10 +117,16 @@ func TestHeldHeartbeatsLeaveConnectionsFree(t *testing.T) {
 		{flag: 1000, conns: 4096, want: 1000},
 		// The file descriptor limit lowered the cap below the flag's room.
 		{flag: 4000, conns: 1024, want: 768},
+		// HTTP/2: held answers share connections, up to the streams of
+		// three quarters of the cap; by default 65536 at most.
+		{http2: true, flag: 0, conns: 4096, want: 65536},
+		{http2: true, flag: 0, conns: 100, want: 7500},
+		{http2: true, flag: 20000, conns: 1024, want: 20000},
+		{http2: true, flag: 20000, conns: 100, want: 7500},
 	} {
-		s := ServeCmd{MaxHeldHeartbeats: tc.flag}
+		s := ServeCmd{MaxHeldHeartbeats: tc.flag, HTTP2: tc.http2, HTTP2MaxStreams: 100}
 		if got := s.maxHeld(tc.conns); got != tc.want {
-			t.Errorf("--max-held-heartbeats %d with %d connections: %d held, want %d", tc.flag, tc.conns, got, tc.want)
+			t.Errorf("--http2=%v --max-held-heartbeats %d with %d connections: %d held, want %d", tc.http2, tc.flag, tc.conns, got, tc.want)
 		}
 	}
 }

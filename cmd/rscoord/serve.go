@@ -71,6 +71,8 @@ type ServeCmd struct {
 	HTTPWriteTimeout      time.Duration `default:"30s" name:"http-write-timeout" env:"RSCOORD_HTTP_WRITE_TIMEOUT" help:"Longest time to write an answer; held heartbeat answers add their own bound (the heartbeat interval)."`
 	HTTPIdleTimeout       time.Duration `default:"90s" name:"http-idle-timeout" env:"RSCOORD_HTTP_IDLE_TIMEOUT" help:"Keep-alive connections idle this long are closed."`
 	HTTPMaxConnections    int           `default:"4096" name:"http-max-connections" env:"RSCOORD_HTTP_MAX_CONNECTIONS" help:"Open connections at most (lowered to fit the file descriptor limit); at the cap the connection idle longest is closed to make room."`
+	HTTP2                 bool          `default:"false" negatable:"" name:"http2" env:"RSCOORD_HTTP2" help:"Also serve HTTP/2 over cleartext (h2c, prior knowledge) on --listen, beside HTTP/1.1: a client's requests, held heartbeats among them, share one connection. Off by default: each HTTP/2 connection carries up to --http2-max-concurrent-streams requests at once."`
+	HTTP2MaxStreams       int           `default:"100" name:"http2-max-concurrent-streams" env:"RSCOORD_HTTP2_MAX_CONCURRENT_STREAMS" help:"Requests in flight at once on one HTTP/2 connection (--http2), held heartbeats included; 1 to 1000."`
 	HTTPBodyMemory        int64         `default:"268435456" name:"http-body-memory" env:"RSCOORD_HTTP_BODY_MEMORY" help:"Most bytes request bodies over 64 KiB hold at once while read; a body that does not fit within 10 s answers 429. At least the heartbeat body limit (64065536)."`
 	MetricsInterval       time.Duration `default:"15s" env:"RSCOORD_METRICS_INTERVAL" help:"How often the shard (length, pending, lag from Redis) and member (heartbeat age, lease) gauges are collected, in the background."`
 	MetricsTimeout        time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
@@ -83,7 +85,7 @@ type ServeCmd struct {
 	ProducerRoutingLease time.Duration `default:"60s" env:"RSCOORD_PRODUCER_ROUTING_LEASE" help:"No removed shard retires sooner than this after its scale-in became ACTIVE: the longest a producer may publish on stale routing."`
 	DrainCheckInterval   time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
 	RetireRemovedShards  bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
-	MaxHeldHeartbeats    int           `default:"0" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats held at once for their waitMs, across all groups; past it heartbeats are answered at once. Each keeps a connection busy: below --http-max-connections; 0: three quarters of the connection cap."`
+	MaxHeldHeartbeats    int           `default:"0" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats held at once for their waitMs, across all groups; past it heartbeats are answered at once. A held heartbeat keeps its connection busy (over HTTP/2, one stream of it), and connections busy with held ones are at most three quarters of the connection cap: without --http2 below --http-max-connections, 0 three quarters of the connection cap; with --http2 at most that times --http2-max-concurrent-streams, 0 65536 (or that bound, if lower)."`
 	MaxGroupMembers      int           `default:"10000" env:"RSCOORD_MAX_GROUP_MEMBERS" help:"Most members one group holds (terminal ones included until pruned); a join past it is answered RETRY with errorCode MEMBER_LIMIT_REACHED."`
 }
 
@@ -327,7 +329,7 @@ func (s *ServeCmd) listen(handler http.Handler, log *slog.Logger) (*gateway.HTTP
 	srv := gateway.NewHTTPServer(handler, gateway.HTTPLimits{
 		ReadHeaderTimeout: s.HTTPReadHeaderTimeout, ReadTimeout: s.HTTPReadTimeout,
 		WriteTimeout: s.HTTPWriteTimeout, IdleTimeout: s.HTTPIdleTimeout,
-		MaxConnections: s.maxConnections(log),
+		MaxConnections: s.maxConnections(log), HTTP2: s.HTTP2, MaxConcurrentStreams: s.HTTP2MaxStreams,
 	}, slog.NewLogLogger(log.Handler(), slog.LevelWarn), nil)
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
@@ -368,6 +370,10 @@ type auditPruner interface {
 	PruneAudit(ctx context.Context, retention persistence.AuditRetention, now time.Time) (int, error)
 }
 
+// maxHTTP2Streams bounds --http2-max-concurrent-streams: every stream may
+// run a handler at once, and a connection's streams share its buffers.
+const maxHTTP2Streams = 1000
+
 // fdHeadroom is how many file descriptors are kept for everything but
 // client connections: Pebble's files, Redis connections, logs.
 const fdHeadroom = 256
@@ -400,27 +406,39 @@ func (s *ServeCmd) connectionCap() int {
 
 // heldCap is maxHeld of the connection cap; it warns when that lowers an
 // explicit --max-held-heartbeats (the file descriptor limit lowered the
-// cap, or the flag asks for more than three quarters of it), so that an
-// operator who raised it for many held members learns why some are
+// cap, or the flag asks for more than the connections can carry), so that
+// an operator who raised it for many held members learns why some are
 // answered at once.
 func (s *ServeCmd) heldCap(log *slog.Logger) int {
 	held := s.maxHeld(s.connectionCap())
 	if s.MaxHeldHeartbeats > held {
-		log.Warn("--max-held-heartbeats lowered to three quarters of the connection cap (raise --http-max-connections, and ulimit -n, to hold more)",
-			slog.Int("requested", s.MaxHeldHeartbeats), slog.Int("allowed", held), slog.Int("connectionCap", s.connectionCap()))
+		log.Warn("--max-held-heartbeats lowered to what three quarters of the connection cap carry (raise --http-max-connections, and ulimit -n, or turn on --http2, to hold more)",
+			slog.Int("requested", s.MaxHeldHeartbeats), slog.Int("allowed", held), slog.Int("connectionCap", s.connectionCap()),
+			slog.Bool("http2", s.HTTP2))
 	}
 	return held
 }
 
-// maxHeld is --max-held-heartbeats for a connection cap of conns: by
-// default three quarters of it, never more, so that held answers, which
-// keep their connections busy, always leave a quarter of the connections
-// to joins, reports and admin calls (at the cap, accepting waits for a busy
-// connection to end, which a held one does only after its wait).
+// maxHeld is --max-held-heartbeats for a connection cap of conns. Held
+// answers keep their connections busy, and the gateway lets them keep at
+// most three quarters of the cap busy (gateway.HTTPLimits
+// MaxHeldConnections), so that joins, reports and admin calls always find
+// a connection (at the cap, accepting waits for a busy connection to end,
+// which a held one does only after its wait). Over HTTP/1.1 that is one
+// held answer a connection; over HTTP/2 up to --http2-max-concurrent-streams.
+// Without --http2 the default is that bound; with it, the bound or
+// actors.DefaultMaxHeldHeartbeats, whichever is lower, since each parked
+// answer costs memory of its own.
 func (s *ServeCmd) maxHeld(conns int) int {
-	limit := max(1, conns-conns/4)
-	if s.MaxHeldHeartbeats > 0 {
+	limit := gateway.DefaultMaxHeldConnections(conns)
+	if s.HTTP2 {
+		limit *= max(s.HTTP2MaxStreams, 1)
+	}
+	switch {
+	case s.MaxHeldHeartbeats > 0:
 		return min(s.MaxHeldHeartbeats, limit)
+	case s.HTTP2:
+		return min(limit, actors.DefaultMaxHeldHeartbeats)
 	}
 	return limit
 }
@@ -479,8 +497,16 @@ func (s *ServeCmd) validate() error {
 	if s.MaxGroupMembers < 1 {
 		errs = append(errs, fmt.Errorf("--max-group-members %d must be at least 1", s.MaxGroupMembers))
 	}
-	if s.MaxHeldHeartbeats < 0 || (s.MaxHeldHeartbeats > 0 && s.MaxHeldHeartbeats >= s.HTTPMaxConnections) {
-		errs = append(errs, fmt.Errorf("--max-held-heartbeats %d must be 0 (three quarters of the connection cap) or below --http-max-connections %d: a held heartbeat keeps its connection busy", s.MaxHeldHeartbeats, s.HTTPMaxConnections))
+	if s.HTTP2MaxStreams < 1 || s.HTTP2MaxStreams > maxHTTP2Streams {
+		errs = append(errs, fmt.Errorf("--http2-max-concurrent-streams %d must be between 1 and %d", s.HTTP2MaxStreams, maxHTTP2Streams))
+	}
+	switch {
+	case s.MaxHeldHeartbeats < 0:
+		errs = append(errs, fmt.Errorf("--max-held-heartbeats %d must not be negative (0: the default)", s.MaxHeldHeartbeats))
+	case !s.HTTP2 && s.MaxHeldHeartbeats > 0 && s.MaxHeldHeartbeats >= s.HTTPMaxConnections:
+		errs = append(errs, fmt.Errorf("--max-held-heartbeats %d must be 0 (three quarters of the connection cap) or below --http-max-connections %d: over HTTP/1.1 a held heartbeat keeps its connection busy (--http2 lets held heartbeats share connections)", s.MaxHeldHeartbeats, s.HTTPMaxConnections))
+	case s.HTTP2 && s.HTTPMaxConnections > 0 && s.MaxHeldHeartbeats > gateway.DefaultMaxHeldConnections(s.HTTPMaxConnections)*max(s.HTTP2MaxStreams, 1):
+		errs = append(errs, fmt.Errorf("--max-held-heartbeats %d must be at most three quarters of --http-max-connections %d times --http2-max-concurrent-streams %d (%d): the streams that held heartbeats may keep busy", s.MaxHeldHeartbeats, s.HTTPMaxConnections, s.HTTP2MaxStreams, gateway.DefaultMaxHeldConnections(s.HTTPMaxConnections)*max(s.HTTP2MaxStreams, 1)))
 	}
 	for _, a := range s.Redis {
 		if strings.TrimSpace(a) == "" {
