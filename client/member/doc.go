@@ -66,8 +66,12 @@
 //  2. Heartbeats go one at a time, with the member's epoch, metadata
 //     version, owned shards, shards being revoked and progress on owned
 //     shards. The next one is sent after the answer's heartbeatIntervalMs
-//     (capped at a third of the lease), at once after a fence, and within
-//     a few milliseconds after a shard is let go.
+//     (capped at a third of the lease), at once after a fence, within a
+//     few milliseconds after a shard is let go, and at once after an
+//     answer that changed the member's status, assigned or pending shards
+//     — never for a new epoch or metadata version alone (nextBeat says
+//     when else: a steady member's heartbeats are held, docs/protocol.md
+//     §9.5).
 //  3. Answers are cleaned before use: shard lists sorted, de-duplicated and
 //     stripped of negative indexes; non-positive epochs and intervals are
 //     ignored; an answer to another request is an error.

@@ -79,10 +79,13 @@ type memberActor struct {
 	// ownerEpochs are the ownership tokens of the assigned shards, from
 	// the last OK (docs/protocol.md, ownership tokens).
 	ownerEpochs map[int]int64
-	// lastView is the last answer's status, epoch and shard sets: an
-	// answer that differs carried a change, and the next heartbeat
-	// follows at once.
+	// lastView is the last answer's status and shard sets (answerView):
+	// an answer that differs brought news, and the next heartbeat follows
+	// at once (nextBeat).
 	lastView string
+	// catchingUp: the heartbeat in flight was sent at once because the
+	// answer before it was behind (nextBeat).
+	catchingUp bool
 	// hbHeld: the heartbeat in flight asked the coordinator to hold its
 	// answer (waitMs); hbReqCancel cancels it when something must be
 	// reported sooner.
@@ -521,21 +524,9 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	resp := m.resp
 	a.takeLease(resp)
 	a.takeTiming(resp)
-	// An answer that differs from the last one carried a change: the next
-	// heartbeat follows at once (docs/protocol.md, held heartbeats), else
-	// once the wait it asked for is over (at once after a held answer):
-	// counting from the interval instead would leave the member unparked,
-	// deaf to changes, for most of a longer interval the answer brings
-	// (the end of a hand-off's short one).
 	view := answerView(resp)
-	changed := view != a.lastView
+	news := view != a.lastView
 	a.lastView = view
-	next := a.interval
-	if changed {
-		next = 0
-	} else if m.req.WaitMs > 0 {
-		next = max(time.Duration(m.req.WaitMs)*time.Millisecond-(a.core.lease.now()-m.sentAt), 0)
-	}
 	assigned := sanitizeShards(resp.Assignment.AssignedShards)
 	p := planFor(resp.Status, a.owned, assigned)
 	cfg := a.rs.cfg
@@ -589,12 +580,14 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	if !a.leaving {
 		a.apply(resp.Status, p, m.sentAt)
 	}
-	if !changed && m.req.WaitMs == 0 && a.waitMs() > 0 {
-		// An unheld report (a revocation) answered with nothing new: the
-		// member is steady again, and its next heartbeat is held, so it
-		// goes now rather than leave the member deaf for an interval.
-		next = 0
-	}
+	// When to heartbeat next (nextBeat): at once only for news to act on
+	// or report, or to be parked again; a new epoch alone waits.
+	next, catchUp := nextBeat(answerFacts{
+		News: news || len(p.Start) > 0 || len(p.Revoke) > 0, Asked: time.Duration(m.req.WaitMs) * time.Millisecond,
+		Took: a.core.lease.now() - m.sentAt, Behind: resp.MemberEpoch != m.req.MemberEpoch || resp.MetadataVersion != m.req.MetadataVersion,
+		CaughtUp: a.catchingUp, Steady: a.waitMs() > 0, Interval: a.interval,
+	})
+	a.catchingUp = catchUp
 	a.after(next)
 }
 
@@ -652,13 +645,6 @@ func (a *memberActor) afterAnswer() {
 		a.beatAgain = false
 		a.beat()
 	}
-}
-
-// answerView is what of an answer tells the member something: status,
-// epoch, assigned and pending shards.
-func answerView(resp protocol.HeartbeatResponse) string {
-	return fmt.Sprint(resp.Status, resp.MemberEpoch, sanitizeShards(resp.Assignment.AssignedShards),
-		sanitizeShards(resp.Assignment.PendingShards))
 }
 
 // takeLease adopts the coordinator's member lease when it is shorter than
@@ -951,6 +937,7 @@ func (a *memberActor) rejoin(status protocol.Status) {
 	a.owned = []int{}
 	clear(a.revoking)
 	a.epoch, a.version = protocol.EpochJoin, 0
+	a.lastView, a.catchingUp = "", false
 	a.suspended = false
 	a.rejoins++
 	if a.leaving {
