@@ -36,8 +36,14 @@ type HeldConfig struct {
 	// Groups, Members (per group) and Shards (per stream).
 	Groups, Members, Shards int
 	// Conns is the concurrency of the join; the held phase uses one
-	// connection per member.
+	// connection per member, or with H2C one per MembersPerConn members.
 	Conns int
+	// H2C makes the members speak HTTP/2 over cleartext (the server's
+	// --http2), MembersPerConn of them (default 100) sharing one client
+	// and so one connection, as the members of one pod share their
+	// runtime's client: their held heartbeats are streams of it.
+	H2C            bool
+	MembersPerConn int
 	// Duration is the measured phase with every member held.
 	Duration time.Duration
 	// Churn is how many members a second join during Duration; each
@@ -50,6 +56,9 @@ type HeldConfig struct {
 	Prefix string
 	// Memory reads the server's memory; nil skips the memory figures.
 	Memory func(context.Context) (ServerMemory, error) `json:"-"`
+	// OpenFiles counts the server's open file descriptors (its
+	// connections among them); nil skips the connection count.
+	OpenFiles func() (int, error) `json:"-"`
 }
 
 // ServerMemory is what the server reports of its memory after a garbage
@@ -88,12 +97,19 @@ type HeldReport struct {
 	// HeldAtOnce is how many members had a heartbeat in flight when
 	// Parked was read.
 	HeldAtOnce int64 `json:"heldAtOnce"`
+	// Connections is how many more descriptors the server had open with
+	// every member parked than with every member idle: the members'
+	// connections (-1 when not counted).
+	Connections int `json:"connections"`
 	// NotHeld are the answers to requests without waitMs during the
 	// measured phase: joins, leaves, reports of revoked shards. Held are
 	// the held requests answered during it: Early with news before their
 	// wait was over, the rest after it.
 	NotHeld      Latencies `json:"notHeld"`
 	NotHeldCount int       `json:"notHeldCount"`
+	// HeldTook is how long the held requests took: about the interval,
+	// unless released early or answered at once.
+	HeldTook Latencies `json:"heldTook"`
 	HeldCount    int       `json:"heldCount"`
 	Early        int       `json:"early"`
 	// AtOnce counts held requests answered within 50 ms with nothing new:
@@ -101,6 +117,9 @@ type HeldReport struct {
 	AtOnce int `json:"atOnce"`
 	// Joined and Left count the churn members.
 	Joined, Left int
+	// Measured is how long the measured phase lasted: Duration of joins,
+	// then the last churn member's life until it left.
+	Measured time.Duration `json:"measured"`
 	// Errors counts failed requests; NotOK answers other than OK.
 	Errors int `json:"errors"`
 	NotOK  int `json:"notOK"`
@@ -114,6 +133,9 @@ type HeldReport struct {
 
 // heldMember is a simulated member runtime holding its steady heartbeats.
 type heldMember struct {
+	// client is the member's wire layer: its runtime's, shared with the
+	// other members of its "pod" over HTTP/2.
+	client         *coordclient.Client
 	prefix, id     string
 	epoch, version int64
 	owned          []protocol.Shard
@@ -163,7 +185,11 @@ func (m *heldMember) apply(resp protocol.HeartbeatResponse) (changed bool) {
 	case protocol.StatusUnknownMemberID, protocol.StatusFencedMemberEpoch:
 		m.epoch, m.version, m.owned, m.revoking = 0, 0, []protocol.Shard{}, []protocol.RevokingShard{}
 	}
-	view := fmt.Sprint(resp.Status, resp.MemberEpoch, resp.Assignment.AssignedShards, resp.Assignment.PendingShards)
+	// As package member: news is a change of status or shards, not a new
+	// member or group epoch or metadata version alone (a join elsewhere in
+	// the group moves those for every member, and a heartbeat at once
+	// from each of them would be a storm of unheld requests).
+	view := fmt.Sprint(resp.Status, protocol.Indexes(resp.Assignment.AssignedShards), protocol.Indexes(resp.Assignment.PendingShards))
 	changed = view != m.lastView
 	m.lastView = view
 	return changed
@@ -176,14 +202,17 @@ const heldEarlyMargin = 250 * time.Millisecond
 
 // heldRun is the shared state of the measured phase.
 type heldRun struct {
-	cfg      HeldConfig
-	client   *coordclient.Client
-	interval time.Duration
-	inFlight atomic.Int64 // held requests in flight
+	cfg    HeldConfig
+	client *coordclient.Client
+	// churnClient is the churn members' wire layer.
+	churnClient *coordclient.Client
+	interval    time.Duration
+	inFlight    atomic.Int64 // held requests in flight
 
 	mu        sync.Mutex
 	measuring bool
 	notHeld   []time.Duration
+	heldTook  []time.Duration
 	rep       *HeldReport
 }
 
@@ -207,7 +236,7 @@ func (r *heldRun) beat(ctx context.Context, m *heldMember) (resp protocol.Heartb
 		defer r.inFlight.Add(-1)
 	}
 	start := time.Now()
-	resp, err = r.client.Heartbeat(ctx, m.prefix, m.prefix, &req)
+	resp, err = m.client.Heartbeat(ctx, m.prefix, m.prefix, &req)
 	took = time.Since(start)
 	if ctx.Err() != nil {
 		return resp, wait > 0, took, ctx.Err()
@@ -225,6 +254,8 @@ func (r *heldRun) beat(ctx context.Context, m *heldMember) (resp protocol.Heartb
 		}
 		if wait == 0 {
 			r.notHeld = append(r.notHeld, took)
+		} else {
+			r.heldTook = append(r.heldTook, took)
 		}
 	})
 	return resp, wait > 0, took, err
@@ -325,6 +356,27 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 		return rep, err
 	}
 	defer client.CloseIdleConnections()
+	// Over HTTP/2, MembersPerConn members share a client (and the churn
+	// members one more): a connection each.
+	memberClient := func(int) *coordclient.Client { return client }
+	churnClient := client
+	var h2Clients []*coordclient.Client
+	if cfg.H2C {
+		if cfg.MembersPerConn <= 0 {
+			cfg.MembersPerConn = 100
+			rep.Config.MembersPerConn = 100
+		}
+		for range (rep.Members+cfg.MembersPerConn-1)/cfg.MembersPerConn + 1 {
+			c, err := coordclient.New([]string{cfg.Server}, coordclient.Options{Authorization: auth, UserAgent: "rscoord-bench", H2C: true})
+			if err != nil {
+				return rep, err
+			}
+			defer c.CloseIdleConnections()
+			h2Clients = append(h2Clients, c)
+		}
+		churnClient = h2Clients[len(h2Clients)-1]
+		memberClient = func(i int) *coordclient.Client { return h2Clients[i/cfg.MembersPerConn] }
+	}
 	prefix := func(g int) string { return cfg.Prefix + strconv.Itoa(g) }
 	for g := range cfg.Groups {
 		if err := CreateStream(ctx, admin, prefix(g), cfg.Shards); err != nil {
@@ -347,11 +399,11 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	members := make([]*heldMember, 0, rep.Members)
 	for g := range cfg.Groups {
 		for i := range cfg.Members {
-			members = append(members, &heldMember{prefix: prefix(g), id: fmt.Sprintf("m%d", i),
+			members = append(members, &heldMember{client: memberClient(len(members)), prefix: prefix(g), id: fmt.Sprintf("m%d", i),
 				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}})
 		}
 	}
-	run := &heldRun{cfg: cfg, client: client, rep: &rep}
+	run := &heldRun{cfg: cfg, client: client, churnClient: churnClient, rep: &rep}
 	t0 := time.Now()
 	if err := settleHeld(ctx, run, members); err != nil {
 		return rep, err
@@ -359,8 +411,23 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	rep.Settle = time.Since(t0)
 	run.interval = rep.Interval
 	client.CloseIdleConnections()
+	for _, c := range h2Clients {
+		c.CloseIdleConnections()
+	}
 	if err := memory(&rep.Idle); err != nil {
 		return rep, err
+	}
+	filesIdle, err := steadyOpenFiles(ctx, cfg)
+	if err != nil {
+		return rep, err
+	}
+	// Each HTTP/2 client opens its connection alone, before its members
+	// race to use it (calls racing the first dial may dial for
+	// themselves).
+	for i, c := range h2Clients {
+		if _, err := c.Do(ctx, http.MethodGet, "/healthz", nil, nil); err != nil {
+			return rep, fmt.Errorf("held: connect HTTP/2 client %d: %w", i, err)
+		}
 	}
 
 	// Park them all: each member starts its loop at its own phase of one
@@ -425,6 +492,14 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	if err := memory(&rep.Parked); err != nil {
 		return rep, errors.Join(stop(), err)
 	}
+	filesParked, err := openFiles(cfg)
+	if err != nil {
+		return rep, errors.Join(stop(), err)
+	}
+	rep.Connections = -1
+	if filesIdle >= 0 && filesParked >= 0 {
+		rep.Connections = filesParked - filesIdle
+	}
 
 	// The measured phase: churn members join and leave while the rest
 	// stay parked.
@@ -432,16 +507,19 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	run.mu.Lock()
 	run.measuring = true
 	run.mu.Unlock()
+	measureStart := time.Now()
 	churnErr := churn(loopCtx, run, cfg, prefix, &wg, fail)
 	run.mu.Lock()
 	run.measuring = false
 	run.mu.Unlock()
+	rep.Measured = time.Since(measureStart)
 	rep.LoadEnd = loadAverage()
 	if err := errors.Join(stop(), churnErr); err != nil {
 		return rep, err
 	}
 	rep.NotHeldCount = len(run.notHeld)
 	rep.NotHeld = summarize(run.notHeld)
+	rep.HeldTook = summarize(run.heldTook)
 	n := float64(rep.Members)
 	rep.PerMember = (float64(rep.Idle.Live()) - float64(rep.Groups.Live())) / n
 	rep.PerParked = (float64(rep.Parked.Live()) - float64(rep.Idle.Live())) / n
@@ -471,7 +549,7 @@ func churn(ctx context.Context, run *heldRun, cfg HeldConfig, prefix func(int) s
 			return nil
 		case <-tick.C:
 		}
-		m := &heldMember{prefix: prefix(n % cfg.Groups), id: fmt.Sprintf("churn%d", n),
+		m := &heldMember{client: run.churnClient, prefix: prefix(n % cfg.Groups), id: fmt.Sprintf("churn%d", n),
 			owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}}
 		churned.Add(1)
 		wg.Add(1)
@@ -587,6 +665,34 @@ func memStats(profile []byte) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// openFiles is cfg.OpenFiles(), or -1 without it.
+func openFiles(cfg HeldConfig) (int, error) {
+	if cfg.OpenFiles == nil {
+		return -1, nil
+	}
+	n, err := cfg.OpenFiles()
+	if err != nil {
+		return -1, fmt.Errorf("held: server's open files: %w", err)
+	}
+	return n, nil
+}
+
+// steadyOpenFiles is openFiles once it stopped changing for 100 ms (the
+// server closes its side of the connections the bench just closed a
+// little later), or after 2 s.
+func steadyOpenFiles(ctx context.Context, cfg HeldConfig) (int, error) {
+	last, err := openFiles(cfg)
+	for try := 0; err == nil && try < 20 && ctx.Err() == nil; try++ {
+		time.Sleep(100 * time.Millisecond)
+		var n int
+		if n, err = openFiles(cfg); err == nil && n == last {
+			break
+		}
+		last = n
+	}
+	return last, err
 }
 
 // loadAverage is the 1-minute load average, or -1 where the system does

@@ -2,12 +2,16 @@ package bench
 
 import (
 	"context"
+	"io"
+	"log"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/gateway"
 )
 
 // TestRunHeldTiny runs the held-heartbeat bench at a tiny size against a
@@ -51,5 +55,43 @@ func TestRunHeldTiny(t *testing.T) {
 	}
 	if rep.Parked.StackInuse <= rep.Idle.StackInuse {
 		t.Errorf("parked connections cost no stack: idle %+v, parked %+v", rep.Idle, rep.Parked)
+	}
+}
+
+// TestRunHeldTinyOverH2C: members sharing HTTP/2 connections, three to a
+// connection, are all parked at once on at most four connections (theirs
+// and the churn members').
+func TestRunHeldTinyOverH2C(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Group: assign.Config{
+		HeartbeatInterval: 400 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond,
+	}})
+	srv := gateway.NewHTTPServer(s.HTTP.Config.Handler, gateway.HTTPLimits{HTTP2: true}, log.New(io.Discard, "", 0), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		_ = srv.Close()
+		<-served
+	}()
+	url := "http://" + ln.Addr().String()
+	member := coordclient.Credentials{User: coordtest.UserMember, Password: coordtest.Password(coordtest.UserMember)}
+	admin := coordclient.Credentials{User: coordtest.UserAdmin, Password: coordtest.Password(coordtest.UserAdmin)}
+	rep, err := RunHeld(context.Background(), HeldConfig{
+		Server: url, Member: member, Admin: admin, Groups: 2, Members: 4, Shards: 8, Conns: 4,
+		Duration: 1500 * time.Millisecond, Churn: 4, ChurnLife: 500 * time.Millisecond,
+		H2C: true, MembersPerConn: 3,
+		OpenFiles: func() (int, error) { return srv.OpenConnections(), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.HeldAtOnce < 8 || rep.Connections > 4 || rep.Connections < 1 {
+		t.Fatalf("held at once %d on %d connections: want 8 on at most 4", rep.HeldAtOnce, rep.Connections)
+	}
+	if rep.Joined == 0 || rep.Left != rep.Joined || rep.HeldCount < 8 || rep.Errors != 0 || rep.NotOK != 0 {
+		t.Fatalf("joined %d, left %d, held %d, errors %d, not OK %d", rep.Joined, rep.Left, rep.HeldCount, rep.Errors, rep.NotOK)
 	}
 }

@@ -40,6 +40,14 @@ type Options struct {
 	// MaxResponseBytes bounds an answer; a larger one is an error.
 	// Default DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// H2C makes the default transport speak HTTP/2 over cleartext with
+	// prior knowledge (a coordinator started with --http2): the calls of
+	// the client, held heartbeats included, share one connection once it
+	// is open (calls racing the first dial may dial for themselves; a
+	// further one opens when the server's stream limit is reached).
+	// For http:// URLs only, and only without HTTPClient; HTTP/1.1 is
+	// not tried.
+	H2C bool
 }
 
 // Client calls one coordinator, or a cluster of them, over HTTP. Build it
@@ -70,8 +78,23 @@ func New(urls []string, o Options) (*Client, error) {
 		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	hc := o.HTTPClient
+	if o.H2C {
+		if hc != nil {
+			return nil, errors.New("coordclient: H2C configures the default transport: set it on your HTTPClient's transport instead")
+		}
+		for _, b := range bases {
+			if !strings.HasPrefix(b, "http://") {
+				return nil, fmt.Errorf("coordclient: H2C (HTTP/2 over cleartext) needs http:// URLs, not %s (HTTPS negotiates HTTP/2 by itself)", b)
+			}
+		}
+	}
 	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if o.H2C {
+			tr.Protocols = new(http.Protocols)
+			tr.Protocols.SetUnencryptedHTTP2(true)
+		}
+		hc = &http.Client{Transport: tr}
 	}
 	return &Client{bases: bases, http: hc, opts: o}, nil
 }

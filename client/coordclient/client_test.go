@@ -244,3 +244,64 @@ func TestTimeoutIsNamed(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// H2C: calls go over HTTP/2 without TLS and share one connection; the
+// option is refused where it cannot apply.
+func TestH2C(t *testing.T) {
+	var conns atomic.Int32
+	var protos atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos.Store(int32(r.ProtoMajor))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"OK"}`))
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+
+	c, err := New([]string{srv.URL}, Options{H2C: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	// Calls that race the first dial may dial for themselves: the first
+	// call alone, then eight at once on its connection.
+	if _, err := c.Heartbeat(context.Background(), "o", "o", &protocol.HeartbeatRequest{MemberID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			_, err := c.Heartbeat(context.Background(), "o", "o", &protocol.HeartbeatRequest{MemberID: "m" + string(rune('0'+i))})
+			done <- err
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if protos.Load() != 2 || conns.Load() != 1 {
+		t.Fatalf("H2C: answered over HTTP/%d on %d connections, want HTTP/2 on 1", protos.Load(), conns.Load())
+	}
+
+	for _, tc := range []struct {
+		url  string
+		opts Options
+		want string
+	}{
+		{"https://h:1", Options{H2C: true}, "needs http://"},
+		{"http://h:1", Options{H2C: true, HTTPClient: &http.Client{}}, "default transport"},
+	} {
+		if _, err := New([]string{tc.url}, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%s, %+v): %v, want an error containing %q", tc.url, tc.opts, err, tc.want)
+		}
+	}
+}

@@ -36,13 +36,19 @@ type HeldCmd struct {
 	Groups    int           `default:"20" help:"Streams (each with its default group)."`
 	Members   int           `default:"1000" help:"Members per group."`
 	Shards    int           `default:"1000" help:"Shards per stream."`
-	Conns     int           `default:"64" help:"Concurrency of the join (the held phase uses one connection per member)."`
+	Conns     int           `default:"64" help:"Concurrency of the join (the held phase uses one connection per member, or per --members-per-conn with --h2c)."`
+	H2C       bool          `name:"h2c" help:"Members speak HTTP/2 over cleartext (the server runs with --http2), --members-per-conn of them sharing a connection: 20,000 members fit under a file descriptor limit of 20,000."`
+	PerConn   int           `name:"members-per-conn" default:"100" help:"Members sharing one HTTP/2 connection with --h2c (their held heartbeats are its streams)."`
 	Duration  time.Duration `default:"10s" help:"Measured phase with every member held."`
 	Churn     float64       `default:"1" help:"Members a second that join (and leave again after --churn-life) during the measured phase; each join and leave releases the parked answers of the members whose shards it moves."`
 	ChurnLife time.Duration `default:"0" help:"How long a churn member stays (0: three heartbeat intervals)."`
 	Interval  time.Duration `default:"3s" help:"--heartbeat-interval of the server."`
 	JSON      bool          `name:"json" help:"Print the report as JSON."`
 }
+
+// heldMaxPerConn bounds --members-per-conn: the server's
+// --http2-max-concurrent-streams is at most 1000 and gets 16 more.
+const heldMaxPerConn = 984
 
 // heldFDs is what the bench needs besides one descriptor a member: the
 // churn members' and the admin's connections, its files.
@@ -57,6 +63,9 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	if h.Groups < 1 || h.Members < 1 || h.Shards < 1 || h.Conns < 1 || h.Duration <= 0 || h.Churn <= 0 || h.Interval <= 0 {
 		return errors.New("held: --groups, --members, --shards, --conns, --duration, --churn and --interval must be positive")
 	}
+	if h.H2C && (h.PerConn < 1 || h.PerConn > heldMaxPerConn) {
+		return fmt.Errorf("held: --members-per-conn %d must be between 1 and %d", h.PerConn, heldMaxPerConn)
+	}
 	members := h.Groups * h.Members
 	life := h.ChurnLife
 	if life <= 0 {
@@ -67,10 +76,22 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	// connection cap.
 	held := members + int(h.Churn*life.Seconds()) + 64
 	connCap := held + held/3 + 256
+	clientFDs := members + heldFDs
+	streams := 0
+	if h.H2C {
+		// A connection per --members-per-conn members and one for the
+		// churn, the join's, and room: three quarters of the cap may be
+		// busy with held answers, each carrying up to its streams (the
+		// members' and a few in flight beside them).
+		clients := (members+h.PerConn-1)/h.PerConn + 1
+		connCap = 4*(clients+h.Conns)/3 + 256
+		streams = h.PerConn + 16
+		clientFDs = clients + h.Conns + heldFDs
+	}
 	// The server needs its connection cap plus the headroom it keeps for
 	// its own files (else it lowers the cap, and with it the held ones);
-	// the bench, one descriptor a member and a few.
-	if err := raiseFDLimit(max(connCap+serverFDHeadroom, members+heldFDs)); err != nil {
+	// the bench, one descriptor a connection and a few.
+	if err := raiseFDLimit(max(connCap+serverFDHeadroom, clientFDs)); err != nil {
 		return fmt.Errorf("held: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "rscoord-bench-held-")
@@ -113,6 +134,9 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		"--users", usersPath, "--heartbeat-interval", h.Interval.String(),
 		"--http-max-connections", strconv.Itoa(connCap), "--max-held-heartbeats", strconv.Itoa(held),
 		"--log-format", "json", "--log-level", "info"}
+	if h.H2C {
+		args = append(args, "--http2", "--http2-max-concurrent-streams", strconv.Itoa(streams))
+	}
 	logPath := filepath.Join(dir, "rscoord.log")
 	p, err := startHeldServer(bin, url, logPath, args, adminCreds.Password)
 	if err != nil {
@@ -132,8 +156,9 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	defer admin.CloseIdleConnections()
 	rep, err := bench.RunHeld(ctx, bench.HeldConfig{
 		Server: url, Member: memberCreds, Admin: adminCreds, Groups: h.Groups, Members: h.Members, Shards: h.Shards,
-		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: life,
-		Memory: func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
+		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: life, H2C: h.H2C, MembersPerConn: h.PerConn,
+		Memory:    func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
+		OpenFiles: func() (int, error) { return openFiles(p.cmd.Process.Pid) },
 	})
 	if err != nil {
 		// The directory goes with the run: show the end of the server's log.
@@ -153,6 +178,11 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 	fmt.Fprintf(out, "held: %d groups × %d members = %d, %d shards per stream, interval %v; server --http-max-connections %d --max-held-heartbeats %d\n",
 		h.Groups, h.Members, rep.Members, h.Shards, rep.Interval, connCap, held)
 	fmt.Fprintf(out, "  join + settle %v (unheld, %d at a time)\n", rep.Settle.Round(time.Millisecond), h.Conns)
+	transport := "HTTP/1.1, a connection per member"
+	if h.H2C {
+		transport = fmt.Sprintf("HTTP/2 over cleartext, %d members per connection", h.PerConn)
+	}
+	fmt.Fprintf(out, "  held phase over %s: %d connections more on the server with every member parked than idle\n", transport, rep.Connections)
 	fmt.Fprintf(out, "  server memory after GC (heap + stacks / RSS): groups alone %s / %s, members idle %s / %s, every member parked (%d held) %s / %s\n",
 		bytesText(float64(rep.Groups.Live())), bytesText(float64(rep.Groups.RSS)), bytesText(float64(rep.Idle.Live())), bytesText(float64(rep.Idle.RSS)),
 		rep.HeldAtOnce, bytesText(float64(rep.Parked.Live())), bytesText(float64(rep.Parked.RSS)))
@@ -162,11 +192,13 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 		bytesText((float64(rep.Parked.HeapAlloc)-float64(rep.Idle.HeapAlloc))/n), bytesText((float64(rep.Parked.StackInuse)-float64(rep.Idle.StackInuse))/n),
 		bytesText(rep.RSSPerParked))
 	fmt.Fprintf(out, "  target per member ≤ %s plus one parked answer: %s\n", bytesText(targetHeldPerMember), verdict(rep.PerMember <= targetHeldPerMember))
-	fmt.Fprintf(out, "  measured %v, load average %.1f → %.1f: %d churn members joined, %d left\n", h.Duration, rep.LoadStart, rep.LoadEnd, rep.Joined, rep.Left)
+	fmt.Fprintf(out, "  measured %v (%v of joins, then the last churn member's life), load average %.1f → %.1f: %d churn members joined, %d left\n",
+		rep.Measured.Round(time.Millisecond), h.Duration, rep.LoadStart, rep.LoadEnd, rep.Joined, rep.Left)
 	fmt.Fprintf(out, "  not held (joins, leaves, reports): %d answers  p50 %v  p99 %v  p999 %v  max %v\n", rep.NotHeldCount,
 		rep.NotHeld.P50, rep.NotHeld.P99, rep.NotHeld.P999, rep.NotHeld.Max)
 	fmt.Fprintf(out, "  held: %d answers, %d early with news, %d at once without news; errors %d, not OK %d %v\n",
 		rep.HeldCount, rep.Early, rep.AtOnce, rep.Errors, rep.NotOK, rep.NotOKByStatus)
+	fmt.Fprintf(out, "  held requests took p50 %v  p99 %v  max %v\n", rep.HeldTook.P50, rep.HeldTook.P99, rep.HeldTook.Max)
 	fmt.Fprintf(out, "  target not-held p99 ≤ %v: %s\n", targetHeldNotHeldP99,
 		verdict(rep.NotHeld.P99 <= targetHeldNotHeldP99 && rep.NotHeldCount > 0 && rep.Errors == 0))
 }
@@ -244,6 +276,15 @@ func raiseFDLimit(need int) error {
 		return nil
 	}
 	return fmt.Errorf("%d file descriptors are needed (one a connection, on both sides), the hard limit is %d: raise it (ulimit -Hn, as root) or run fewer members", need, lim.Max)
+}
+
+// openFiles counts the open file descriptors of process pid.
+func openFiles(pid int) (int, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, err
+	}
+	return len(entries), nil
 }
 
 func randomSecret() string {
