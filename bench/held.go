@@ -109,9 +109,9 @@ type HeldReport struct {
 	NotHeldCount int       `json:"notHeldCount"`
 	// HeldTook is how long the held requests took: about the interval,
 	// unless released early or answered at once.
-	HeldTook Latencies `json:"heldTook"`
-	HeldCount    int       `json:"heldCount"`
-	Early        int       `json:"early"`
+	HeldTook  Latencies `json:"heldTook"`
+	HeldCount int       `json:"heldCount"`
+	Early     int       `json:"early"`
 	// AtOnce counts held requests answered within 50 ms with nothing new:
 	// the coordinator held no more (its cap) or a change raced them.
 	AtOnce int `json:"atOnce"`
