@@ -125,9 +125,9 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 		r.args = []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, r.name), "--users", users, "--log-format", "json",
 			"--member-lease", clusterMemberLease, "--heartbeat-interval", "1s", "--rebalance-timeout", "20s",
 			"--store", "etcd", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--advertise-url", r.url, "--replica-id", r.name}
-		// Every replica of a cluster shares the token secret, so a token
-		// one issued is good on the others.
-		r.env = append(adminEnv(), "RSCOORD_TOKEN_SECRET=one-secret-shared-by-every-replica")
+		// Every replica of a cluster shares the token secret (in
+		// adminEnv), so a token one issued is good on the others.
+		r.env = adminEnv()
 		r.start(t, b.coordinator, 0)
 		replicas = append(replicas, r)
 		urls = append(urls, r.url)

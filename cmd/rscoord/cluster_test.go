@@ -15,6 +15,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/credtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
@@ -35,19 +36,46 @@ func freeLoopbackPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// testCluster is a real 3-member etcd cluster and the credentials every
+// replica on it shares: one users file (the MEMBER user), the bootstrap
+// admin and the token secret (credtest.ServerEnv), so that credentials
+// and tokens are good on every replica, as the cluster mode needs.
+type testCluster struct {
+	*etcdtest.Cluster
+	creds credtest.Credentials
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	t.Helper()
+	return &testCluster{Cluster: etcdtest.NewCluster(t), creds: credtest.New(t)}
+}
+
+// asAdmin is a handle on the replica at url that administers as the
+// bootstrap admin.
+func asAdmin(t *testing.T, url string) *coordtest.Server {
+	return coordtest.Remote(t, url).As(credtest.AdminAuth())
+}
+
+// asMember is a handle on the replica at url that heartbeats as the MEMBER
+// user, as members do.
+func asMember(t *testing.T, url string) *coordtest.Server {
+	return coordtest.Remote(t, url).As(credtest.MemberAuth())
+}
+
 // startReplica runs a replica listening on port (advertised as such) and
 // returns once its coordinator runs.
-func startReplica(t *testing.T, c *etcdtest.Cluster, name string, port int, extra ...string) *replicaProc {
+func startReplica(t *testing.T, c *testCluster, name string, port int, extra ...string) *replicaProc {
 	t.Helper()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json", "--no-auth",
+	args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json",
 		"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
 		"--replica-id", name, "--etcd-lease-ttl", "2s"}
-	p := &replicaProc{proc: proctest.Start(t, name, bin, append(args, extra...), envAdminPassword+"=", envTokenSecret+"="), url: "http://" + addr}
+	args = append(append(args, c.creds.ServerArgs()...), extra...)
+	p := &replicaProc{proc: proctest.Start(t, name, bin, args, credtest.ServerEnv()...), url: "http://" + addr}
 	if _, err := p.proc.WaitForLine(60*time.Second, func(line string) bool {
 		return strings.Contains(line, `"rscoord listening"`)
 	}); err != nil {
@@ -61,7 +89,12 @@ func startReplica(t *testing.T, c *etcdtest.Cluster, name string, port int, extr
 func clusterView(url string) (protocol.ClusterResponse, bool) {
 	var view protocol.ClusterResponse
 	cli := http.Client{Timeout: 2 * time.Second}
-	resp, err := cli.Get(url + protocol.BasePath + "/monitoring/cluster")
+	req, err := http.NewRequest(http.MethodGet, url+protocol.BasePath+"/monitoring/cluster", nil)
+	if err != nil {
+		return view, false
+	}
+	req.Header.Set("Authorization", credtest.AdminAuth())
+	resp, err := cli.Do(req)
 	if err != nil {
 		return view, false
 	}
@@ -112,7 +145,13 @@ func tryBeatVia(s *coordtest.Server, m *coordtest.Member) (protocol.HeartbeatRes
 	}
 	url := s.URL + protocol.BasePath + "/streams/" + m.Prefix + "/groups/" + m.Group + "/members/" + m.ID + "/heartbeat"
 	cli := http.Client{Timeout: 2 * time.Second}
-	resp, err := cli.Post(url, "application/json", bytes.NewReader(raw))
+	hreq, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+	if err != nil {
+		return protocol.HeartbeatResponse{}, "", err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Authorization", credtest.MemberAuth()) // members sign in as a MEMBER
+	resp, err := cli.Do(hreq)
 	if err != nil {
 		return protocol.HeartbeatResponse{}, "", err
 	}
@@ -157,22 +196,22 @@ func awaitOK(t *testing.T, s *coordtest.Server, m *coordtest.Member, within time
 // group's epochs and the members' shards as they were; the dead one comes
 // back; a SIGTERM of the group's new owner hands over at once.
 func TestClusterFailover(t *testing.T) {
-	c := etcdtest.NewCluster(t)
+	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	ports := map[string]int{"r1": freeLoopbackPort(t), "r2": freeLoopbackPort(t)}
 	for _, name := range []string{"r1", "r2"} {
 		reps[name] = startReplica(t, c, name, ports[name])
 	}
 	other := map[string]string{"r1": "r2", "r2": "r1"}
-	s1 := coordtest.Remote(t, reps["r1"].url)
-	s1.CreateStream("orders", 4)
+	s1 := asMember(t, reps["r1"].url)
+	asAdmin(t, s1.URL).CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
 	b := coordtest.NewMember("b", "orders", "orders")
 	a.Beat(s1)
 	b.Beat(s1)
 	coordtest.Converge(t, s1, 6, a, b)
 	var before protocol.GroupResponse
-	s1.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
+	asAdmin(t, s1.URL).JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
 	ownedA, ownedB := slices.Clone(a.Owned), slices.Clone(b.Owned)
 
 	// The group's owner dies: the other takes over within its lease (2 s)
@@ -182,7 +221,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = reps[owner].proc.Wait(10 * time.Second)
-	s2 := coordtest.Remote(t, reps[other[owner]].url)
+	s2 := asMember(t, reps[other[owner]].url)
 	took := awaitOK(t, s2, a, 15*time.Second)
 	t.Logf("failover after SIGKILL: first OK heartbeat from the new owner after %v", took)
 	if took > 8*time.Second {
@@ -190,7 +229,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	awaitOK(t, s2, b, 5*time.Second)
 	var after protocol.GroupResponse
-	s2.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
+	asAdmin(t, s2.URL).JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
 	if after.GroupEpoch < before.GroupEpoch || after.AssignmentEpoch < before.AssignmentEpoch ||
 		after.MetadataVersion < before.MetadataVersion {
 		t.Fatalf("epochs went back:\n before %+v\n after  %+v", before, after)
@@ -213,7 +252,7 @@ func TestClusterFailover(t *testing.T) {
 	if err := reps[owner].proc.Wait(20 * time.Second); err != nil {
 		t.Fatalf("SIGTERM of %s: %v\n%s", owner, err, reps[owner].proc.Output())
 	}
-	rest := coordtest.Remote(t, reps[other[owner]].url)
+	rest := asMember(t, reps[other[owner]].url)
 	awaitOK(t, rest, a, 10*time.Second)
 	t.Logf("hand-over after SIGTERM: first OK heartbeat after %v", time.Since(start))
 	awaitOK(t, rest, b, 5*time.Second)
@@ -234,18 +273,18 @@ func TestClusterFailover(t *testing.T) {
 // and writes nothing until it has joined again; the group's epochs never
 // go back.
 func TestClusterPausedOwner(t *testing.T) {
-	c := etcdtest.NewCluster(t)
+	c := newTestCluster(t)
 	reps := map[string]*replicaProc{"r1": startReplica(t, c, "r1", freeLoopbackPort(t))}
 	reps["r2"] = startReplica(t, c, "r2", freeLoopbackPort(t))
 	other := map[string]string{"r1": "r2", "r2": "r1"}
-	coordtest.Remote(t, reps["r1"].url).CreateStream("orders", 4)
+	asAdmin(t, reps["r1"].url).CreateStream("orders", 4)
 	owner := ownerOf(t, reps["r1"].url, "orders", "orders", "")
 	frozen, live := reps[owner], reps[other[owner]]
-	sf, sl := coordtest.Remote(t, frozen.url), coordtest.Remote(t, live.url)
+	sf, sl := asMember(t, frozen.url), asMember(t, live.url)
 	a := coordtest.NewMember("a", "orders", "orders")
 	coordtest.Converge(t, sf, 6, a)
 	var before protocol.GroupResponse
-	sf.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
+	asAdmin(t, sf.URL).JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
 
 	if err := frozen.proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -255,7 +294,7 @@ func TestClusterPausedOwner(t *testing.T) {
 	b := coordtest.NewMember("b", "orders", "orders")
 	coordtest.Converge(t, sl, 8, a, b)
 	var moved protocol.GroupResponse
-	sl.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &moved)
+	asAdmin(t, sl.URL).JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &moved)
 
 	if err := frozen.proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -294,7 +333,7 @@ func TestClusterPausedOwner(t *testing.T) {
 	d := coordtest.NewMember("d", "orders", "orders")
 	awaitOK(t, sf, d, 10*time.Second)
 	var after protocol.GroupResponse
-	sl.JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
+	asAdmin(t, sl.URL).JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
 	if after.GroupEpoch < moved.GroupEpoch || moved.GroupEpoch < before.GroupEpoch || after.AssignmentEpoch < moved.AssignmentEpoch {
 		t.Fatalf("epochs went back: before %+v moved %+v after %+v", before, moved, after)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/credtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 )
 
@@ -22,7 +23,13 @@ func postCreate(t *testing.T, base, prefix string) (int, string, protocol.ErrorB
 	t.Helper()
 	body, _ := json.Marshal(protocol.CreateRequest{RequestedBy: "test", Reason: "etcd failures"})
 	cli := http.Client{Timeout: 10 * time.Second}
-	resp, err := cli.Post(base+protocol.BasePath+"/streams/"+prefix, "application/json", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, base+protocol.BasePath+"/streams/"+prefix, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", credtest.AdminAuth())
+	resp, err := cli.Do(req)
 	if err != nil {
 		t.Fatalf("POST stream %s to %s: %v", prefix, base, err)
 	}
@@ -62,16 +69,16 @@ func beatFor(t *testing.T, d time.Duration, servers []*coordtest.Server, members
 // calls 503 with Retry-After through every replica; quorum back, the
 // service resumes with every acknowledged change and the members' shards.
 func TestClusterEtcdFailures(t *testing.T) {
-	c := etcdtest.NewCluster(t)
+	c := newTestCluster(t)
 	r1 := startReplica(t, c, "r1", freeLoopbackPort(t))
 	r2 := startReplica(t, c, "r2", freeLoopbackPort(t))
-	servers := []*coordtest.Server{coordtest.Remote(t, r1.url), coordtest.Remote(t, r2.url)}
-	servers[0].CreateStream("orders", 4)
+	servers := []*coordtest.Server{asMember(t, r1.url), asMember(t, r2.url)}
+	asAdmin(t, servers[0].URL).CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
 	b := coordtest.NewMember("b", "orders", "orders")
 	coordtest.Converge(t, servers[0], 6, a, b)
 	var before protocol.GroupResponse
-	servers[1].JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
+	asAdmin(t, servers[1].URL).JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
 
 	// One etcd member (not the leader) dies: nothing changes for clients.
 	ctx := context.Background()
@@ -135,12 +142,12 @@ func TestClusterEtcdFailures(t *testing.T) {
 		t.Fatalf("ownership moved: a %v→%v b %v→%v", ownedA, a.Owned, ownedB, b.Owned)
 	}
 	var after protocol.GroupResponse
-	servers[1].JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
+	asAdmin(t, servers[1].URL).JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &after)
 	if after.GroupEpoch < before.GroupEpoch || after.AssignmentEpoch < before.AssignmentEpoch || after.MetadataVersion < before.MetadataVersion {
 		t.Fatalf("epochs went back:\n before %+v\n after  %+v", before, after)
 	}
 	var payments protocol.GroupResponse
-	servers[0].JSON(http.MethodGet, protocol.BasePath+"/streams/payments/groups/payments", nil, http.StatusOK, &payments)
+	asAdmin(t, servers[0].URL).JSON(http.MethodGet, protocol.BasePath+"/streams/payments/groups/payments", nil, http.StatusOK, &payments)
 	for _, r := range []*replicaProc{r1, r2} {
 		if err := r.proc.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)

@@ -13,14 +13,20 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/internal/credtest"
 )
 
-// get is one GET without failing on a refused connection.
+// get is one GET as the bootstrap admin; it fails the test on a refused
+// connection.
 func get(t *testing.T, url string) (int, http.Header, []byte) {
 	t.Helper()
 	cli := http.Client{Timeout: 5 * time.Second}
-	resp, err := cli.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", credtest.AdminAuth())
+	resp, err := cli.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
@@ -35,12 +41,12 @@ func get(t *testing.T, url string) (int, http.Header, []byte) {
 // replica's SIGKILL the others answer heartbeats RETRY (never an error)
 // and admin calls 503 with Retry-After until the new owner serves.
 func TestClusterForwarding(t *testing.T) {
-	c := etcdtest.NewCluster(t)
+	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2", "r3"} {
 		reps[name] = startReplica(t, c, name, freeLoopbackPort(t))
 	}
-	coordtest.Remote(t, reps["r2"].url).CreateStream("orders", 4)
+	asAdmin(t, reps["r2"].url).CreateStream("orders", 4)
 	owner := ownerOf(t, reps["r2"].url, "orders", "orders", "")
 	var others []string
 	for _, name := range []string{"r1", "r2", "r3"} {
@@ -48,7 +54,7 @@ func TestClusterForwarding(t *testing.T) {
 			others = append(others, name)
 		}
 	}
-	sa, sb := coordtest.Remote(t, reps[others[0]].url), coordtest.Remote(t, reps[others[1]].url)
+	sa, sb := asMember(t, reps[others[0]].url), asMember(t, reps[others[1]].url)
 
 	// Heartbeats through the replicas that do not run the group.
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -59,7 +65,7 @@ func TestClusterForwarding(t *testing.T) {
 	if hb, via, err := tryBeatVia(sa, a); err != nil || hb.Status != protocol.StatusOK || via != others[0] {
 		t.Fatalf("heartbeat through %s: %+v via %q, %v", others[0], hb, via, err)
 	}
-	if _, via, err := tryBeatVia(coordtest.Remote(t, reps[owner].url), a); err != nil || via != "" {
+	if _, via, err := tryBeatVia(asMember(t, reps[owner].url), a); err != nil || via != "" {
 		t.Fatalf("heartbeat to the owner: forwarded by %q, %v", via, err)
 	}
 	coordtest.CheckNoOverlap(t, a, b)
@@ -113,7 +119,13 @@ func TestClusterForwarding(t *testing.T) {
 	}
 	killed := time.Now()
 	body, _ := json.Marshal(protocol.CreateRequest{RequestedBy: "test", Reason: "during failover"})
-	resp, err := http.Post(reps[others[1]].url+protocol.BasePath+"/streams/orders/groups/audit", "application/json", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, reps[others[1]].url+protocol.BasePath+"/streams/orders/groups/audit", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", credtest.AdminAuth())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +160,7 @@ func TestClusterForwarding(t *testing.T) {
 	if !slices.Equal(a.Owned, ownedA) || !slices.Equal(b.Owned, ownedB) {
 		t.Fatalf("ownership moved: a %v→%v b %v→%v", ownedA, a.Owned, ownedB, b.Owned)
 	}
-	sb.CreateStream("payments", 2)
+	asAdmin(t, sb.URL).CreateStream("payments", 2)
 	for _, name := range others {
 		if err := reps[name].proc.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)

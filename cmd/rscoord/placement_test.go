@@ -10,7 +10,6 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/internal/etcdtest"
 )
 
 func TestUnitStream(t *testing.T) {
@@ -99,7 +98,7 @@ func awaitPlacement(t *testing.T, url string, names []string, not string) map[st
 // back. When it comes back, placement gives it streams again, and the
 // members still keep their shards.
 func TestClusterPlacementSpreads(t *testing.T) {
-	c := etcdtest.NewCluster(t)
+	c := newTestCluster(t)
 	ports := map[string]int{}
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2", "r3"} {
@@ -107,10 +106,10 @@ func TestClusterPlacementSpreads(t *testing.T) {
 		reps[name] = startReplica(t, c, name, ports[name])
 	}
 	names := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-	servers := []*coordtest.Server{coordtest.Remote(t, reps["r1"].url), coordtest.Remote(t, reps["r2"].url), coordtest.Remote(t, reps["r3"].url)}
+	servers := []*coordtest.Server{asMember(t, reps["r1"].url), asMember(t, reps["r2"].url), asMember(t, reps["r3"].url)}
 	var members []*coordtest.Member
 	for i, n := range names {
-		servers[i%3].CreateStream(n, 4)
+		asAdmin(t, servers[i%3].URL).CreateStream(n, 4)
 		m := coordtest.NewMember("m-"+n, n, n)
 		coordtest.Converge(t, servers[(i+1)%3], 6, m)
 		members = append(members, m)
@@ -128,14 +127,14 @@ func TestClusterPlacementSpreads(t *testing.T) {
 	var survivors []*coordtest.Server
 	for _, name := range []string{"r1", "r2", "r3"} {
 		if name != victim {
-			survivors = append(survivors, coordtest.Remote(t, reps[name].url))
+			survivors = append(survivors, asMember(t, reps[name].url))
 		}
 	}
 	owned := make([][]int, len(members))
 	before := make([]protocol.GroupResponse, len(members))
 	for i, m := range members {
 		owned[i] = slices.Clone(m.Owned)
-		survivors[0].JSON("GET", protocol.BasePath+"/streams/"+m.Prefix+"/groups/"+m.Group, nil, 200, &before[i])
+		asAdmin(t, survivors[0].URL).JSON("GET", protocol.BasePath+"/streams/"+m.Prefix+"/groups/"+m.Group, nil, 200, &before[i])
 	}
 
 	// checkRound heartbeats every member through the survivors until each
@@ -183,7 +182,7 @@ func TestClusterPlacementSpreads(t *testing.T) {
 			t.Fatalf("%s lost shards: %v → %v", m.ID, owned[i], m.Owned)
 		}
 		var g protocol.GroupResponse
-		survivors[1].JSON("GET", protocol.BasePath+"/streams/"+m.Prefix+"/groups/"+m.Group, nil, 200, &g)
+		asAdmin(t, survivors[1].URL).JSON("GET", protocol.BasePath+"/streams/"+m.Prefix+"/groups/"+m.Group, nil, 200, &g)
 		if g.GroupEpoch < before[i].GroupEpoch || g.AssignmentEpoch < before[i].AssignmentEpoch || g.MetadataVersion < before[i].MetadataVersion {
 			t.Fatalf("%s: epochs went back: %+v → %+v", m.Group, before[i], g)
 		}
@@ -195,7 +194,7 @@ func TestClusterPlacementSpreads(t *testing.T) {
 	// The replica comes back: rendezvous hashing places its streams on it
 	// again, and it claims them once the others released them.
 	reps[victim] = startReplica(t, c, victim, ports[victim])
-	survivors = append(survivors, coordtest.Remote(t, reps[victim].url))
+	survivors = append(survivors, asMember(t, reps[victim].url))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		view, _ := clusterView(reps[victim].url)
@@ -234,7 +233,7 @@ func TestClusterPlacementSpreads(t *testing.T) {
 // its previous run still registered under a lease that has not lapsed: it
 // waits for the lease instead of failing, then serves.
 func TestClusterReplicaRestartedAtOnce(t *testing.T) {
-	c := etcdtest.NewCluster(t)
+	c := newTestCluster(t)
 	port := freeLoopbackPort(t)
 	r1 := startReplica(t, c, "r1", port)
 	if err := r1.proc.Signal(syscall.SIGKILL); err != nil {
