@@ -249,3 +249,26 @@ func unitOfKey(k []byte) string {
 	}
 	return ""
 }
+
+// StreamPrefixes lists the prefixes of every stored stream, reading their
+// keys only: for the cluster mode's once-a-second gauges, which need to
+// know which streams exist, not what they hold.
+func (s *EtcdStore) StreamPrefixes(ctx context.Context) ([]string, error) {
+	e := s.etcd
+	lower, upper := streamBounds()
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	resp, err := e.opts.Client.Get(ctx, e.key(lower), clientv3.WithRange(e.key(upper)), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, opErr("list stream keys", fmt.Errorf("etcd range: %w", err))
+	}
+	e.seen(resp.Header)
+	out := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		k, _ := bytes.CutPrefix(kv.Key, []byte(e.opts.Prefix))
+		if prefix, ok := parseStreamKey(k); ok && prefix != "" {
+			out = append(out, prefix)
+		}
+	}
+	return out, nil
+}

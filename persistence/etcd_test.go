@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -221,5 +222,31 @@ func TestEtcdWriteWithoutQuorumFails(t *testing.T) {
 	}
 	if d := time.Since(start); d > 4*time.Second {
 		t.Fatalf("write without quorum took %v", d)
+	}
+}
+
+// StreamPrefixes lists exactly the streams stored, by their keys, and not
+// those of another store's prefix on the same etcd cluster.
+func TestEtcdStreamPrefixes(t *testing.T) {
+	e := etcdEngine(t)
+	s, other := e.open(t).(*EtcdStore), e.open(t).(*EtcdStore)
+	ctx := context.Background()
+	if got, err := s.StreamPrefixes(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("empty store: %v %v", got, err)
+	}
+	for _, p := range []string{"orders", "orders2", "billing"} {
+		if _, err := s.SaveStream(ctx, StreamRecord{StreamPrefix: p, ShardCount: 2}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := other.SaveStream(ctx, StreamRecord{StreamPrefix: "elsewhere", ShardCount: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.StreamPrefixes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"billing", "orders", "orders2"}; !slices.Equal(got, want) {
+		t.Fatalf("stream prefixes %v, want %v", got, want)
 	}
 }

@@ -159,6 +159,7 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (s
 	if err != nil {
 		return nil, nil, errors.Join(err, rep.close(context.Background()))
 	}
+	rep.keys = es
 	return &fencedStore{Store: es, refused: rep.refusedWrite}, rep, nil
 }
 

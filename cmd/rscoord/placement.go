@@ -45,6 +45,11 @@ func unitStream(unit string) (string, bool) {
 	return "", false
 }
 
+// streamKeys lists the stored streams without reading them.
+type streamKeys interface {
+	StreamPrefixes(ctx context.Context) ([]string, error)
+}
+
 // reconcileEvery is how often a replica compares what it runs with what
 // placement asks, besides every change of the replicas or owner keys.
 const reconcileEvery = 2 * time.Second
@@ -67,6 +72,8 @@ type replica struct {
 	// coord and store are set while the coordinator runs.
 	coord atomic.Pointer[actors.Coordinator]
 	store persistence.Store
+	// keys lists the stored streams by their keys (the gauges).
+	keys  streamKeys
 	moves *prometheus.CounterVec
 
 	// refused receives the streams whose writes etcd refused (the owner
@@ -402,13 +409,7 @@ func (r *replica) publishGauges(ctx context.Context, m *metrics.Metrics) {
 	for {
 		m.SetClusterReplicasLive(len(r.node.Replicas()))
 		vctx, cancel := context.WithTimeout(ctx, time.Second)
-		if view, err := r.view(vctx); err == nil {
-			unowned := 0
-			for _, g := range view.Groups {
-				if g.Owner == "" || !r.node.Valid() || !r.live(g.Owner) {
-					unowned++
-				}
-			}
+		if unowned, err := r.unownedGroups(vctx); err == nil {
 			m.SetClusterGroupsUnowned(unowned)
 		}
 		cancel()
@@ -418,6 +419,36 @@ func (r *replica) publishGauges(ctx context.Context, m *metrics.Metrics) {
 		case <-tick.C:
 		}
 	}
+}
+
+// unownedGroups counts the groups of the streams that no live replica
+// runs, as this replica sees them. It reads the streams' keys only and the
+// owner keys this replica watches anyway; only the groups of a stream
+// nobody runs (moving, or all of them while this replica's lease is not
+// certain) are read, to count them.
+func (r *replica) unownedGroups(ctx context.Context) (int, error) {
+	prefixes, err := r.keys.StreamPrefixes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	valid := r.node.Valid()
+	holders := r.node.Holders()
+	live := map[string]bool{}
+	for _, rep := range r.node.Replicas() {
+		live[rep.ID] = true
+	}
+	unowned := 0
+	for _, p := range prefixes {
+		if h, ok := holders[streamUnit(p)]; valid && ok && live[h.ID] {
+			continue
+		}
+		groups, err := r.store.LoadGroups(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		unowned += len(groups)
+	}
+	return unowned, nil
 }
 
 // fencedStore is the etcd store of a replica: it tells the replica of
