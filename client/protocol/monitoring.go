@@ -10,6 +10,21 @@ type Health struct {
 	Redis         ComponentHealth `json:"redis"`
 	Loop          ComponentHealth `json:"loop"`
 	Store         ComponentHealth `json:"store"`
+	// Replicas is, in cluster mode, the health of every replica the
+	// answering one asked (itself included), each with its status, or
+	// DOWN with why when it did not answer in time. Empty when the server
+	// runs alone.
+	Replicas []ReplicaHealth `json:"replicas,omitempty"`
+}
+
+// ReplicaHealth is one coordinator replica's part of a cluster-wide
+// GET /monitoring/health.
+type ReplicaHealth struct {
+	ID           string `json:"id"`
+	AdvertiseURL string `json:"advertiseUrl"`
+	// Status is the replica's own status, or DOWN when it did not answer.
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
 }
 
 // Health statuses.
@@ -63,6 +78,23 @@ func CurrentCompatibility() Compatibility {
 // GroupsResponse answers GET /monitoring/groups.
 type GroupsResponse struct {
 	Groups []GroupResponse `json:"groups"`
+	// MissingReplicas is, in cluster mode, every replica whose groups are
+	// missing from Groups because it did not answer in time; empty when
+	// the list is whole.
+	MissingReplicas []MissingReplica `json:"missingReplicas,omitempty"`
+}
+
+// MissingReplica is a replica whose part of a cluster-wide list is
+// missing (cluster mode): each replica lists only the groups it runs, and
+// the replica asked gathers them from every other.
+type MissingReplica struct {
+	ID           string `json:"id"`
+	AdvertiseURL string `json:"advertiseUrl"`
+	// Units are the placement units (stream/<prefix>) whose owner key it
+	// holds: the streams whose groups are missing.
+	Units []string `json:"units"`
+	// Error says why it is missing.
+	Error string `json:"error"`
 }
 
 // MembersResponse answers GET …/members.

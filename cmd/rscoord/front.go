@@ -50,6 +50,10 @@ var heartbeatPath = regexp.MustCompile(`^` + regexp.QuoteMeta(protocol.BasePath)
 // admin and heartbeat routes and the monitoring routes of its groups.
 var streamPath = regexp.MustCompile(`^` + regexp.QuoteMeta(protocol.BasePath) + `(?:/monitoring)?/streams/([^/]+)(?:/|$)`)
 
+// grafanaMessagesPath is the one route about a stream that names it in its
+// query (streamPrefix) rather than in its path.
+const grafanaMessagesPath = protocol.BasePath + "/monitoring/grafana/messages"
+
 // streamOf is the stream a request is about, "" for the routes of the
 // whole replica (login, health, lists, metrics, console).
 func streamOf(path string) string {
@@ -158,6 +162,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = f.clientAddress(r)
 	forwardedBy := r.Header.Get(forwardedByHeader)
 	prefix := streamOf(r.URL.Path)
+	if prefix == "" && r.URL.Path == grafanaMessagesPath {
+		prefix = streamOf(protocol.BasePath + "/streams/" + r.URL.Query().Get("streamPrefix"))
+	}
 	rep := f.rep.Load()
 	if prefix != "" {
 		if rep == nil {
@@ -184,6 +191,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "NOT_READY"})
 			return
 		}
+	}
+	if merge, ok := clusterLists[r.URL.Path]; ok && r.Method == http.MethodGet && forwardedBy == "" && rep != nil {
+		f.fanOut(w, r, rep, merge)
+		return
 	}
 	f.serveLocal(w, r, forwardedBy)
 }
