@@ -22,6 +22,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/credtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/persistence"
 )
@@ -62,26 +63,28 @@ type FailoverReport struct {
 // proc is a server process started by the bench.
 type proc struct {
 	name, url string
-	args      []string
+	args, env []string
 	log       string
 	cmd       *exec.Cmd
 	done      chan struct{}
 }
 
-func startProc(bin, name, url, logPath string, args []string) (*proc, error) {
+// startProc starts bin with args and, besides the bench's environment,
+// env (the credentials).
+func startProc(bin, name, url, logPath string, args, env []string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), "RSCOORD_ADMIN_PASSWORD=", "RSCOORD_TOKEN_SECRET=")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, url: url, args: args, log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &proc{name: name, url: url, args: args, env: env, log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
@@ -147,8 +150,9 @@ func awaitReady(ctx context.Context, p *proc, within time.Duration) error {
 	return fmt.Errorf("%s not ready within %v (log %s)", p.name, within, p.log)
 }
 
-// beat sends one heartbeat of m to base and applies the answer.
-func beat(ctx context.Context, cli *http.Client, base string, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
+// beat sends one heartbeat of m to base with the Authorization authz (the
+// MEMBER's token) and applies the answer.
+func beat(ctx context.Context, cli *http.Client, base, authz string, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
 	req := m.Request()
 	raw, err := json.Marshal(req)
 	if err != nil {
@@ -160,6 +164,7 @@ func beat(ctx context.Context, cli *http.Client, base string, m *coordtest.Membe
 		return protocol.HeartbeatResponse{}, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Authorization", authz)
 	resp, err := cli.Do(hreq)
 	if err != nil {
 		return protocol.HeartbeatResponse{}, err
@@ -177,7 +182,8 @@ func beat(ctx context.Context, cli *http.Client, base string, m *coordtest.Membe
 	return hb, nil
 }
 
-// createStream creates prefix with shards shards through base.
+// createStream creates prefix with shards shards through base, as the
+// bootstrap admin.
 func createStream(ctx context.Context, base, prefix string, shards int) error {
 	raw, _ := json.Marshal(protocol.CreateRequest{InitialShardCount: &shards, RequestedBy: "bench"})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+protocol.BasePath+"/streams/"+prefix, bytes.NewReader(raw))
@@ -185,6 +191,7 @@ func createStream(ctx context.Context, base, prefix string, shards int) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", credtest.AdminAuth())
 	resp, err := (&http.Client{Transport: benchTransport, Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return err
@@ -199,7 +206,7 @@ func createStream(ctx context.Context, base, prefix string, shards int) error {
 
 // settle joins members through base and beats them until a whole sweep
 // is OK with nothing pending or revoking.
-func settle(ctx context.Context, base string, members []*coordtest.Member, conns int) error {
+func settle(ctx context.Context, base, authz string, members []*coordtest.Member, conns int) error {
 	cli := &http.Client{Transport: benchTransport, Timeout: 10 * time.Second}
 	for range 100 {
 		var quiet atomic.Bool
@@ -207,7 +214,7 @@ func settle(ctx context.Context, base string, members []*coordtest.Member, conns
 		var errs atomic.Value
 		forMembers(members, conns, func(m *coordtest.Member) {
 			before := len(m.Owned)
-			hb, err := beat(ctx, cli, base, m)
+			hb, err := beat(ctx, cli, base, authz, m)
 			if err != nil {
 				errs.Store(err)
 				return
@@ -242,7 +249,7 @@ func forMembers(members []*coordtest.Member, conns int, do func(*coordtest.Membe
 
 // steady beats members through base closed loop, conns workers, for d,
 // and returns OK answers per second; any other answer is an error.
-func steady(ctx context.Context, base string, members []*coordtest.Member, conns int, d time.Duration) (float64, error) {
+func steady(ctx context.Context, base, authz string, members []*coordtest.Member, conns int, d time.Duration) (float64, error) {
 	cli := &http.Client{Transport: benchTransport, Timeout: 10 * time.Second}
 	var ok atomic.Int64
 	var firstErr atomic.Value
@@ -260,7 +267,7 @@ func steady(ctx context.Context, base string, members []*coordtest.Member, conns
 			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
 				m := mine[i%len(mine)]
 				epoch := m.Epoch
-				hb, err := beat(ctx, cli, base, m)
+				hb, err := beat(ctx, cli, base, authz, m)
 				if err == nil && hb.Status != protocol.StatusOK {
 					err = fmt.Errorf("steady heartbeat of %s at epoch %d answered %s (epoch %d, group epoch %d) %s", m.ID, epoch, hb.Status, hb.MemberEpoch, hb.GroupEpoch, hb.Message)
 				}
@@ -290,6 +297,7 @@ func clusterOwner(ctx context.Context, base string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	req.Header.Set("Authorization", credtest.AdminAuth())
 	resp, err := (&http.Client{Transport: benchTransport, Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		return "", err
@@ -317,6 +325,27 @@ func clusterOwner(ctx context.Context, base string) (string, error) {
 	return placed.ID, nil
 }
 
+// memberToken signs in at base as the MEMBER user, as members do, and
+// returns the Authorization of its token: every replica accepts it (one
+// users file, one token secret).
+func memberToken(ctx context.Context, base string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+protocol.BasePath+"/auth/login", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", credtest.MemberAuth())
+	resp, err := (&http.Client{Transport: benchTransport, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var login protocol.LoginResponse
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&login) != nil || login.AccessToken == "" {
+		return "", fmt.Errorf("sign-in of %s at %s: %d", credtest.MemberUser, base, resp.StatusCode)
+	}
+	return "Bearer " + login.AccessToken, nil
+}
+
 // Run runs the failover bench.
 func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 	if f.Trials < 1 || f.Members < 1 || f.Shards < 1 || f.Conns < 1 || f.Rounds < 1 || f.Duration <= 0 {
@@ -335,6 +364,12 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		if err := build.Run(); err != nil {
 			return fmt.Errorf("failover: build rscoord (or pass --rscoord): %w", err)
 		}
+	}
+	// Authentication on, as by default: one users file (the MEMBER the
+	// members sign in as) and one token secret for every server.
+	creds, err := credtest.Write(dir)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
 	}
 	etcd, err := etcdtest.StartCluster(ctx, filepath.Join(dir, "etcd"))
 	if err != nil {
@@ -360,12 +395,12 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		if err := os.MkdirAll(dataDir, 0o700); err != nil {
 			return nil, err
 		}
-		args = append([]string{"serve", "--listen", strings.TrimPrefix(url, "http://"), "--data-dir", dataDir,
-			"--no-auth", "--log-format", "json", "--log-level", "warn"}, args...)
+		args = append(append([]string{"serve", "--listen", strings.TrimPrefix(url, "http://"), "--data-dir", dataDir,
+			"--log-format", "json", "--log-level", "warn"}, creds.ServerArgs()...), args...)
 		if slices.Contains(args, "etcd") {
 			args = append(args, "--advertise-url", url, "--replica-id", name)
 		}
-		p, err := startProc(bin, name, url, filepath.Join(dir, name+".log"), args)
+		p, err := startProc(bin, name, url, filepath.Join(dir, name+".log"), args, credtest.ServerEnv())
 		if err == nil {
 			procs = append(procs, p)
 		}
@@ -417,27 +452,34 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		return ms
 	}
 	singleMembers, clusterMembers := newMembers(), newMembers()
+	singleToken, err := memberToken(ctx, single.url)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	clusterToken, err := memberToken(ctx, standby.url)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
 	for _, t := range []struct {
-		url     string
-		members []*coordtest.Member
-	}{{single.url, singleMembers}, {replicas[owner].url, clusterMembers}} {
+		url, token string
+		members    []*coordtest.Member
+	}{{single.url, singleToken, singleMembers}, {replicas[owner].url, clusterToken, clusterMembers}} {
 		if err := createStream(ctx, t.url, benchStream, f.Shards); err != nil {
 			return err
 		}
-		if err := settle(ctx, t.url, t.members, f.Conns); err != nil {
+		if err := settle(ctx, t.url, t.token, t.members, f.Conns); err != nil {
 			return err
 		}
 	}
 	rep := FailoverReport{EtcdLeaseTTL: lease}
 	targets := []struct {
-		name    string
-		url     string
-		members []*coordtest.Member
-		total   *float64
+		name, url, token string
+		members          []*coordtest.Member
+		total            *float64
 	}{
-		{"single", single.url, singleMembers, &rep.Single},
-		{"owner", replicas[owner].url, clusterMembers, &rep.Owner},
-		{"forwarded", standby.url, clusterMembers, &rep.Forwarded},
+		{"single", single.url, singleToken, singleMembers, &rep.Single},
+		{"owner", replicas[owner].url, clusterToken, clusterMembers, &rep.Owner},
+		{"forwarded", standby.url, clusterToken, clusterMembers, &rep.Forwarded},
 	}
 	for r := range f.Rounds {
 		round := map[string]float64{}
@@ -445,10 +487,10 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			t := targets[(i+r)%len(targets)]
 			// Members idle through the other phases may have outlived their
 			// lease: settle again, untimed.
-			if err := settle(ctx, t.url, t.members, f.Conns); err != nil {
+			if err := settle(ctx, t.url, t.token, t.members, f.Conns); err != nil {
 				return err
 			}
-			perSecond, err := steady(ctx, t.url, t.members, f.Conns, f.Duration)
+			perSecond, err := steady(ctx, t.url, t.token, t.members, f.Conns, f.Duration)
 			if err != nil {
 				return fmt.Errorf("failover: %s phase: %w", t.name, err)
 			}
@@ -477,7 +519,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 				others = append(others, replicas[name])
 			}
 		}
-		if _, err := beat(ctx, cli, others[0].url, probe); err != nil {
+		if _, err := beat(ctx, cli, others[0].url, clusterToken, probe); err != nil {
 			return fmt.Errorf("failover: trial %d: heartbeat before the kill: %w", trial+1, err)
 		}
 		killed := time.Now()
@@ -487,7 +529,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			if time.Since(killed) > 60*time.Second || ctx.Err() != nil {
 				return fmt.Errorf("failover: trial %d: no OK heartbeat within 60 s of the owner's SIGKILL", trial+1)
 			}
-			hb, err := beat(ctx, cli, others[i%2].url, probe)
+			hb, err := beat(ctx, cli, others[i%2].url, clusterToken, probe)
 			if err == nil && hb.Status == protocol.StatusOK {
 				took = time.Since(killed)
 				break
@@ -496,7 +538,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		}
 		rep.Failovers = append(rep.Failovers, took)
 		<-victim.done
-		restarted, err := startProc(bin, victim.name, victim.url, victim.log, victim.args)
+		restarted, err := startProc(bin, victim.name, victim.url, victim.log, victim.args, victim.env)
 		if err != nil {
 			return err
 		}
