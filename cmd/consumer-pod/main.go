@@ -17,6 +17,13 @@
 //     or lease expiry), so a member's [start, stop] encloses all its work
 //     on the shard.
 //
+// With --health-listen the pod serves GET /readyz (200 while
+// member.Runtime.Ready: every member joined, its lease valid and its Redis
+// working; 503 before the join, while Redis is down, while rejoining or
+// leaving), GET /livez and GET /metrics (memberprom). --probe URL runs
+// nothing but a GET of URL, exiting 0 on 200: the compose healthcheck of
+// an image without curl.
+//
 // Timestamps are wall-clock nanoseconds (time.Now().UnixNano()), not a
 // monotonic clock: the point is to compare them across processes on one
 // machine, which only the wall clock allows. They are only as good as that
@@ -64,7 +71,7 @@ type CLI struct {
 	RedisUsername string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for a host:port --redis (a URL carries its own); its password comes from RSCOORD_REDIS_PASSWORD."`
 	RedisCAFile   string        `name:"redis-ca-file" placeholder:"FILE" env:"RSCOORD_REDIS_CA_FILE" help:"PEM file of the CAs that sign the Redis server certificate of a rediss:// --redis (default: the system's)."`
 	RedisNATMap   string        `name:"redis-nat-map" placeholder:"ANNOUNCED=REACHABLE,…" env:"RSCOORD_REDIS_NAT_MAP" help:"Redis Cluster nodes behind NAT: announced-host:port=connect-host:port,… maps each address the cluster announces to one this process reaches (makes --redis a cluster even with one seed)."`
-	Stream        string        `required:"" env:"RSCOORD_STREAM" help:"Stream prefix: shards are {stream}:0, {stream}:1, …"`
+	Stream        string        `env:"RSCOORD_STREAM" help:"Stream prefix: shards are {stream}:0, {stream}:1, … (required)."`
 	Group         string        `env:"RSCOORD_GROUP" help:"Consumer group (default: the stream prefix)."`
 	Concurrency   int           `default:"1" help:"Logical members in this process ({base}-m0 …)."`
 	Workers       int           `default:"1" help:"Handlers running at once per member (runtimeMaxConcurrency)."`
@@ -77,6 +84,8 @@ type CLI struct {
 	Block         time.Duration `default:"1s" help:"XREADGROUP BLOCK time."`
 	ClaimMinIdle  time.Duration `default:"30s" help:"XAUTOCLAIM min idle time."`
 	LeaveTimeout  time.Duration `default:"30s" help:"Bound on draining and leaving after SIGTERM."`
+	HealthListen  string        `name:"health-listen" placeholder:"ADDR" env:"RSCOORD_HEALTH_LISTEN" help:"host:port to serve GET /readyz (200 while every member is joined with a valid lease and a working Redis, else 503; the body is the members' status), GET /livez and GET /metrics on; empty: no listener."`
+	Probe         string        `placeholder:"URL" help:"Run nothing: GET URL (a running pod's /readyz) and exit 0 when it answers 200, 1 otherwise. A healthcheck for images without an HTTP client (compose.yaml)."`
 	LogLevel      slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written to stderr: debug, info, warn or error."`
 	LogFormat     string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
 	User          string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (needed when it runs with --member-auth)."`
@@ -125,6 +134,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "consumer-pod: %v (see consumer-pod --help)\n", err)
 		return exitUsage
 	}
+	if cli.Probe != "" {
+		if err := probe(ctx, cli.Probe); err != nil {
+			fmt.Fprintf(stderr, "consumer-pod: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	}
+	if cli.Stream == "" {
+		fmt.Fprintln(stderr, "consumer-pod: missing flags: --stream=STRING (see consumer-pod --help)")
+		return exitUsage
+	}
 	logOpts := &slog.HandlerOptions{Level: cli.LogLevel}
 	var handler slog.Handler = slog.NewTextHandler(stderr, logOpts)
 	if cli.LogFormat == "json" {
@@ -138,7 +158,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) (code int) {
 }
 
 // Run runs the member runtime until ctx is done. In order, on the way out:
-// the runtime leaves (Run returns), then the Redis client closes, then the
+// the runtime leaves (Run returns; /readyz answers 503 while it drains),
+// then the health listener stops, then the Redis client closes, then the
 // logs are synced and closed.
 func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 	events, err := openLines(c.EventsLog)
@@ -225,6 +246,14 @@ func (c *CLI) Run(ctx context.Context, log *slog.Logger) (err error) {
 		return err
 	}
 	instanceID = rt.InstanceID()
+	if c.HealthListen != "" {
+		// Up before the runtime runs: not ready until every member joined.
+		stopHealth, err := serveHealth(c.HealthListen, rt, log)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stopHealth()) }()
+	}
 	return rt.Run(ctx)
 }
 

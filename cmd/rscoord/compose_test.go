@@ -31,6 +31,9 @@ type composeService struct {
 	Environment map[string]string `yaml:"environment"`
 	Volumes     []string          `yaml:"volumes"`
 	Ports       []string          `yaml:"ports"`
+	Healthcheck *struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
 }
 
 // Images compose.yaml runs from this repository.
@@ -204,6 +207,36 @@ func checkComposePod(t *testing.T, name string, svc composeService) {
 		if !strings.Contains(string(out), "$"+k) && k != envRedisPassword {
 			t.Errorf("%s: environment %s is read by no flag of %s", name, k, svc.Entrypoint[0])
 		}
+	}
+	if svc.Entrypoint[0] == "/consumer-pod" {
+		checkComposePodReady(t, name, bin, svc)
+	}
+}
+
+// checkComposePodReady: a consumer pod serves /readyz (--health-listen)
+// and its healthcheck probes that port with the pod binary itself (the
+// image has no curl), with flags the binary parses.
+func checkComposePodReady(t *testing.T, name, bin string, svc composeService) {
+	t.Helper()
+	i := slices.Index(svc.Command, "--health-listen")
+	if i < 0 || i+1 >= len(svc.Command) {
+		t.Errorf("%s: no --health-listen in %v", name, svc.Command)
+		return
+	}
+	_, port, err := net.SplitHostPort(svc.Command[i+1])
+	if err != nil {
+		t.Errorf("%s: --health-listen %q: %v", name, svc.Command[i+1], err)
+		return
+	}
+	want := []string{"CMD", svc.Entrypoint[0], "--probe", "http://127.0.0.1:" + port + "/readyz"}
+	if svc.Healthcheck == nil || !slices.Equal(svc.Healthcheck.Test, want) {
+		t.Errorf("%s: healthcheck %+v, want test %v", name, svc.Healthcheck, want)
+		return
+	}
+	cmd := exec.Command(bin, append(slices.Clone(want[2:]), "--help")...)
+	cmd.Env = []string{}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s: healthcheck %v --help: %v\n%s", name, want, err, out)
 	}
 }
 
