@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/credtest"
 )
 
 // listGroups is GET /monitoring/groups of the replica at url as the
@@ -129,6 +130,10 @@ func TestClusterWideLists(t *testing.T) {
 	if status != http.StatusOK || json.Unmarshal(raw, &h) != nil || h.Status != protocol.HealthDegraded ||
 		!slices.ContainsFunc(h.Replicas, func(r protocol.ReplicaHealth) bool { return r.ID == victim && r.Status == protocol.HealthDown }) {
 		t.Fatalf("health after the SIGKILL of %s: %d %s", victim, status, raw)
+	}
+	res := runCLI(t.Context(), "group", "list", "--server", reps[survivors[1]].url, "--user", "admin", "--password", credtest.AdminPassword)
+	if res.code != 0 || !strings.Contains(res.stdout, "Incomplete: replica "+victim+" (") || !strings.Contains(res.stdout, byOwner[victim][0]) {
+		t.Fatalf("rscoord group list after the SIGKILL of %s: %d\n%s%s", victim, res.code, res.stdout, res.stderr)
 	}
 	t.Logf("after the SIGKILL of %s: groups answered in %v, missing %+v", victim, took, partial.MissingReplicas)
 

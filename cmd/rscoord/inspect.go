@@ -53,16 +53,39 @@ func (c *StreamListCmd) Run(ctx context.Context, a *Admin) error {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].StreamPrefix < rows[j].StreamPrefix })
 	if a.JSON {
-		return printValue(a.Out, map[string]any{"streams": rows})
+		v := map[string]any{"streams": rows}
+		if len(resp.MissingReplicas) > 0 {
+			v["missingReplicas"] = resp.MissingReplicas
+		}
+		return printValue(a.Out, v)
 	}
-	if len(rows) == 0 {
+	if len(rows) == 0 && len(resp.MissingReplicas) == 0 {
 		return printLine(a.Out, "No streams.")
 	}
 	t := newTable(a.Out, "STREAM", "SHARDS", "GROUPS", "ACTIVE MIGRATION")
 	for _, r := range rows {
 		t.row(r.StreamPrefix, formatInt(r.ShardCount), strings.Join(r.ConsumerGroups, ","), orNone(r.ActiveMigration))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printMissing(a, resp.MissingReplicas)
+}
+
+// printMissing tells, under a cluster-wide list, which replicas did not
+// answer and whose streams are therefore missing from it.
+func printMissing(a *Admin, missing []protocol.MissingReplica) error {
+	for _, m := range missing {
+		streams := "no streams"
+		if len(m.Units) > 0 {
+			streams = strings.Join(m.Units, ", ")
+		}
+		if err := printLine(a.Out, "Incomplete: replica %s (%s) did not answer (%s); missing the groups of %s.",
+			m.ID, m.AdvertiseURL, m.Error, streams); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GroupListCmd is "rscoord group list".
@@ -94,9 +117,9 @@ func (c *GroupListCmd) Run(ctx context.Context, a *Admin) error {
 		return groups[i].ConsumerGroup < groups[j].ConsumerGroup
 	})
 	if a.JSON {
-		return printValue(a.Out, protocol.GroupsResponse{Groups: groups})
+		return printValue(a.Out, protocol.GroupsResponse{Groups: groups, MissingReplicas: resp.MissingReplicas})
 	}
-	if len(groups) == 0 {
+	if len(groups) == 0 && len(resp.MissingReplicas) == 0 {
 		return printLine(a.Out, "No consumer groups.")
 	}
 	t := newTable(a.Out, "STREAM", "GROUP", "STATE", "SHARDS", "MEMBERS", "GROUP EPOCH", "METADATA VERSION", "ACTIVE MIGRATION")
@@ -105,7 +128,10 @@ func (c *GroupListCmd) Run(ctx context.Context, a *Admin) error {
 			formatInt(len(g.TargetAssignmentSummary)), formatInt(g.GroupEpoch), formatInt(g.MetadataVersion),
 			formatMigration(g.ActiveMigration))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printMissing(a, resp.MissingReplicas)
 }
 
 // GroupCreateCmd is "rscoord group create".

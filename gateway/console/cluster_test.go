@@ -23,7 +23,8 @@ const xssReplicaID = `r2<img src=x onerror="document.title='pwned'">`
 // serve --store etcd` replicas on a real 3-member etcd in headless
 // Chromium, through the stand-by: the cluster section lists both replicas
 // with their advertise URLs, liveness and roles, and the group with its
-// owner; a replica id that is HTML stays text. When the owner is
+// owner, and the groups list shows the group the other replica runs; a
+// replica id that is HTML stays text. When the owner is
 // SIGKILLed the page shows the other replica owning the group.
 func TestConsoleShowsTheCluster(t *testing.T) {
 	browser := chromium(t)
@@ -85,6 +86,9 @@ func TestConsoleShowsTheCluster(t *testing.T) {
 	run("see r1 live and owning", pollTrue(replicaRow("r1", r1.url, "yes", "OWNER")))
 	run("see r2 live and standing by", pollTrue(replicaRow(xssReplicaID, r2.url, "yes", "STANDBY")))
 	run("see orders owned by r1", pollTrue(ownerOfOrders("r1")))
+	// The stand-by runs no group, yet lists the whole cluster's.
+	run("see the group orders listed through the stand-by", pollTrue(`[...document.querySelectorAll("#groups tbody tr")].some((tr) =>
+		tr.cells[0].textContent === "orders" && tr.cells[1].textContent === "orders")`))
 	injected, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#cluster img") !== null || document.title === "pwned"`))
 	if err != nil {
 		t.Fatal(err)

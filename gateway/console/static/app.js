@@ -109,10 +109,17 @@ const enc = encodeURIComponent;
 
 async function refresh() {
   try {
-    const [{ groups }, health] = await Promise.all([call("/monitoring/groups"), call("/monitoring/health")]);
+    const [{ groups, missingReplicas }, health] = await Promise.all([call("/monitoring/groups"), call("/monitoring/health")]);
+    // In cluster mode the lists gather every replica's groups; a replica
+    // that did not answer is named, and the groups of its streams are
+    // missing below.
+    const missing = (missingReplicas || []).map((m) =>
+      " · Incomplete: replica " + m.id + " did not answer (" + m.error + "), missing " +
+      ((m.units || []).join(", ") || "no streams"));
     $("health").textContent = "Coordinator " + health.status + " · Redis " + health.redis.status +
-      (health.redis.message ? " (" + health.redis.message + ")" : "") + " · Store " + health.store.status;
-    $("health").className = health.status === "UP" ? "ok" : "error";
+      (health.redis.message ? " (" + health.redis.message + ")" : "") + " · Store " + health.store.status +
+      missing.join("");
+    $("health").className = health.status === "UP" && missing.length === 0 ? "ok" : "error";
     fill("groups", groups, (row, g) => {
       const key = g.streamPrefix + "/" + g.consumerGroup;
       row.dataset.key = key;
