@@ -275,6 +275,7 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 		ctx.Respond(assign.RetryResponse(req, cfg))
 		return
 	}
+	before := holdingsOf(a.g, req.MemberID)
 	res := assign.Heartbeat(a.g, req, a.env.now(), cfg)
 	if hook := a.env.testHooks.afterDecide; hook != nil {
 		hook(req)
@@ -290,7 +291,7 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 	} else {
 		a.answer(ctx, ctx.Sender(), req, res)
 	}
-	if res.Persist {
+	if res.Persist && a.mayWakeOthers(req.MemberID, before, res.Changes) {
 		a.wake(ctx)
 	}
 }

@@ -49,16 +49,20 @@ type (
 
 // holdFor says how long the answer resp to req may be held: zero when it
 // must go out at once. It is held only when the member asked for it and the
-// answer says nothing the request does not already show: status OK, the
-// same epoch and metadata version, and assigned shards equal to the owned
-// ones (so nothing granted, nothing revoked). A member still revoking shards
-// is answered at once: it will report them terminal soon and must not wait
-// for its own held answer to do so.
+// answer tells it no news (docs/protocol.md §9.5): status OK and assigned
+// shards equal to the owned ones (so nothing granted, nothing revoked). A
+// new member epoch, group epoch or metadata version alone is no news: the
+// answer sent when the wait ends, computed afresh, carries them. (Answering
+// a request behind in them at once made every member of a churning group
+// heartbeat twice an interval, the catch-up after the early answer often
+// behind again, and the not-held answers queued behind those.) A member
+// still revoking shards is answered at once: it will report them terminal
+// soon and must not wait for its own held answer to do so.
 func (a *groupActor) holdFor(req *protocol.HeartbeatRequest, resp *protocol.HeartbeatResponse) time.Duration {
 	if req.WaitMs <= 0 || a.env.terminating.Load() {
 		return 0
 	}
-	if resp.Status != protocol.StatusOK || resp.MemberEpoch != req.MemberEpoch || resp.MetadataVersion != req.MetadataVersion {
+	if resp.Status != protocol.StatusOK {
 		return 0
 	}
 	for _, r := range req.RevokingShards {
@@ -154,10 +158,55 @@ func (a *groupActor) release(ctx actor.Context, p *parkedAnswer) bool {
 		ctx.Send(p.to, assign.RetryResponse(p.req, cfg))
 		return false
 	}
+	before := holdingsOf(a.g, p.req.MemberID)
 	res := assign.Heartbeat(a.g, p.req, a.env.now(), cfg)
 	a.finish(StepHeldAnswer, res)
 	a.answer(ctx, p.to, p.req, res)
-	return res.Persist
+	return res.Persist && a.mayWakeOthers(p.req.MemberID, before, res.Changes)
+}
+
+// holdings is what of one member the other members' answers depend on:
+// the shards it holds, which block them (assign's blocked sets). The
+// slices are the group's own; assign replaces them on a change, never
+// edits them in place.
+type holdings struct {
+	known                      bool
+	current, revoking, granted []int
+}
+
+func holdingsOf(g *assign.Group, id string) holdings {
+	if g == nil {
+		return holdings{}
+	}
+	m := g.Members[id]
+	if m == nil {
+		return holdings{}
+	}
+	return holdings{known: true, current: m.Current, revoking: m.Revoking, granted: m.Granted}
+}
+
+// mayWakeOthers says whether changes, made by a heartbeat of member id that
+// held before before it, may have changed the answer parked for another
+// member, so that wake must look at every parked answer. A parked answer
+// depends on the group-level part (state, correction round, epochs, the
+// target), on its own member and on the shards the others hold
+// (assign.Unchanged). The commonest change by far — a member catching up
+// with the group's epoch, its shards as they were — touches none of those
+// of any other member: checking every parked answer of the group after
+// each of them made the group actor's work per change grow with the
+// members parked, and the joins and reports queued behind it.
+func (a *groupActor) mayWakeOthers(id string, before holdings, changes assign.Changes) bool {
+	if changes.Group || len(changes.Removed) > 0 || len(changes.OwnerEpochs) > 0 {
+		return true
+	}
+	for _, m := range changes.Members {
+		if m != id {
+			return true
+		}
+	}
+	after := holdingsOf(a.g, id)
+	return before.known != after.known || !slices.Equal(before.current, after.current) ||
+		!slices.Equal(before.revoking, after.revoking) || !slices.Equal(before.granted, after.granted)
 }
 
 // wake sends every parked answer that would now tell its member something

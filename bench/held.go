@@ -59,6 +59,9 @@ type HeldConfig struct {
 	// OpenFiles counts the server's open file descriptors (its
 	// connections among them); nil skips the connection count.
 	OpenFiles func() (int, error) `json:"-"`
+	// OnMeasure, when set, runs beside the measured phase (from its
+	// start, with a context that ends with it): profiling the server.
+	OnMeasure func(ctx context.Context) `json:"-"`
 }
 
 // ServerMemory is what the server reports of its memory after a garbage
@@ -142,6 +145,9 @@ type heldMember struct {
 	revoking       []protocol.RevokingShard
 	seq            int
 	lastView       string
+	// caughtUp: the heartbeat in flight was sent at once to catch up
+	// after a held request answered early because it was behind.
+	caughtUp bool
 }
 
 // steady is package member's rule for asking a held answer: joined and
@@ -268,6 +274,7 @@ func (r *heldRun) beat(ctx context.Context, m *heldMember) (resp protocol.Heartb
 // is steady again.
 func (r *heldRun) loop(ctx context.Context, m *heldMember) error {
 	for ctx.Err() == nil {
+		epoch, version := m.epoch, m.version
 		resp, held, took, err := r.beat(ctx, m)
 		if ctx.Err() != nil {
 			return nil
@@ -299,13 +306,13 @@ func (r *heldRun) loop(ctx context.Context, m *heldMember) error {
 				}
 			})
 		}
-		next := r.interval
-		switch {
-		case changed || m.steady() && !held:
-			next = 0
-		case held:
-			next = max(r.interval-took, 0)
+		asked := time.Duration(0)
+		if held {
+			asked = r.interval
 		}
+		behind := resp.MemberEpoch != epoch || resp.MetadataVersion != version
+		next, catchUp := nextHeldBeat(changed, asked, took, behind, m.steady(), m.caughtUp, r.interval)
+		m.caughtUp = catchUp
 		if resp.Status == protocol.StatusRetry {
 			next = r.interval
 		}
@@ -318,6 +325,33 @@ func (r *heldRun) loop(ctx context.Context, m *heldMember) error {
 		}
 	}
 	return nil
+}
+
+// nextHeldBeat is package member's rule (nextBeat) for when the next
+// heartbeat goes: at once after news (status or shards) or after a held
+// request's wait ran out; at once, once in a row, after a held request
+// answered early only because it was behind (a new epoch or metadata
+// version: the coordinator holds only current requests), so the member is
+// parked again rather than deaf; at once after an unheld answer when the
+// member is steady (its next one is held); else after the rest of its wait
+// or the interval.
+func nextHeldBeat(news bool, asked, took time.Duration, behind, steady, caughtUp bool, interval time.Duration) (next time.Duration, catchUp bool) {
+	switch {
+	case news:
+		return 0, false
+	case asked > 0:
+		left := asked - took
+		switch {
+		case left <= 0:
+			return 0, false
+		case behind && steady && !caughtUp:
+			return 0, true
+		}
+		return min(left, interval), false
+	case steady:
+		return 0, false
+	}
+	return interval, false
 }
 
 // RunHeld creates the streams, joins every member, parks them and
@@ -508,7 +542,14 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	run.measuring = true
 	run.mu.Unlock()
 	measureStart := time.Now()
+	measureCtx, endMeasure := context.WithCancel(loopCtx)
+	var onMeasure sync.WaitGroup
+	if cfg.OnMeasure != nil {
+		onMeasure.Go(func() { cfg.OnMeasure(measureCtx) })
+	}
 	churnErr := churn(loopCtx, run, cfg, prefix, &wg, fail)
+	endMeasure()
+	onMeasure.Wait()
 	run.mu.Lock()
 	run.measuring = false
 	run.mu.Unlock()

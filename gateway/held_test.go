@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 )
@@ -259,4 +260,60 @@ func TestHeldHeartbeatStaysHeldWhenAJoinLeavesItsShards(t *testing.T) {
 		t.Fatalf("a's heartbeat after the held answer: %+v", resp)
 	}
 	coordtest.CheckNoOverlap(t, a, b, c)
+}
+
+// A held answer waiting for shards another member still holds is released
+// as soon as that member reports them given up, and a member that only
+// catches up with the group's epoch releases nobody's.
+func TestHeldHeartbeatIsAnsweredWhenItsShardsAreGivenUp(t *testing.T) {
+	// A member with pending shards is held at most the reconcile
+	// interval: long enough here to tell a release from its end.
+	s := coordtest.Start(t, "", coordtest.Options{Group: assign.Config{ReconcileInterval: 3 * time.Second}})
+	a := settled(t, s, 4)
+	b := coordtest.NewMember("b", "orders", "orders")
+	b.Beat(s) // joins: half of a's shards are b's target
+	a.Beat(s) // a learns it must give two up (it reports them next time)
+	b.Beat(s)
+	if len(b.Last.Assignment.PendingShards) != 2 || len(b.Owned) != 0 || len(a.Revoking) != 2 {
+		t.Fatalf("b pending %v owns %v, a revoking %v: want 2, none, 2", b.Last.Assignment.PendingShards, b.Owned, a.Revoking)
+	}
+
+	req := b.Request()
+	req.WaitMs = 3000
+	held := postBackground(s, "orders", "orders", req)
+	select {
+	case got := <-held:
+		t.Fatalf("b's heartbeat waiting for its shards answered at once: %+v", got.resp)
+	case <-time.After(300 * time.Millisecond):
+	}
+	start := time.Now()
+	if resp := a.Beat(s); resp.Status != protocol.StatusOK {
+		t.Fatalf("a reports its shards revoked: %+v", resp)
+	}
+	got := wait(t, held, 2*time.Second)
+	if took := got.at.Sub(start); took > 500*time.Millisecond || len(got.resp.Assignment.AssignedShards) != 2 {
+		t.Fatalf("b answered %v after a gave its shards up, assigned %v: want 2 shards at once", took, got.resp.Assignment.AssignedShards)
+	}
+}
+
+// A held heartbeat behind the group (a join moved the epochs, not its
+// shards) is held for its wait like a current one and answered with the
+// new epoch (docs/protocol.md §9.5: an epoch alone is no news).
+func TestHeldHeartbeatBehindInEpochIsHeld(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	a := settled(t, s, 1)
+	b := coordtest.NewMember("b", "orders", "orders")
+	if resp := b.Beat(s); resp.Status != protocol.StatusOK || len(resp.Assignment.AssignedShards)+len(resp.Assignment.PendingShards) != 0 {
+		t.Fatalf("b's join: %+v", resp)
+	}
+	req := a.Request() // a's epoch is the one before b's join
+	req.WaitMs = 1000
+	start := time.Now()
+	got := wait(t, postBackground(s, "orders", "orders", req), 5*time.Second)
+	if took := got.at.Sub(start); took < 900*time.Millisecond || got.resp.Status != protocol.StatusOK {
+		t.Fatalf("a, behind by b's join only, answered %s after %v: want OK after its wait", got.resp.Status, took)
+	}
+	if got.resp.MemberEpoch <= req.MemberEpoch || !slices.Equal(protocol.Indexes(got.resp.Assignment.AssignedShards), []int{0}) {
+		t.Fatalf("a's held answer: epoch %d (request %d), assigned %v: want a newer epoch and shard 0", got.resp.MemberEpoch, req.MemberEpoch, got.resp.Assignment.AssignedShards)
+	}
 }

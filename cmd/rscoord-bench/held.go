@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,6 +46,7 @@ type HeldCmd struct {
 	ChurnLife time.Duration `default:"0" help:"How long a churn member stays (0: three heartbeat intervals)."`
 	Interval  time.Duration `default:"3s" help:"--heartbeat-interval of the server."`
 	JSON      bool          `name:"json" help:"Print the report as JSON."`
+	Profile   string        `placeholder:"DIR" help:"Save the server's CPU profile (the first 20 s of the measured phase at most), an execution trace (its first 5 s) and goroutine and heap profiles (at its start) in DIR, for go tool pprof and go tool trace."`
 }
 
 // heldMaxPerConn bounds --members-per-conn: the server's
@@ -159,6 +162,7 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: life, H2C: h.H2C, MembersPerConn: h.PerConn,
 		Memory:    func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
 		OpenFiles: func() (int, error) { return openFiles(p.cmd.Process.Pid) },
+		OnMeasure: h.profiler(admin, out),
 	})
 	if err != nil {
 		// The directory goes with the run: show the end of the server's log.
@@ -276,6 +280,39 @@ func raiseFDLimit(need int) error {
 		return nil
 	}
 	return fmt.Errorf("%d file descriptors are needed (one a connection, on both sides), the hard limit is %d: raise it (ulimit -Hn, as root) or run fewer members", need, lim.Max)
+}
+
+// profiler is bench.HeldConfig.OnMeasure for --profile: it saves the
+// server's profiles into h.Profile; nil without the flag.
+func (h *HeldCmd) profiler(admin *coordclient.Client, out io.Writer) func(context.Context) {
+	if h.Profile == "" {
+		return nil
+	}
+	return func(ctx context.Context) {
+		if err := os.MkdirAll(h.Profile, 0o755); err != nil {
+			fmt.Fprintf(out, "profile: %v\n", err)
+			return
+		}
+		cpu := min(h.Duration, 20*time.Second)
+		var wg sync.WaitGroup
+		for file, path := range map[string]string{
+			"cpu.pprof":       fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(cpu.Seconds()), 1)),
+			"trace.out":       "/debug/pprof/trace?seconds=5",
+			"goroutine.pprof": "/debug/pprof/goroutine",
+			"heap.pprof":      "/debug/pprof/heap",
+		} {
+			wg.Go(func() {
+				raw, err := admin.Do(ctx, http.MethodGet, path, nil, nil)
+				if err == nil {
+					err = os.WriteFile(filepath.Join(h.Profile, file), raw, 0o644)
+				}
+				if err != nil {
+					fmt.Fprintf(out, "profile %s: %v\n", file, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
 }
 
 // openFiles counts the open file descriptors of process pid.
