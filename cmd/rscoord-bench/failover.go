@@ -365,9 +365,9 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			return fmt.Errorf("failover: build rscoord (or pass --rscoord): %w", err)
 		}
 	}
-	// Authentication on, as by default: one users file (the MEMBER the
-	// members sign in as) and one token secret for every server.
-	creds, err := credtest.Write(dir)
+	// Authentication on, as by default: one users file (the admin, and the
+	// MEMBER the members sign in as) and one token secret for every server.
+	creds, err := credtest.WriteCluster(dir)
 	if err != nil {
 		return fmt.Errorf("failover: %w", err)
 	}

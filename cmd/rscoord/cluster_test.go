@@ -37,9 +37,9 @@ func freeLoopbackPort(t *testing.T) int {
 }
 
 // testCluster is a real 3-member etcd cluster and the credentials every
-// replica on it shares: one users file (the MEMBER user), the bootstrap
-// admin and the token secret (credtest.ServerEnv), so that credentials
-// and tokens are good on every replica, as the cluster mode needs.
+// replica on it shares: one users file (the MEMBER user and the admin)
+// and the token secret (credtest.ServerEnv), so that credentials and
+// tokens are good on every replica, as the cluster mode needs.
 type testCluster struct {
 	*etcdtest.Cluster
 	creds credtest.Credentials
@@ -47,7 +47,7 @@ type testCluster struct {
 
 func newTestCluster(t *testing.T) *testCluster {
 	t.Helper()
-	return &testCluster{Cluster: etcdtest.NewCluster(t), creds: credtest.New(t)}
+	return &testCluster{Cluster: etcdtest.NewCluster(t), creds: credtest.NewCluster(t)}
 }
 
 // asAdmin is a handle on the replica at url that administers as the

@@ -2,21 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/gateway/auth"
-	"github.com/rscoord/rscoord/internal/etcdtest"
-	"github.com/rscoord/rscoord/internal/proctest"
+	"github.com/rscoord/rscoord/internal/credtest"
 )
 
 // With authentication on, a replica forwards the caller's credentials:
@@ -27,7 +21,7 @@ func TestClusterForwardsCredentials(t *testing.T) {
 	start := authReplicas(t)
 	r1 := start("r1")
 	r2 := start("r2")
-	basic := coordtest.Basic("admin", "admin-pw")
+	basic := credtest.AdminAuth()
 
 	status, raw := coordtest.Remote(t, r2.url).Do(http.MethodPost, protocol.BasePath+"/streams/orders", protocol.CreateRequest{RequestedBy: "test"})
 	if status != http.StatusUnauthorized {
@@ -72,38 +66,15 @@ func TestClusterForwardsCredentials(t *testing.T) {
 }
 
 // authReplicas starts, on a fresh real etcd, replicas with authentication
-// on that share one users file (admin with password "admin-pw") and one
-// token secret, as the cluster mode needs; start waits until the
-// replica's coordinator runs.
+// on that share one users file (the admin and the MEMBER user) and one
+// token secret, as the cluster mode needs (newTestCluster); start waits
+// until the replica's coordinator runs.
 func authReplicas(t *testing.T) (start func(name string) *replicaProc) {
 	t.Helper()
-	c := etcdtest.NewCluster(t)
-	bin, err := builder.Build(t.Context(), "github.com/rscoord/rscoord/cmd/rscoord")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash, err := auth.HashPassword("admin-pw", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, _ := json.Marshal(map[string]any{"users": []auth.UserEntry{{Username: "admin", PasswordHash: string(hash), Roles: []string{"ADMIN"}}}})
-	usersFile := filepath.Join(t.TempDir(), "users.json")
-	if err := os.WriteFile(usersFile, users, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	c := newTestCluster(t)
 	return func(name string) *replicaProc {
 		t.Helper()
-		addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
-		args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json", "--users", usersFile,
-			"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
-			"--replica-id", name}
-		p := &replicaProc{proc: proctest.Start(t, name, bin, args, envTokenSecret+"=one-secret-shared-by-every-replica-of-the-cluster"), url: "http://" + addr}
-		if _, err := p.proc.WaitForLine(60*time.Second, func(l string) bool {
-			return strings.Contains(l, `"rscoord listening"`)
-		}); err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
-		}
-		return p
+		return startReplica(t, c, name, freeLoopbackPort(t))
 	}
 }
 
@@ -112,33 +83,12 @@ func authReplicas(t *testing.T) (start func(name string) *replicaProc) {
 // does not run the stream, block that address on the replica that does,
 // and not another client's address behind the same forwarding replica.
 func TestClusterForwardedClientAddressLimits(t *testing.T) {
-	c := etcdtest.NewCluster(t)
-	hash, err := auth.HashPassword("admin-pw", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, _ := json.Marshal(map[string]any{"users": []auth.UserEntry{{Username: "admin", PasswordHash: string(hash), Roles: []string{"ADMIN"}}}})
-	usersFile := filepath.Join(t.TempDir(), "users.json")
-	if err := os.WriteFile(usersFile, users, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := builder.Build(t.Context(), "github.com/rscoord/rscoord/cmd/rscoord")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2"} {
-		addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
-		args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json", "--users", usersFile,
-			"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
-			"--replica-id", name, "--login-address-failure-limit", "3", "--login-failure-limit", "100"}
-		p := &replicaProc{proc: proctest.Start(t, name, bin, args, envTokenSecret+"=one-secret-shared-by-every-replica-of-the-cluster"), url: "http://" + addr}
-		if _, err := p.proc.WaitForLine(60*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) }); err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
-		}
-		reps[name] = p
+		reps[name] = startReplica(t, c, name, freeLoopbackPort(t), "--login-address-failure-limit", "3", "--login-failure-limit", "100")
 	}
-	basic := coordtest.Basic("admin", "admin-pw")
+	basic := credtest.AdminAuth()
 	coordtest.Remote(t, reps["r1"].url).As(basic).CreateStream("orders", 4)
 	owner := ""
 	deadline := time.Now().Add(20 * time.Second)

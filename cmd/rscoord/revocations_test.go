@@ -9,6 +9,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/credtest"
 )
 
 // In the cluster mode a token revoked by /auth/logout through any replica
@@ -19,7 +20,7 @@ func TestClusterLogoutRevokesEverywhere(t *testing.T) {
 	start := authReplicas(t)
 	r1 := start("r1") // the owner
 	r2 := start("r2")
-	basic := coordtest.Basic("admin", "admin-pw")
+	basic := credtest.AdminAuth()
 	coordtest.Remote(t, r1.url).As(basic).CreateStream("orders", 2)
 	// login gets a token through r, waiting out the 503s of a failover.
 	login := func(r *replicaProc) string {

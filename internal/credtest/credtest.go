@@ -37,16 +37,43 @@ type Credentials struct {
 	UsersFile string
 }
 
-// Write writes the users file into dir.
-func Write(dir string) (Credentials, error) {
-	// bcrypt's minimum cost: the runs test coordination, not hashing.
-	hash, err := bcrypt.GenerateFromPassword([]byte(MemberPassword), bcrypt.MinCost)
-	if err != nil {
-		return Credentials{}, fmt.Errorf("credtest: %w", err)
+// Write writes the users file into dir: the MEMBER user; the admin is the
+// bootstrap admin of ServerEnv.
+func Write(dir string) (Credentials, error) { return write(dir, false) }
+
+// WriteCluster writes the users file of the replicas of one cluster into
+// dir: the MEMBER user and the admin. The admin is in the file because a
+// token names the hash of its user's password, and the bootstrap admin's
+// is hashed anew by each replica: with the admin in the shared file, an
+// admin token issued by one replica is good on every other, also after a
+// failover.
+func WriteCluster(dir string) (Credentials, error) { return write(dir, true) }
+
+func write(dir string, admin bool) (Credentials, error) {
+	type user struct {
+		Username     string   `json:"username"`
+		PasswordHash string   `json:"passwordHash"`
+		Roles        []string `json:"roles"`
 	}
-	raw, err := json.Marshal(map[string]any{"users": []map[string]any{
-		{"username": MemberUser, "passwordHash": string(hash), "roles": []string{"MEMBER"}},
-	}})
+	var users []user
+	add := func(name, password, role string) error {
+		// bcrypt's minimum cost: the runs test coordination, not hashing.
+		hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+		if err != nil {
+			return fmt.Errorf("credtest: %w", err)
+		}
+		users = append(users, user{Username: name, PasswordHash: string(hash), Roles: []string{role}})
+		return nil
+	}
+	if err := add(MemberUser, MemberPassword, "MEMBER"); err != nil {
+		return Credentials{}, err
+	}
+	if admin {
+		if err := add(AdminUser, AdminPassword, "ADMIN"); err != nil {
+			return Credentials{}, err
+		}
+	}
+	raw, err := json.Marshal(map[string]any{"users": users})
 	if err != nil {
 		return Credentials{}, fmt.Errorf("credtest: %w", err)
 	}
@@ -57,10 +84,21 @@ func Write(dir string) (Credentials, error) {
 	return Credentials{UsersFile: path}, nil
 }
 
-// New writes the users file into a new directory of t.
+// New writes the users file of Write into a new directory of t.
 func New(t testing.TB) Credentials {
 	t.Helper()
 	c, err := Write(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// NewCluster writes the users file of WriteCluster into a new directory
+// of t.
+func NewCluster(t testing.TB) Credentials {
+	t.Helper()
+	c, err := WriteCluster(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +109,8 @@ func New(t testing.TB) Credentials {
 func (c Credentials) ServerArgs() []string { return []string{"--users", c.UsersFile} }
 
 // ServerEnv is the coordinator's environment: the bootstrap admin's
-// password and the shared token secret.
+// password (unused when the users file holds the admin) and the shared
+// token secret.
 func ServerEnv() []string {
 	return []string{"RSCOORD_ADMIN_PASSWORD=" + AdminPassword, "RSCOORD_TOKEN_SECRET=" + TokenSecret}
 }
