@@ -41,8 +41,8 @@ type HeldCmd struct {
 	Conns     int           `default:"64" help:"Concurrency of the join (the held phase uses one connection per member, or per --members-per-conn with --h2c)."`
 	H2C       bool          `name:"h2c" help:"Members speak HTTP/2 over cleartext (the server runs with --http2), --members-per-conn of them sharing a connection: 20,000 members fit under a file descriptor limit of 20,000."`
 	PerConn   int           `name:"members-per-conn" default:"100" help:"Members sharing one HTTP/2 connection with --h2c (their held heartbeats are its streams)."`
-	Duration  time.Duration `default:"10s" help:"Measured phase with every member held."`
-	Churn     float64       `default:"1" help:"Members a second that join (and leave again after --churn-life) during the measured phase; each join and leave releases the parked answers of the members whose shards it moves."`
+	Duration  time.Duration `default:"20s" help:"Joins of the measured phase, every member held; it ends when the last churn member has left (--churn-life later)."`
+	Churn     float64       `default:"10" help:"Members a second that join (and leave again after --churn-life) during the measured phase: each join and leave is an answer not held, timed (20 s at 10 a second: about 400 of them, enough for a p99); each releases the parked answers of the members whose shards it moves."`
 	ChurnLife time.Duration `default:"0" help:"How long a churn member stays (0: three heartbeat intervals)."`
 	Interval  time.Duration `default:"3s" help:"--heartbeat-interval of the server."`
 	JSON      bool          `name:"json" help:"Print the report as JSON."`
