@@ -54,6 +54,9 @@ type Options struct {
 // with [New]; it is safe for concurrent use.
 type Client struct {
 	bases []string
+	// canon are bases in canonical form (canonicalURL), to recognise the
+	// owner hint of an answer among them.
+	canon []string
 	// cur is the index of the base URL calls try first: the last one that
 	// could be reached.
 	cur  atomic.Int32
@@ -96,7 +99,11 @@ func New(urls []string, o Options) (*Client, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Client{bases: bases, http: hc, opts: o}, nil
+	canon := make([]string, len(bases))
+	for i, b := range bases {
+		canon[i] = canonicalURL(b)
+	}
+	return &Client{bases: bases, canon: canon, http: hc, opts: o}, nil
 }
 
 // ParseURLs checks coordinator base URLs (see [New]) and returns them as
@@ -195,7 +202,16 @@ func (c *Client) Login(ctx context.Context, user, password string) (protocol.Log
 	return resp, err
 }
 
+// OwnerURLHeader names, on a coordinator replica's answer about a stream,
+// the advertise URL of the replica that runs the stream (docs/protocol.md
+// §5.6). A Client calls that URL first from then on when it is one of its
+// own URLs, so that a member given every replica's URL stops paying a
+// stand-by's forwarding hop; a URL it was not given is never called.
+const OwnerURLHeader = "X-Rscoord-Owner-Url"
+
 // send runs one call, trying the next base URL after a connection error.
+// Calls then start at the URL that answered, or at the one its answer
+// names in OwnerURLHeader when that is one of the client's URLs.
 func (c *Client) send(ctx context.Context, method, path string, body []byte, out any) ([]byte, error) {
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -206,10 +222,14 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, out
 	var errs []error
 	for i := range c.bases {
 		idx := (first + i) % len(c.bases)
-		raw, err, connected := c.once(ctx, c.bases[idx], method, path, body, out)
+		raw, hint, err, connected := c.once(ctx, c.bases[idx], method, path, body, out)
 		if connected {
-			if idx != first {
-				c.cur.Store(int32(idx))
+			next := idx
+			if owner, ok := c.hinted(hint); ok {
+				next = owner
+			}
+			if next != first {
+				c.cur.Store(int32(next))
 			}
 			return raw, err
 		}
@@ -221,10 +241,51 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, out
 	return nil, errors.Join(errs...)
 }
 
-// once runs the call against one base URL. connected is false when no
-// connection could be made (the request never left), so another replica
-// may be tried.
-func (c *Client) once(ctx context.Context, base, method, path string, body []byte, out any) (raw []byte, err error, connected bool) {
+// hinted is the index of the client's URL that hint (an OwnerURLHeader
+// value) names; ok is false when it names none of them, is empty or is
+// not a URL.
+func (c *Client) hinted(hint string) (int, bool) {
+	if hint == "" || len(c.bases) < 2 {
+		return 0, false
+	}
+	base, err := parseURL(strings.TrimSpace(hint))
+	if err != nil {
+		return 0, false
+	}
+	want := canonicalURL(base)
+	for i, have := range c.canon {
+		if have == want {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// canonicalURL is base (from parseURL) with scheme and host in lower case
+// and the scheme's default port dropped, so that two spellings of one
+// replica's URL compare equal.
+func canonicalURL(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return base
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if port != "" {
+		host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+}
+
+// once runs the call against one base URL; hint is the answer's
+// OwnerURLHeader. connected is false when no connection could be made
+// (the request never left), so another replica may be tried.
+func (c *Client) once(ctx context.Context, base, method, path string, body []byte, out any) (raw []byte, hint string, err error, connected bool) {
 	target := base + path
 	var rd io.Reader
 	if body != nil {
@@ -232,7 +293,7 @@ func (c *Client) once(ctx context.Context, base, method, path string, body []byt
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, target, err), true
+		return nil, "", fmt.Errorf("%s %s: %w", method, target, err), true
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -246,26 +307,27 @@ func (c *Client) once(ctx context.Context, base, method, path string, body []byt
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, c.transportError(ctx, method, target, err), !dialFailed(err)
+		return nil, "", c.transportError(ctx, method, target, err), !dialFailed(err)
 	}
 	defer resp.Body.Close()
+	hint = resp.Header.Get(OwnerURLHeader)
 	limit := c.opts.MaxResponseBytes
 	raw, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: read answer: %w", method, target, err), true
+		return nil, hint, fmt.Errorf("%s %s: read answer: %w", method, target, err), true
 	}
 	if int64(len(raw)) > limit {
-		return nil, fmt.Errorf("%s %s: answer is larger than %d bytes", method, target, limit), true
+		return nil, hint, fmt.Errorf("%s %s: answer is larger than %d bytes", method, target, limit), true
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("%s %s: %w", method, target, DecodeError(resp, raw)), true
+		return nil, hint, fmt.Errorf("%s %s: %w", method, target, DecodeError(resp, raw)), true
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return nil, fmt.Errorf("%s %s: decode answer: %w", method, target, err), true
+			return nil, hint, fmt.Errorf("%s %s: decode answer: %w", method, target, err), true
 		}
 	}
-	return raw, nil, true
+	return raw, hint, nil, true
 }
 
 // transportError names a timeout or cancellation plainly instead of

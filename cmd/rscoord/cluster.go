@@ -189,6 +189,7 @@ func (s *ServeCmd) runCluster(ctx context.Context, log *slog.Logger) error {
 	f := newFront(s.replicaID(), log, assign.Config{
 		HeartbeatInterval: s.HeartbeatInterval, MemberLease: s.MemberLease, RebalanceTimeout: s.RebalanceTimeout,
 	}, max(2*s.HeartbeatInterval, 5*time.Second), peers)
+	f.advertise = strings.TrimSuffix(s.AdvertiseURL, "/")
 	srv, ln, err := s.listen(f, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

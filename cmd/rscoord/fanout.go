@@ -117,7 +117,7 @@ func (r *replica) fanOutTargets() ([]cluster.Replica, map[string][]string) {
 // asked: a refused caller costs the others nothing.
 func (f *front) fanOut(w http.ResponseWriter, r *http.Request, rep *replica, merge listMerge) {
 	local := &bufferedResponse{header: http.Header{}}
-	f.serveLocal(local, r, "")
+	f.serveLocal(local, r, "", false)
 	if local.status != http.StatusOK {
 		local.writeTo(w)
 		return

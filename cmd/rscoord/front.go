@@ -37,6 +37,14 @@ const forwardedByHeader = "X-Rscoord-Forwarded-By"
 // ignored and dropped.
 const clientAddressHeader = "X-Rscoord-Client-Address"
 
+// ownerURLHeader names, on the answer to a request about a stream, the
+// advertise URL of the replica that runs the stream and answered it, itself
+// or through a stand-by that forwarded it (docs/protocol.md §5.6). A
+// client given several replicas' URLs may call that one next and skip the
+// forwarding hop; it is a hint, never a redirect: answers of a replica
+// that does not run the stream (RETRY, 503) carry none.
+const ownerURLHeader = "X-Rscoord-Owner-Url"
+
 // maxBufferedHeartbeat is how much of a heartbeat body a forwarding replica
 // keeps, to answer RETRY to the right requestId when the owner cannot be
 // reached. Heartbeats are far smaller; a larger body is still forwarded
@@ -74,9 +82,12 @@ func streamOf(path string) string {
 // Retry-After. The probes are answered here while no coordinator runs:
 // live, not ready.
 type front struct {
-	self  string
-	log   *slog.Logger
-	group assign.Config // intervals of the RETRY answers
+	self string
+	// advertise is this replica's advertise URL, named in ownerURLHeader
+	// on the answers about the streams it runs; "" names none.
+	advertise string
+	log       *slog.Logger
+	group     assign.Config // intervals of the RETRY answers
 	// transport reaches the owners: short dials (a dead owner refuses at
 	// once, a frozen one must not hold a member's heartbeat for long).
 	transport http.RoundTripper
@@ -176,7 +187,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			f.unsure(w, r, err.Error())
 		case local:
-			f.serveLocal(w, r, forwardedBy)
+			f.serveLocal(w, r, forwardedBy, true)
 		default:
 			f.forward(w, r, to.AdvertiseURL)
 		}
@@ -196,18 +207,22 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.fanOut(w, r, rep, merge)
 		return
 	}
-	f.serveLocal(w, r, forwardedBy)
+	f.serveLocal(w, r, forwardedBy, false)
 }
 
 // serveLocal answers with the coordinator's handler, or RETRY / 503 while
-// it does not run.
-func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy string) {
+// it does not run. owned: the request is about a stream this replica runs,
+// whose answer names it in ownerURLHeader.
+func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy string, owned bool) {
 	o := f.owner.Load()
 	if o == nil || !o.mu.TryRLock() {
 		f.unsure(w, r, fmt.Sprintf("the coordinator of replica %s is not running (starting or stopping)", f.self))
 		return
 	}
 	defer o.mu.RUnlock()
+	if owned && f.advertise != "" {
+		w.Header().Set(ownerURLHeader, f.advertise)
+	}
 	if forwardedBy != "" {
 		o.forwarded.Inc()
 	}

@@ -61,12 +61,16 @@ func TestFrontWithoutOwner(t *testing.T) {
 				}
 			}},
 	}
+	f.advertise = "http://127.0.0.1:9"
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
 			f.ServeHTTP(w, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
 			if w.Code != tc.status {
 				t.Fatalf("%s %s: %d %s, want %d", tc.method, tc.path, w.Code, w.Body, tc.status)
+			}
+			if h := w.Header().Get(ownerURLHeader); h != "" {
+				t.Fatalf("an answer of a replica that runs nothing names an owner: %s", h)
 			}
 			if tc.check != nil {
 				tc.check(t, w.Body.Bytes(), w.Header())
