@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/coordtest"
@@ -32,8 +33,10 @@ import (
 const targetFailover = 3 * time.Second
 
 // FailoverCmd measures the cluster mode: heartbeat throughput through the
-// owner and through a stand-by (forwarded), each as a ratio to a
-// single-node Pebble server in the same run, then failover times.
+// owner, through a stand-by (forwarded) and from clients given every
+// replica's URL, a stand-by's first (they follow the owner hint), each as
+// a ratio to a single-node Pebble server in the same run, then failover
+// times.
 type FailoverCmd struct {
 	Rscoord      string        `help:"rscoord binary; empty builds ./cmd/rscoord with the go command into a temporary directory."`
 	EtcdLeaseTTL time.Duration `default:"0s" help:"--etcd-lease-ttl of the replicas; 0 leaves the server's default (cluster.DefaultLeaseTTL)."`
@@ -52,9 +55,19 @@ type FailoverReport struct {
 	// Throughput of steady heartbeats (OK answers per second) per target,
 	// over every round.
 	Single, Owner, Forwarded float64
-	// OwnerRatio and ForwardedRatio are Owner and Forwarded over Single.
+	// EveryURL is the throughput of clients (coordclient, one per
+	// connection) given every replica's URL, a stand-by's first: they
+	// follow the owner hint of the first answer.
+	EveryURL float64
+	// OwnerRatio, ForwardedRatio and EveryURLRatio are Owner, Forwarded
+	// and EveryURL over Single.
 	OwnerRatio, ForwardedRatio float64
-	Rounds                     []map[string]float64
+	EveryURLRatio              float64
+	// EveryURLAtOwner is how many of those clients called the owner
+	// first when their last phase ended, of EveryURLClients.
+	EveryURLAtOwner int
+	EveryURLClients int
+	Rounds          []map[string]float64
 	// Failovers are owner SIGKILL → first OK heartbeat, one per trial.
 	Failovers   []time.Duration
 	Median, Max time.Duration
@@ -251,6 +264,59 @@ func forMembers(members []*coordtest.Member, conns int, do func(*coordtest.Membe
 // and returns OK answers per second; any other answer is an error.
 func steady(ctx context.Context, base, authz string, members []*coordtest.Member, conns int, d time.Duration) (float64, error) {
 	cli := &http.Client{Transport: benchTransport, Timeout: 10 * time.Second}
+	return steadyWith(ctx, members, conns, d, func(int) beatFunc {
+		return func(ctx context.Context, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
+			return beat(ctx, cli, base, authz, m)
+		}
+	})
+}
+
+// beatFunc sends one heartbeat of m and applies the answer.
+type beatFunc func(ctx context.Context, m *coordtest.Member) (protocol.HeartbeatResponse, error)
+
+// steadyEveryURL is steady with one coordclient per worker given urls, as
+// members given every replica are: each follows the owner hint of its
+// answers. atOwner is how many of them call owner first at the end.
+func steadyEveryURL(ctx context.Context, urls []string, owner, authz string, members []*coordtest.Member, conns int, d time.Duration) (perSecond float64, atOwner, clients int, err error) {
+	var mu sync.Mutex
+	var all []*coordclient.Client
+	var newErr error
+	perSecond, err = steadyWith(ctx, members, conns, d, func(int) beatFunc {
+		cc, err := coordclient.New(urls, coordclient.Options{
+			HTTPClient: &http.Client{Transport: benchTransport}, Authorization: authz, Timeout: 10 * time.Second,
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			newErr = err
+			return func(context.Context, *coordtest.Member) (protocol.HeartbeatResponse, error) {
+				return protocol.HeartbeatResponse{}, err
+			}
+		}
+		all = append(all, cc)
+		return func(ctx context.Context, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
+			req := m.Request()
+			hb, err := cc.Heartbeat(ctx, m.Prefix, m.Group, &req)
+			if err == nil {
+				m.Apply(req, hb)
+			}
+			return hb, err
+		}
+	})
+	if err == nil {
+		err = newErr
+	}
+	for _, cc := range all {
+		if cc.URL() == owner {
+			atOwner++
+		}
+	}
+	return perSecond, atOwner, len(all), err
+}
+
+// steadyWith is steady with the heartbeats of worker w sent by
+// newBeat(w).
+func steadyWith(ctx context.Context, members []*coordtest.Member, conns int, d time.Duration, newBeat func(w int) beatFunc) (float64, error) {
 	var ok atomic.Int64
 	var firstErr atomic.Value
 	start := time.Now()
@@ -263,11 +329,12 @@ func steady(ctx context.Context, base, authz string, members []*coordtest.Member
 		for i := w; i < len(members); i += conns {
 			mine = append(mine, members[i])
 		}
+		send := newBeat(w)
 		wg.Go(func() {
 			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
 				m := mine[i%len(mine)]
 				epoch := m.Epoch
-				hb, err := beat(ctx, cli, base, authz, m)
+				hb, err := send(ctx, m)
 				if err == nil && hb.Status != protocol.StatusOK {
 					err = fmt.Errorf("steady heartbeat of %s at epoch %d answered %s (epoch %d, group epoch %d) %s", m.ID, epoch, hb.Status, hb.MemberEpoch, hb.GroupEpoch, hb.Message)
 				}
@@ -480,7 +547,17 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		{"single", single.url, singleToken, singleMembers, &rep.Single},
 		{"owner", replicas[owner].url, clusterToken, clusterMembers, &rep.Owner},
 		{"forwarded", standby.url, clusterToken, clusterMembers, &rep.Forwarded},
+		{"everyURL", standby.url, clusterToken, clusterMembers, &rep.EveryURL},
 	}
+	// Clients given every replica's URL start at the stand-by, the owner
+	// last: only the owner hint takes them there.
+	everyURL := []string{standby.url}
+	for _, name := range []string{"r1", "r2", "r3"} {
+		if p := replicas[name]; p != standby && name != owner {
+			everyURL = append(everyURL, p.url)
+		}
+	}
+	everyURL = append(everyURL, replicas[owner].url)
 	for r := range f.Rounds {
 		round := map[string]float64{}
 		for i := range targets {
@@ -490,7 +567,12 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			if err := settle(ctx, t.url, t.token, t.members, f.Conns); err != nil {
 				return err
 			}
-			perSecond, err := steady(ctx, t.url, t.token, t.members, f.Conns, f.Duration)
+			var perSecond float64
+			if t.name == "everyURL" {
+				perSecond, rep.EveryURLAtOwner, rep.EveryURLClients, err = steadyEveryURL(ctx, everyURL, replicas[owner].url, t.token, t.members, f.Conns, f.Duration)
+			} else {
+				perSecond, err = steady(ctx, t.url, t.token, t.members, f.Conns, f.Duration)
+			}
 			if err != nil {
 				return fmt.Errorf("failover: %s phase: %w", t.name, err)
 			}
@@ -499,7 +581,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		}
 		rep.Rounds = append(rep.Rounds, round)
 	}
-	rep.OwnerRatio, rep.ForwardedRatio = rep.Owner/rep.Single, rep.Forwarded/rep.Single
+	rep.OwnerRatio, rep.ForwardedRatio, rep.EveryURLRatio = rep.Owner/rep.Single, rep.Forwarded/rep.Single, rep.EveryURL/rep.Single
 	single.kill(syscall.SIGTERM)
 
 	// Failovers: SIGKILL the owner, beat one member through the other
@@ -559,10 +641,12 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "failover: 3 replicas on a 3-member etcd (--etcd-lease-ttl %v), one group of %d members on %d shards\n",
 		lease, f.Members, f.Shards)
 	for i, r := range rep.Rounds {
-		fmt.Fprintf(out, "  round %d  single-node Pebble %7.0f/s  owner %7.0f/s  forwarded %7.0f/s\n", i+1, r["single"], r["owner"], r["forwarded"])
+		fmt.Fprintf(out, "  round %d  single-node Pebble %7.0f/s  owner %7.0f/s  forwarded %7.0f/s  every URL %7.0f/s\n", i+1, r["single"], r["owner"], r["forwarded"], r["everyURL"])
 	}
 	fmt.Fprintf(out, "  steady heartbeats (%d conns): single-node Pebble %.0f/s, owner %.0f/s (%.2f×), through a stand-by %.0f/s (%.2f×)\n",
 		f.Conns, rep.Single, rep.Owner, rep.OwnerRatio, rep.Forwarded, rep.ForwardedRatio)
+	fmt.Fprintf(out, "  clients given every URL, a stand-by's first (following the owner hint): %.0f/s (%.2f×); %d of %d clients calling the owner at the end\n",
+		rep.EveryURL, rep.EveryURLRatio, rep.EveryURLAtOwner, rep.EveryURLClients)
 	var trials []string
 	for _, d := range rep.Failovers {
 		trials = append(trials, d.Round(time.Millisecond).String())

@@ -33,8 +33,12 @@ func TestFailoverBenchSmall(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("report %q: %v", out.String(), err)
 	}
-	if rep.Single <= 0 || rep.Owner <= 0 || rep.Forwarded <= 0 || rep.OwnerRatio <= 0 || rep.ForwardedRatio <= 0 {
+	if rep.Single <= 0 || rep.Owner <= 0 || rep.Forwarded <= 0 || rep.EveryURL <= 0 || rep.OwnerRatio <= 0 || rep.ForwardedRatio <= 0 || rep.EveryURLRatio <= 0 {
 		t.Errorf("throughput not measured: %+v", rep)
+	}
+	// Every client given every URL followed the owner hint to the owner.
+	if rep.EveryURLClients != cmd.Conns || rep.EveryURLAtOwner != rep.EveryURLClients {
+		t.Errorf("%d of %d clients given every URL call the owner at the end, want all %d", rep.EveryURLAtOwner, rep.EveryURLClients, cmd.Conns)
 	}
 	if len(rep.Rounds) != cmd.Rounds {
 		t.Errorf("%d rounds reported, want %d", len(rep.Rounds), cmd.Rounds)
@@ -50,5 +54,5 @@ func TestFailoverBenchSmall(t *testing.T) {
 	if rep.Median <= 0 || rep.Max < rep.Median {
 		t.Errorf("median %v, max %v", rep.Median, rep.Max)
 	}
-	t.Logf("forwarded %.2f×, owner %.2f× of single-node Pebble; failovers %v", rep.ForwardedRatio, rep.OwnerRatio, rep.Failovers)
+	t.Logf("forwarded %.2f×, owner %.2f×, every URL %.2f× of single-node Pebble; failovers %v", rep.ForwardedRatio, rep.OwnerRatio, rep.EveryURLRatio, rep.Failovers)
 }
