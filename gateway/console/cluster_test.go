@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/credtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
@@ -21,7 +22,9 @@ const xssReplicaID = `r2<img src=x onerror="document.title='pwned'">`
 
 // TestConsoleShowsTheCluster drives the console of two real `rscoord
 // serve --store etcd` replicas on a real 3-member etcd in headless
-// Chromium, through the stand-by: the cluster section lists both replicas
+// Chromium, with authentication on (one users file and one token secret
+// for both, as in production), signed in through the stand-by: the
+// cluster section lists both replicas
 // with their advertise URLs, liveness and roles, and the group with its
 // owner, and the groups list shows the group the other replica runs; a
 // replica id that is HTML stays text. When the owner is
@@ -29,6 +32,7 @@ const xssReplicaID = `r2<img src=x onerror="document.title='pwned'">`
 func TestConsoleShowsTheCluster(t *testing.T) {
 	browser := chromium(t)
 	etcd := etcdtest.NewCluster(t)
+	creds := credtest.NewCluster(t)
 	builder, err := proctest.NewBuilder()
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +54,11 @@ func TestConsoleShowsTheCluster(t *testing.T) {
 		addr := l.Addr().String()
 		l.Close()
 		r := &replica{id: id, url: "http://" + addr}
-		r.proc = proctest.Start(t, fmt.Sprintf("replica-%d", len(id)), bin, []string{"serve", "--listen", addr,
-			"--data-dir", t.TempDir(), "--no-auth", "--log-format", "json", "--store", "etcd",
-			"--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--advertise-url", r.url, "--replica-id", id})
+		args := append([]string{"serve", "--listen", addr,
+			"--data-dir", t.TempDir(), "--log-format", "json", "--store", "etcd",
+			"--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--advertise-url", r.url, "--replica-id", id},
+			creds.ServerArgs()...)
+		r.proc = proctest.Start(t, fmt.Sprintf("replica-%d", len(id)), bin, args, credtest.ServerEnv()...)
 		if _, err := r.proc.WaitForLine(60*time.Second, func(l string) bool {
 			return strings.Contains(l, `"rscoord listening"`) || strings.Contains(l, `"standing by"`)
 		}); err != nil {
@@ -62,7 +68,7 @@ func TestConsoleShowsTheCluster(t *testing.T) {
 	}
 	r1 := start("r1") // the owner: the first to claim
 	r2 := start(xssReplicaID)
-	coordtest.Remote(t, r2.url).CreateStream("orders", 4)
+	coordtest.Remote(t, r2.url).As(credtest.AdminAuth()).CreateStream("orders", 4)
 
 	ctx := headless(t, browser, 90*time.Second)
 	run := func(what string, do chromedp.Action[chromedp.Void]) {
@@ -82,6 +88,10 @@ func TestConsoleShowsTheCluster(t *testing.T) {
 			id, url, live, role)
 	}
 	run("open the page through the stand-by", chromedp.Navigate(r2.url+"/console"))
+	run("see the sign-in form", chromedp.WaitVisible(chromedp.ID("username")))
+	run("type the user", chromedp.SendKeys(chromedp.ID("username"), credtest.AdminUser))
+	run("type the password", chromedp.SendKeys(chromedp.ID("password"), credtest.AdminPassword))
+	run("sign in", chromedp.Click(chromedp.ID("signin-button")))
 	run("see the cluster section", chromedp.WaitVisible(chromedp.ID("cluster")))
 	run("see r1 live and owning", pollTrue(replicaRow("r1", r1.url, "yes", "OWNER")))
 	run("see r2 live and standing by", pollTrue(replicaRow(xssReplicaID, r2.url, "yes", "STANDBY")))
