@@ -107,14 +107,7 @@ func TestHooksTellResumed(t *testing.T) {
 // hears OnAssigned with reason assigned.
 func TestHooksTellRedisFailed(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name   string
-		break_ func(*redistest.Server) error
-		heal   func(context.Context, *redistest.Server) error
-	}{
-		{"killed", (*redistest.Server).Kill, func(ctx context.Context, s *redistest.Server) error { return s.Restart(ctx) }},
-		{"frozen", (*redistest.Server).Pause, func(_ context.Context, s *redistest.Server) error { return s.Resume() }},
-	}
+	tests := redisOutages()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

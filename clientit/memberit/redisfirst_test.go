@@ -34,20 +34,29 @@ func quickClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	return c
 }
 
+// redisOutage is one way a member's Redis goes away, and how it comes back.
+type redisOutage struct {
+	name   string
+	break_ func(*redistest.Server) error
+	heal   func(context.Context, *redistest.Server) error
+}
+
+// redisOutages are the outages the Redis-failure tests run: a killed
+// server refuses at once, a frozen one (SIGSTOP) lets reads hang.
+func redisOutages() []redisOutage {
+	return []redisOutage{
+		{"killed", (*redistest.Server).Kill, func(ctx context.Context, s *redistest.Server) error { return s.Restart(ctx) }},
+		{"frozen", (*redistest.Server).Pause, func(_ context.Context, s *redistest.Server) error { return s.Resume() }},
+	}
+}
+
 // TestRedisDownGivesShardsBack: a member whose Redis goes down (killed, or
 // frozen with SIGSTOP) gives every shard back after three failed reads, as
 // the coordinator sees it, while a member with a working Redis takes them
 // all; once its Redis answers again it rejoins and reads.
 func TestRedisDownGivesShardsBack(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name   string
-		break_ func(*redistest.Server) error
-		heal   func(context.Context, *redistest.Server) error
-	}{
-		{"killed", (*redistest.Server).Kill, func(ctx context.Context, s *redistest.Server) error { return s.Restart(ctx) }},
-		{"frozen", (*redistest.Server).Pause, func(_ context.Context, s *redistest.Server) error { return s.Resume() }},
-	}
+	tests := redisOutages()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

