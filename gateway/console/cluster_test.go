@@ -27,8 +27,10 @@ const xssReplicaID = `r2<img src=x onerror="document.title='pwned'">`
 // cluster section lists both replicas
 // with their advertise URLs, liveness and roles, and the group with its
 // owner, and the groups list shows the group the other replica runs; a
-// replica id that is HTML stays text. When the owner is
-// SIGKILLed the page shows the other replica owning the group.
+// replica id that is HTML stays text. When the owner is SIGKILLed the
+// health line says the lists are incomplete, naming the dead replica and
+// its stream, until its etcd lease lapses; then the page shows the other
+// replica owning the group, the group listed again and the note gone.
 func TestConsoleShowsTheCluster(t *testing.T) {
 	browser := chromium(t)
 	etcd := etcdtest.NewCluster(t)
@@ -54,8 +56,12 @@ func TestConsoleShowsTheCluster(t *testing.T) {
 		addr := l.Addr().String()
 		l.Close()
 		r := &replica{id: id, url: "http://" + addr}
+		// An etcd lease of 8 s (the default is 2 s) keeps a dead replica
+		// registered for several of the page's 2 s refreshes: the window
+		// in which its part of every list is missing.
 		args := append([]string{"serve", "--listen", addr,
 			"--data-dir", t.TempDir(), "--log-format", "json", "--store", "etcd",
+			"--etcd-lease-ttl", "8s", "--member-lease", "30s",
 			"--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--advertise-url", r.url, "--replica-id", id},
 			creds.ServerArgs()...)
 		r.proc = proctest.Start(t, fmt.Sprintf("replica-%d", len(id)), bin, args, credtest.ServerEnv()...)
@@ -106,14 +112,32 @@ func TestConsoleShowsTheCluster(t *testing.T) {
 	if injected {
 		t.Fatal("a replica id was put in the page as HTML")
 	}
+	// Every replica answered: the health line carries no note.
+	run("see the health line whole", pollTrue(`document.querySelector("#health").className === "ok" &&
+		document.querySelector("#health").textContent.startsWith("Coordinator UP") &&
+		!document.querySelector("#health").textContent.includes("Incomplete")`))
 
 	if err := r1.proc.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = r1.proc.Wait(10 * time.Second)
+	// Until r1's lease lapses it is registered and holds orders: the
+	// stand-by cannot reach it, so the lists lack its part and say so.
+	run("see the lists marked incomplete, naming r1 and its stream", pollTrue(fmt.Sprintf(`(() => {
+		const h = document.querySelector("#health");
+		return h.className === "error" && h.textContent.startsWith("Coordinator DEGRADED") &&
+			h.textContent.includes("Incomplete: replica r1 did not answer (no answer: ") &&
+			h.textContent.includes("missing stream/orders") &&
+			![...document.querySelectorAll("#groups tbody tr")].some((tr) => tr.cells[0].textContent === "orders") &&
+			%s;
+	})()`, replicaRow("r1", r1.url, "yes", "OWNER"))))
 	run("see orders owned by the other replica", pollTrue(ownerOfOrders(xssReplicaID)))
 	run("see it as the owner", pollTrue(replicaRow(xssReplicaID, r2.url, "yes", "OWNER")))
 	run("see r1 gone", pollTrue(`![...document.querySelectorAll("#replicas tbody tr")].some((tr) => tr.cells[0].textContent === "r1")`))
+	run("see the note gone and orders listed again", pollTrue(`document.querySelector("#health").className === "ok" &&
+		document.querySelector("#health").textContent.startsWith("Coordinator UP") &&
+		!document.querySelector("#health").textContent.includes("Incomplete") &&
+		[...document.querySelectorAll("#groups tbody tr")].some((tr) => tr.cells[0].textContent === "orders")`))
 	if err := r2.proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
