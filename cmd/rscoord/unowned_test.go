@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/cluster"
+	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/persistence"
+)
+
+// TestGroupsUnownedGauge drives rscoord_cluster_groups_unowned, as a
+// replica publishes it, through every state a stream's ownership takes
+// on a real 3-member etcd: stored but claimed by nobody, claimed by this
+// replica, claimed by another, the other replica dead (its client gone,
+// its lease lapsing as after a SIGKILL), and this replica's own lease
+// lost. Each state is made here, not raced for: the replica reading the
+// gauge runs no placement.
+func TestGroupsUnownedGauge(t *testing.T) {
+	etcd := etcdtest.NewCluster(t)
+	ctx := t.Context()
+	const root = "/unowned/"
+	client := func() *clientv3.Client {
+		cli, err := etcd.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cli
+	}
+	cliA, cliB := client(), client()
+	store, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{Client: cliA, Prefix: root + "data/", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two streams: orders with two groups, billing with one.
+	now := time.Now()
+	for prefix, groups := range map[string][]string{"orders": {"audit", "ship"}, "billing": {"invoice"}} {
+		if _, err := store.SaveStream(ctx, persistence.StreamRecord{StreamPrefix: prefix, ShardCount: 2}, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range groups {
+			if _, err := store.SaveGroup(ctx, assign.NewGroup(prefix, g, 2, now), nil, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	join := func(cli *clientv3.Client, id string) *cluster.Node {
+		n, err := cluster.Join(ctx, cluster.Options{Client: cli, Root: root, ID: id,
+			AdvertiseURL: "http://127.0.0.1:1", LeaseTTL: cluster.MinLeaseTTL, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Leave(context.Background()) })
+		return n
+	}
+	a, b := join(cliA, "a"), join(cliB, "b")
+	rep := newReplica(cliA, a, slog.New(slog.DiscardHandler), nil)
+	rep.store, rep.keys = store, store
+	m := metrics.New()
+	gctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rep.publishGauges(gctx, m)
+	}()
+	defer func() { stop(); <-done }()
+
+	gauge := func() (float64, bool) {
+		families, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == metrics.ClusterGroupsUnowned {
+				return metricValue(f), true
+			}
+		}
+		return 0, false
+	}
+	// expect waits for the gauge (published every second) to read want.
+	expect := func(state string, want float64) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			got, ok := gauge()
+			if ok && got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s = %v (published %v), want %v", state, metrics.ClusterGroupsUnowned, got, ok, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	claim := func(n *cluster.Node, prefix string) {
+		t.Helper()
+		if _, err := n.Claim(ctx, streamUnit(prefix)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	expect("both streams stored, neither claimed", 3)
+	claim(a, "orders")
+	expect("orders claimed by this replica", 1)
+	claim(b, "billing")
+	expect("billing claimed by the other replica", 0)
+
+	// The other replica dies: nothing renews its lease, which lapses
+	// (with its registration and its owner key of billing).
+	if err := cliB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expect("the other replica dead, its lease lapsed", 1)
+
+	// This replica's own lease is lost (revoked, as etcd does when it
+	// lapses): every group counts, its own stream's too.
+	reg, err := cliA.Get(ctx, root+"replicas/a")
+	if err != nil || len(reg.Kvs) != 1 {
+		t.Fatalf("registration of a: %v %v", reg, err)
+	}
+	if _, err := cliA.Revoke(ctx, clientv3.LeaseID(reg.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	expect("this replica's lease lost", 3)
+	select {
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replica did not notice its lease was lost")
+	}
+	if a.Valid() {
+		t.Fatal("a replica whose lease was revoked still counts it valid")
+	}
+}
+
+// metricValue is the value of a one-sample gauge family.
+func metricValue(f *dto.MetricFamily) float64 {
+	if ms := f.GetMetric(); len(ms) == 1 {
+		return ms[0].GetGauge().GetValue()
+	}
+	return -1
+}
