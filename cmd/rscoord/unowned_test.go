@@ -20,9 +20,11 @@ import (
 // replica publishes it, through every state a stream's ownership takes
 // on a real 3-member etcd: stored but claimed by nobody, claimed by this
 // replica, claimed by another, the other replica dead (its client gone,
-// its lease lapsing as after a SIGKILL), and this replica's own lease
-// lost. Each state is made here, not raced for: the replica reading the
-// gauge runs no placement.
+// its lease lapsing as after a SIGKILL), and this replica cut off from
+// etcd (the only member its lease and watches talk to frozen): its stale
+// view still says it runs its stream, yet its lease is no longer certain,
+// so every group counts. Each state is made here, not raced for: the
+// replica reading the gauge runs no placement.
 func TestGroupsUnownedGauge(t *testing.T) {
 	etcd := etcdtest.NewCluster(t)
 	ctx := t.Context()
@@ -34,8 +36,19 @@ func TestGroupsUnownedGauge(t *testing.T) {
 		}
 		return cli
 	}
-	cliA, cliB := client(), client()
-	store, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{Client: cliA, Prefix: root + "data/", Logger: slog.New(slog.DiscardHandler)})
+	// This replica's lease and watches go through member 0 alone; its
+	// store reads through the two others, which keep a quorum while
+	// member 0 is frozen.
+	cliA, err := etcd.ClientOf(etcd.Members[0].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliStore, err := etcd.ClientOf(etcd.Members[1].ClientURL, etcd.Members[2].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliB := client()
+	store, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{Client: cliStore, Prefix: root + "data/", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,23 +132,18 @@ func TestGroupsUnownedGauge(t *testing.T) {
 	}
 	expect("the other replica dead, its lease lapsed", 1)
 
-	// This replica's own lease is lost (revoked, as etcd does when it
-	// lapses): every group counts, its own stream's too.
-	reg, err := cliA.Get(ctx, root+"replicas/a")
-	if err != nil || len(reg.Kvs) != 1 {
-		t.Fatalf("registration of a: %v %v", reg, err)
-	}
-	if _, err := cliA.Revoke(ctx, clientv3.LeaseID(reg.Kvs[0].Lease)); err != nil {
+	// This replica is cut off from etcd: nothing renews its lease, and
+	// its watches, frozen with member 0, still show it holding orders.
+	if err := etcd.Members[0].Pause(); err != nil {
 		t.Fatal(err)
 	}
-	expect("this replica's lease lost", 3)
-	select {
-	case <-a.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the replica did not notice its lease was lost")
-	}
+	t.Cleanup(func() { _ = etcd.Members[0].Resume() }) // before the Leaves: they need it
+	expect("this replica cut off, its lease uncertain", 3)
 	if a.Valid() {
-		t.Fatal("a replica whose lease was revoked still counts it valid")
+		t.Fatal("a replica cut off from etcd still counts its lease certain")
+	}
+	if h, ok := a.Holder(streamUnit("orders")); !ok || h.ID != "a" {
+		t.Fatalf("the frozen view should still show a holding orders, shows %v %v: the state under test was not made", h, ok)
 	}
 }
 
