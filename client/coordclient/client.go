@@ -202,16 +202,9 @@ func (c *Client) Login(ctx context.Context, user, password string) (protocol.Log
 	return resp, err
 }
 
-// OwnerURLHeader names, on a coordinator replica's answer about a stream,
-// the advertise URL of the replica that runs the stream (docs/protocol.md
-// §5.6). A Client calls that URL first from then on when it is one of its
-// own URLs, so that a member given every replica's URL stops paying a
-// stand-by's forwarding hop; a URL it was not given is never called.
-const OwnerURLHeader = "X-Rscoord-Owner-Url"
-
 // send runs one call, trying the next base URL after a connection error.
 // Calls then start at the URL that answered, or at the one its answer
-// names in OwnerURLHeader when that is one of the client's URLs.
+// names in protocol.OwnerURLHeader when that is one of the client's URLs.
 func (c *Client) send(ctx context.Context, method, path string, body []byte, out any) ([]byte, error) {
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -241,7 +234,7 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, out
 	return nil, errors.Join(errs...)
 }
 
-// hinted is the index of the client's URL that hint (an OwnerURLHeader
+// hinted is the index of the client's URL that hint (a protocol.OwnerURLHeader
 // value) names; ok is false when it names none of them, is empty or is
 // not a URL.
 func (c *Client) hinted(hint string) (int, bool) {
@@ -283,7 +276,7 @@ func canonicalURL(base string) string {
 }
 
 // once runs the call against one base URL; hint is the answer's
-// OwnerURLHeader. connected is false when no connection could be made
+// protocol.OwnerURLHeader. connected is false when no connection could be made
 // (the request never left), so another replica may be tried.
 func (c *Client) once(ctx context.Context, base, method, path string, body []byte, out any) (raw []byte, hint string, err error, connected bool) {
 	target := base + path
@@ -310,7 +303,7 @@ func (c *Client) once(ctx context.Context, base, method, path string, body []byt
 		return nil, "", c.transportError(ctx, method, target, err), !dialFailed(err)
 	}
 	defer resp.Body.Close()
-	hint = resp.Header.Get(OwnerURLHeader)
+	hint = resp.Header.Get(protocol.OwnerURLHeader)
 	limit := c.opts.MaxResponseBytes
 	raw, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {

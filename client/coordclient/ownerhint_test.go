@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // An answer's owner hint moves the client's next call to that URL only
@@ -43,7 +45,7 @@ func TestOwnerHint(t *testing.T) {
 			standby := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				standbyHits.Add(1)
 				if h := tc.hint(u); h != "" {
-					w.Header().Set(OwnerURLHeader, h)
+					w.Header().Set(protocol.OwnerURLHeader, h)
 				}
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{}`))

@@ -1,5 +1,20 @@
 package protocol
 
+// Headers of the cluster mode that clients may read (docs/protocol.md §5).
+const (
+	// OwnerURLHeader names, on the answer to a request about a stream, the
+	// advertise URL of the replica that runs the stream and answered it,
+	// itself or through a stand-by that forwarded it (§5.6). A client
+	// given several replicas' URLs may call that one next and skip the
+	// forwarding hop; it is a hint, never a redirect: answers of a replica
+	// that does not run the stream (RETRY, 503) carry none.
+	OwnerURLHeader = "X-Rscoord-Owner-Url"
+	// MissingReplicasHeader names, on a cluster-wide list whose JSON is an
+	// array (the Grafana routes), the replicas whose part is missing, as
+	// comma-separated ids; absent when the list is whole (§5.4).
+	MissingReplicasHeader = "X-Rscoord-Missing-Replicas"
+)
+
 // Replica roles in [ClusterReplica] (cluster mode, --store etcd).
 const (
 	// RoleOwner: the replica holds the owner key and runs the groups.

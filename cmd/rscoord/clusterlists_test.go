@@ -74,8 +74,8 @@ func TestClusterWideLists(t *testing.T) {
 		var rows []struct {
 			StreamPrefix string `json:"streamPrefix"`
 		}
-		if status != http.StatusOK || json.Unmarshal(raw, &rows) != nil || len(rows) != len(names) || hdr.Get(missingReplicasHeader) != "" {
-			t.Fatalf("grafana groups through %s: %d %s %s", name, status, hdr.Get(missingReplicasHeader), raw)
+		if status != http.StatusOK || json.Unmarshal(raw, &rows) != nil || len(rows) != len(names) || hdr.Get(protocol.MissingReplicasHeader) != "" {
+			t.Fatalf("grafana groups through %s: %d %s %s", name, status, hdr.Get(protocol.MissingReplicasHeader), raw)
 		}
 		status, _, raw = get(t, r.url+protocol.BasePath+"/monitoring/grafana/options/streams?consumerGroup=s4")
 		if status != http.StatusOK || string(raw) != `[{"__text":"s4","__value":"s4"}]`+"\n" {

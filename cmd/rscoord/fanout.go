@@ -37,14 +37,9 @@ const fanOutTimeout = 2 * time.Second
 // maxFanOutBody bounds one replica's part of a list.
 const maxFanOutBody = 64 << 20
 
-// missingReplicasHeader names, on a cluster-wide list whose JSON is an
-// array (the Grafana routes), the replicas whose part is missing, as
-// comma-separated ids; absent when the list is whole.
-const missingReplicasHeader = "X-Rscoord-Missing-Replicas"
-
 // listMerge merges the parts of a cluster-wide list. It returns the merged
 // JSON value and whether the missing replicas are named in it (else in
-// missingReplicasHeader); a part that does not parse is added to the
+// protocol.MissingReplicasHeader); a part that does not parse is added to the
 // missing ones; err only when this replica's own answer does not parse.
 type listMerge func(l *listParts) (merged any, inBody bool, err error)
 
@@ -164,7 +159,7 @@ func (f *front) fanOut(w http.ResponseWriter, r *http.Request, rep *replica, mer
 		for i, m := range l.missing {
 			ids[i] = m.ID
 		}
-		w.Header().Set(missingReplicasHeader, strings.Join(ids, ","))
+		w.Header().Set(protocol.MissingReplicasHeader, strings.Join(ids, ","))
 	}
 	writeJSON(w, http.StatusOK, merged)
 }

@@ -37,14 +37,6 @@ const forwardedByHeader = "X-Rscoord-Forwarded-By"
 // ignored and dropped.
 const clientAddressHeader = "X-Rscoord-Client-Address"
 
-// ownerURLHeader names, on the answer to a request about a stream, the
-// advertise URL of the replica that runs the stream and answered it, itself
-// or through a stand-by that forwarded it (docs/protocol.md §5.6). A
-// client given several replicas' URLs may call that one next and skip the
-// forwarding hop; it is a hint, never a redirect: answers of a replica
-// that does not run the stream (RETRY, 503) carry none.
-const ownerURLHeader = "X-Rscoord-Owner-Url"
-
 // maxBufferedHeartbeat is how much of a heartbeat body a forwarding replica
 // keeps, to answer RETRY to the right requestId when the owner cannot be
 // reached. Heartbeats are far smaller; a larger body is still forwarded
@@ -83,7 +75,7 @@ func streamOf(path string) string {
 // live, not ready.
 type front struct {
 	self string
-	// advertise is this replica's advertise URL, named in ownerURLHeader
+	// advertise is this replica's advertise URL, named in protocol.OwnerURLHeader
 	// on the answers about the streams it runs; "" names none.
 	advertise string
 	log       *slog.Logger
@@ -212,7 +204,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveLocal answers with the coordinator's handler, or RETRY / 503 while
 // it does not run. owned: the request is about a stream this replica runs,
-// whose answer names it in ownerURLHeader.
+// whose answer names it in protocol.OwnerURLHeader.
 func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy string, owned bool) {
 	o := f.owner.Load()
 	if o == nil || !o.mu.TryRLock() {
@@ -221,7 +213,7 @@ func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy s
 	}
 	defer o.mu.RUnlock()
 	if owned && f.advertise != "" {
-		w.Header().Set(ownerURLHeader, f.advertise)
+		w.Header().Set(protocol.OwnerURLHeader, f.advertise)
 	}
 	if forwardedBy != "" {
 		o.forwarded.Inc()

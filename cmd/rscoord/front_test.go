@@ -69,7 +69,7 @@ func TestFrontWithoutOwner(t *testing.T) {
 			if w.Code != tc.status {
 				t.Fatalf("%s %s: %d %s, want %d", tc.method, tc.path, w.Code, w.Body, tc.status)
 			}
-			if h := w.Header().Get(ownerURLHeader); h != "" {
+			if h := w.Header().Get(protocol.OwnerURLHeader); h != "" {
 				t.Fatalf("an answer of a replica that runs nothing names an owner: %s", h)
 			}
 			if tc.check != nil {
