@@ -59,6 +59,10 @@ type HeldConfig struct {
 	// OpenFiles counts the server's open file descriptors (its
 	// connections among them); nil skips the connection count.
 	OpenFiles func() (int, error) `json:"-"`
+	// ServerCPU reads the CPU time the server has used so far (ProcessCPU
+	// of its process); nil when the bench did not start it: its CPU is
+	// then unknown.
+	ServerCPU func() (time.Duration, error) `json:"-"`
 	// OnMeasure, when set, runs beside the measured phase (from its
 	// start, with a context that ends with it): profiling the server.
 	OnMeasure func(ctx context.Context) `json:"-"`
@@ -132,6 +136,72 @@ type HeldReport struct {
 	// Load is the load average (1 min) at the start and end of the
 	// measured phase, when the system tells it.
 	LoadStart, LoadEnd float64
+	// CPU is the CPU time used during the measured phase.
+	CPU HeldCPU `json:"cpu"`
+}
+
+// HeldCPU is the CPU time (user and system) processes used during the
+// measured phase; a negative figure is unknown.
+type HeldCPU struct {
+	// Server is the coordinator's (unknown unless the bench started it).
+	Server time.Duration `json:"server"`
+	// Bench is the bench process's own: the churn, and the held members
+	// unless Load is known.
+	Bench time.Duration `json:"bench"`
+	// Load is the process running the held members, when they run in a
+	// process of their own.
+	Load time.Duration `json:"load"`
+	// Answered is how many heartbeats the server answered during the
+	// phase, held and not.
+	Answered int `json:"answered"`
+}
+
+// ServerCores is the server's CPU time over the phase's length: cores
+// busy; negative when unknown.
+func (c HeldCPU) ServerCores(measured time.Duration) float64 {
+	if c.Server < 0 || measured <= 0 {
+		return -1
+	}
+	return c.Server.Seconds() / measured.Seconds()
+}
+
+// ServerPerAnswer is the server's CPU time per heartbeat answered;
+// negative when unknown.
+func (c HeldCPU) ServerPerAnswer() time.Duration {
+	if c.Server < 0 || c.Answered == 0 {
+		return -1
+	}
+	return c.Server / time.Duration(c.Answered)
+}
+
+// cpuMeter reads a CPU clock at the start and end of a phase; a nil or
+// failing clock makes the figure unknown (-1).
+type cpuMeter struct {
+	read  func() (time.Duration, error)
+	start time.Duration
+	ok    bool
+}
+
+func startCPU(read func() (time.Duration, error)) cpuMeter {
+	m := cpuMeter{read: read}
+	if read != nil {
+		var err error
+		m.start, err = read()
+		m.ok = err == nil
+	}
+	return m
+}
+
+// used is the CPU time since startCPU, or -1 when unknown.
+func (m cpuMeter) used() time.Duration {
+	if !m.ok {
+		return -1
+	}
+	end, err := m.read()
+	if err != nil {
+		return -1
+	}
+	return end - m.start
 }
 
 // heldMember is a simulated member runtime holding its steady heartbeats.
@@ -541,6 +611,7 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	run.mu.Lock()
 	run.measuring = true
 	run.mu.Unlock()
+	serverCPU, benchCPU := startCPU(cfg.ServerCPU), startCPU(selfCPU)
 	measureStart := time.Now()
 	measureCtx, endMeasure := context.WithCancel(loopCtx)
 	var onMeasure sync.WaitGroup
@@ -554,11 +625,13 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	run.measuring = false
 	run.mu.Unlock()
 	rep.Measured = time.Since(measureStart)
+	rep.CPU = HeldCPU{Server: serverCPU.used(), Bench: benchCPU.used(), Load: -1}
 	rep.LoadEnd = loadAverage()
 	if err := errors.Join(stop(), churnErr); err != nil {
 		return rep, err
 	}
 	rep.NotHeldCount = len(run.notHeld)
+	rep.CPU.Answered = len(run.notHeld) + len(run.heldTook)
 	rep.NotHeld = summarize(run.notHeld)
 	rep.HeldTook = summarize(run.heldTook)
 	n := float64(rep.Members)

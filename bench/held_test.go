@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ func TestRunHeldTiny(t *testing.T) {
 		Server: s.URL, Member: member, Admin: admin, Groups: 2, Members: 4, Shards: 8, Conns: 4,
 		Duration: 1500 * time.Millisecond, Churn: 4, ChurnLife: 500 * time.Millisecond,
 		Memory: func(ctx context.Context) (ServerMemory, error) { return ReadServerMemory(ctx, adminClient) },
+		// The server runs in this process: its CPU is the test's.
+		ServerCPU: ProcessCPU(os.Getpid()),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +55,10 @@ func TestRunHeldTiny(t *testing.T) {
 		if m.HeapAlloc == 0 || m.StackInuse == 0 || m.RSS == 0 {
 			t.Errorf("%s: server memory not read: %+v", name, m)
 		}
+	}
+	if rep.CPU.Server <= 0 || rep.CPU.Bench <= 0 || rep.CPU.Load != -1 || rep.CPU.Answered < rep.HeldCount+rep.NotHeldCount ||
+		rep.CPU.ServerPerAnswer() <= 0 || rep.CPU.ServerCores(rep.Measured) <= 0 {
+		t.Errorf("CPU %+v over %v, %d held and %d not held answers", rep.CPU, rep.Measured, rep.HeldCount, rep.NotHeldCount)
 	}
 	if rep.Parked.StackInuse <= rep.Idle.StackInuse {
 		t.Errorf("parked connections cost no stack: idle %+v, parked %+v", rep.Idle, rep.Parked)
@@ -90,6 +97,9 @@ func TestRunHeldTinyOverH2C(t *testing.T) {
 	}
 	if rep.HeldAtOnce < 8 || rep.Connections > 4 || rep.Connections < 1 {
 		t.Fatalf("held at once %d on %d connections: want 8 on at most 4", rep.HeldAtOnce, rep.Connections)
+	}
+	if rep.CPU.Server != -1 || rep.CPU.ServerPerAnswer() != -1 || rep.CPU.ServerCores(rep.Measured) != -1 {
+		t.Errorf("server CPU known without a clock: %+v", rep.CPU)
 	}
 	if rep.Joined == 0 || rep.Left != rep.Joined || rep.HeldCount < 8 || rep.Errors != 0 || rep.NotOK != 0 {
 		t.Fatalf("joined %d, left %d, held %d, errors %d, not OK %d", rep.Joined, rep.Left, rep.HeldCount, rep.Errors, rep.NotOK)

@@ -162,6 +162,7 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: life, H2C: h.H2C, MembersPerConn: h.PerConn,
 		Memory:    func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
 		OpenFiles: func() (int, error) { return openFiles(p.cmd.Process.Pid) },
+		ServerCPU: bench.ProcessCPU(p.cmd.Process.Pid),
 		OnMeasure: h.profiler(admin, out),
 	})
 	if err != nil {
@@ -203,8 +204,30 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 	fmt.Fprintf(out, "  held: %d answers, %d early with news, %d at once without news; errors %d, not OK %d %v\n",
 		rep.HeldCount, rep.Early, rep.AtOnce, rep.Errors, rep.NotOK, rep.NotOKByStatus)
 	fmt.Fprintf(out, "  held requests took p50 %v  p99 %v  max %v\n", rep.HeldTook.P50, rep.HeldTook.P99, rep.HeldTook.Max)
+	fmt.Fprintf(out, "  %s\n", cpuText(rep))
 	fmt.Fprintf(out, "  target not-held p99 ≤ %v: %s\n", targetHeldNotHeldP99,
 		verdict(rep.NotHeld.P99 <= targetHeldNotHeldP99 && rep.NotHeldCount > 0 && rep.Errors == 0))
+}
+
+// cpuText says what CPU the processes used over the measured phase.
+func cpuText(rep bench.HeldReport) string {
+	secs := rep.Measured.Seconds()
+	cores := func(d time.Duration) string {
+		if d < 0 {
+			return "unknown"
+		}
+		return fmt.Sprintf("%.2f cores", d.Seconds()/secs)
+	}
+	server := "server CPU unknown (not started by the bench)"
+	if rep.CPU.Server >= 0 {
+		server = fmt.Sprintf("server %s, %.0f µs of CPU per heartbeat answered (%d answered, %.0f a second)",
+			cores(rep.CPU.Server), float64(rep.CPU.ServerPerAnswer().Nanoseconds())/1e3, rep.CPU.Answered, float64(rep.CPU.Answered)/secs)
+	}
+	text := "CPU over the measured phase: " + server
+	if rep.CPU.Load >= 0 {
+		return text + fmt.Sprintf("; held members' process %s; bench (churn) %s", cores(rep.CPU.Load), cores(rep.CPU.Bench))
+	}
+	return text + fmt.Sprintf("; bench (held members and churn) %s", cores(rep.CPU.Bench))
 }
 
 // startHeldServer starts the server as startProc does, with the admin
