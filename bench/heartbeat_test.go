@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -13,6 +15,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(heldLoadChildEnv) == "1" {
+		// This binary, started again by a held test, is the process
+		// running the held members.
+		if err := ServeHeldLoad(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	gin.SetMode(gin.ReleaseMode)
 	goleak.VerifyTestMain(m)
 }

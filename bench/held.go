@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"maps"
 	"net/http"
 	"os"
 	"strconv"
@@ -25,7 +25,10 @@ import (
 // keep-alive connections. While they are parked, Churn members a second
 // join a group, live a few intervals and leave, so that the group's
 // targets change and some parked answers are released early; the run
-// times the answers that were not held.
+// times the answers that were not held. The held members (the load) run in
+// this process, or with LoadCommand in one of their own, at a lower CPU
+// priority with LoadNice: as members on other machines, they take only
+// the CPU the server and the timed churn leave.
 type HeldConfig struct {
 	// Server is the coordinator's base URL.
 	Server string
@@ -59,6 +62,16 @@ type HeldConfig struct {
 	// OpenFiles counts the server's open file descriptors (its
 	// connections among them); nil skips the connection count.
 	OpenFiles func() (int, error) `json:"-"`
+	// LoadCommand, when set, is the command line of a process whose main
+	// calls ServeHeldLoad: the held members run there, and this process
+	// keeps the setup, the memory readings and the churn. LoadEnv is
+	// added to its environment. LoadNice (1–19) starts it with nice -n
+	// LoadNice (coreutils), so that every thread of it is niced; RunHeld
+	// checks them. Without LoadCommand the held members run in this
+	// process and LoadNice must be 0.
+	LoadCommand []string `json:"loadCommand,omitempty"`
+	LoadEnv     []string `json:"-"`
+	LoadNice    int      `json:"loadNice,omitempty"`
 	// ServerCPU reads the CPU time the server has used so far (ProcessCPU
 	// of its process); nil when the bench did not start it: its CPU is
 	// then unknown.
@@ -108,26 +121,38 @@ type HeldReport struct {
 	// every member parked than with every member idle: the members'
 	// connections (-1 when not counted).
 	Connections int `json:"connections"`
-	// NotHeld are the answers to requests without waitMs during the
-	// measured phase: joins, leaves, reports of revoked shards. Held are
-	// the held requests answered during it: Early with news before their
-	// wait was over, the rest after it.
+	// NotHeld are the answers to the churn members' requests without
+	// waitMs during the measured phase (joins, leaves, reports of revoked
+	// shards), timed by this process: the figure of the target.
 	NotHeld      Latencies `json:"notHeld"`
 	NotHeldCount int       `json:"notHeldCount"`
-	// HeldTook is how long the held requests took: about the interval,
-	// unless released early or answered at once.
-	HeldTook  Latencies `json:"heldTook"`
-	HeldCount int       `json:"heldCount"`
-	Early     int       `json:"early"`
-	// AtOnce counts held requests answered within 50 ms with nothing new:
-	// the coordinator held no more (its cap) or a change raced them.
-	AtOnce int `json:"atOnce"`
+	// HeldTook is how long the held members' held requests took: about
+	// the interval, unless released early or answered at once.
+	HeldTook Latencies `json:"heldTook"`
+	// HeldCount, Early and AtOnce count the held requests answered during
+	// the measured phase (held members and churn): Early with news before
+	// their wait was over; AtOnce within 50 ms with nothing new (the
+	// coordinator held no more, its cap, or a change raced them).
+	HeldCount int `json:"heldCount"`
+	Early     int `json:"early"`
+	AtOnce    int `json:"atOnce"`
+	// Load and Churn are what each side timed: the held members (in
+	// their process, niced or not) and the churn members (in this one).
+	Load, Churn HeldAnswers
+	// AskedPerSecond is the held answers a second the held members ask
+	// for (one per member per interval); HeldPerSecond is what they got
+	// during the measured phase.
+	AskedPerSecond, HeldPerSecond float64
+	// LoadThreads is how many threads the held members' process had, each
+	// checked to run at Config.LoadNice (0 when they ran in this process).
+	LoadThreads int `json:"loadThreads"`
 	// Joined and Left count the churn members.
 	Joined, Left int
 	// Measured is how long the measured phase lasted: Duration of joins,
 	// then the last churn member's life until it left.
 	Measured time.Duration `json:"measured"`
-	// Errors counts failed requests; NotOK answers other than OK.
+	// Errors counts failed requests; NotOK answers other than OK; both
+	// sides.
 	Errors int `json:"errors"`
 	NotOK  int `json:"notOK"`
 	// NotOKByStatus counts the answers other than OK by status (and
@@ -138,6 +163,69 @@ type HeldReport struct {
 	LoadStart, LoadEnd float64
 	// CPU is the CPU time used during the measured phase.
 	CPU HeldCPU `json:"cpu"`
+}
+
+// HeldAnswers are the answers one side of a held run timed during the
+// measured phase.
+type HeldAnswers struct {
+	// Held counts the held requests answered, Early those with news
+	// before their wait was over, AtOnce those answered within 50 ms with
+	// nothing new; HeldTook is how long they took.
+	Held     int       `json:"held"`
+	Early    int       `json:"early"`
+	AtOnce   int       `json:"atOnce"`
+	HeldTook Latencies `json:"heldTook"`
+	// NotHeld counts the requests without waitMs, NotHeldTook times them.
+	NotHeld     int       `json:"notHeld"`
+	NotHeldTook Latencies `json:"notHeldTook"`
+	// Answered is every request that ended during the phase, failed ones
+	// among them.
+	Answered      int            `json:"answered"`
+	Errors        int            `json:"errors"`
+	NotOK         int            `json:"notOK"`
+	NotOKByStatus map[string]int `json:"notOKByStatus,omitempty"`
+	// Measured is how long this side counted.
+	Measured time.Duration `json:"measured"`
+}
+
+// HeldLoadMet is the share of the asked held answers a second the held
+// members must get for a run's latencies to count: below it the load
+// generator fell behind (short of CPU) and the server was not offered the
+// load.
+const HeldLoadMet = 0.97
+
+// LoadMet says whether the server was offered the load asked: every
+// member held at once before the measured phase, and at least HeldLoadMet
+// of the held answers a second asked; if not, why.
+func (r HeldReport) LoadMet() (bool, string) {
+	var why []string
+	if r.HeldAtOnce < int64(r.Members) {
+		why = append(why, fmt.Sprintf("only %d of %d members held at once", r.HeldAtOnce, r.Members))
+	}
+	if r.AskedPerSecond <= 0 || r.HeldPerSecond < HeldLoadMet*r.AskedPerSecond {
+		why = append(why, fmt.Sprintf("%.0f held answers a second of the %.0f asked (below %.0f%%): the load fell behind", r.HeldPerSecond, r.AskedPerSecond, 100*HeldLoadMet))
+	}
+	return len(why) == 0, strings.Join(why, "; ")
+}
+
+// MeetsNotHeldP99 says whether the run meets a p99 target for the answers
+// not held: answers timed, none failed, the p99 within target, and the
+// load met (a load generator that fell behind offered less than asked);
+// if not, why.
+func (r HeldReport) MeetsNotHeldP99(target time.Duration) (bool, string) {
+	var why []string
+	if r.NotHeldCount == 0 {
+		why = append(why, "no answers not held timed")
+	} else if r.NotHeld.P99 > target {
+		why = append(why, fmt.Sprintf("p99 %v over %v", r.NotHeld.P99, target))
+	}
+	if r.Errors > 0 {
+		why = append(why, fmt.Sprintf("%d requests failed", r.Errors))
+	}
+	if ok, reason := r.LoadMet(); !ok {
+		why = append(why, "load not met: "+reason)
+	}
+	return len(why) == 0, strings.Join(why, "; ")
 }
 
 // HeldCPU is the CPU time (user and system) processes used during the
@@ -204,237 +292,23 @@ func (m cpuMeter) used() time.Duration {
 	return end - m.start
 }
 
-// heldMember is a simulated member runtime holding its steady heartbeats.
-type heldMember struct {
-	// client is the member's wire layer: its runtime's, shared with the
-	// other members of its "pod" over HTTP/2.
-	client         *coordclient.Client
-	prefix, id     string
-	epoch, version int64
-	owned          []protocol.Shard
-	revoking       []protocol.RevokingShard
-	seq            int
-	lastView       string
-	// caughtUp: the heartbeat in flight was sent at once to catch up
-	// after a held request answered early because it was behind.
-	caughtUp bool
-}
-
-// steady is package member's rule for asking a held answer: joined and
-// nothing being revoked.
-func (m *heldMember) steady() bool { return m.epoch > 0 && len(m.revoking) == 0 }
-
-func (m *heldMember) request(waitMs int64) protocol.HeartbeatRequest {
-	m.seq++
-	return protocol.HeartbeatRequest{
-		ProtocolVersion: protocol.CurrentVersion, RequestID: fmt.Sprintf("%s-%d", m.id, m.seq),
-		MemberID: m.id, MemberName: "bench", MemberEpoch: m.epoch, MetadataVersion: m.version,
-		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 4, AvailableConcurrency: 4},
-		OwnedShards:             m.owned, RevokingShards: m.revoking, ShardProgress: []protocol.ShardProgress{},
-		WaitMs: waitMs,
-	}
-}
-
-// apply takes an answer as package member does, draining a revoked shard
-// at once, and says whether it told the member anything new.
-func (m *heldMember) apply(resp protocol.HeartbeatResponse) (changed bool) {
-	switch resp.Status {
-	case protocol.StatusOK, protocol.StatusSyncMetadata, protocol.StatusRevokePending:
-		m.epoch, m.version = resp.MemberEpoch, resp.MetadataVersion
-		assigned := map[int]bool{}
-		for _, s := range resp.Assignment.AssignedShards {
-			assigned[s.ShardIndex] = true
-		}
-		m.revoking = []protocol.RevokingShard{}
-		kept := []protocol.Shard{}
-		for _, s := range m.owned {
-			if assigned[s.ShardIndex] {
-				kept = append(kept, s)
-			} else {
-				m.revoking = append(m.revoking, protocol.RevokingShard{Shard: s, State: protocol.RevokeRevoked})
-			}
-		}
-		m.owned = kept
-		if resp.Status == protocol.StatusOK {
-			m.owned = resp.Assignment.AssignedShards
-		}
-	case protocol.StatusUnknownMemberID, protocol.StatusFencedMemberEpoch:
-		m.epoch, m.version, m.owned, m.revoking = 0, 0, []protocol.Shard{}, []protocol.RevokingShard{}
-	}
-	// As package member: news is a change of status or shards, not a new
-	// member or group epoch or metadata version alone (a join elsewhere in
-	// the group moves those for every member, and a heartbeat at once
-	// from each of them would be a storm of unheld requests).
-	view := fmt.Sprint(resp.Status, protocol.Indexes(resp.Assignment.AssignedShards), protocol.Indexes(resp.Assignment.PendingShards))
-	changed = view != m.lastView
-	m.lastView = view
-	return changed
-}
-
-// heldEarlyMargin is how much sooner than its wait a held answer must come
-// to count as released early: the server's timer and the trip back take a
-// little of the wait.
-const heldEarlyMargin = 250 * time.Millisecond
-
-// heldRun is the shared state of the measured phase.
-type heldRun struct {
-	cfg    HeldConfig
-	client *coordclient.Client
-	// churnClient is the churn members' wire layer.
-	churnClient *coordclient.Client
-	interval    time.Duration
-	inFlight    atomic.Int64 // held requests in flight
-
-	mu        sync.Mutex
-	measuring bool
-	notHeld   []time.Duration
-	heldTook  []time.Duration
-	rep       *HeldReport
-}
-
-func (r *heldRun) record(f func(rep *HeldReport)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.measuring {
-		f(r.rep)
-	}
-}
-
-// beat sends one heartbeat of m, held when m is steady, and times it.
-func (r *heldRun) beat(ctx context.Context, m *heldMember) (resp protocol.HeartbeatResponse, held bool, took time.Duration, err error) {
-	var wait int64
-	if m.steady() {
-		wait = r.interval.Milliseconds()
-	}
-	req := m.request(wait)
-	if wait > 0 {
-		r.inFlight.Add(1)
-		defer r.inFlight.Add(-1)
-	}
-	start := time.Now()
-	resp, err = m.client.Heartbeat(ctx, m.prefix, m.prefix, &req)
-	took = time.Since(start)
-	if ctx.Err() != nil {
-		return resp, wait > 0, took, ctx.Err()
-	}
-	r.record(func(rep *HeldReport) {
-		switch {
-		case err != nil:
-			rep.Errors++
-		case resp.Status != protocol.StatusOK:
-			rep.NotOK++
-			if rep.NotOKByStatus == nil {
-				rep.NotOKByStatus = map[string]int{}
-			}
-			rep.NotOKByStatus[strings.TrimSuffix(string(resp.Status)+" "+string(resp.ErrorCode), " ")]++
-		}
-		if wait == 0 {
-			r.notHeld = append(r.notHeld, took)
-		} else {
-			r.heldTook = append(r.heldTook, took)
-		}
-	})
-	return resp, wait > 0, took, err
-}
-
-// loop heartbeats m until ctx ends, as package member does: a held
-// answer with nothing new is followed by the next held heartbeat at once
-// (its wait covered the interval), an answer with news by a heartbeat at
-// once, an unheld one with nothing new by the interval, unless the member
-// is steady again.
-func (r *heldRun) loop(ctx context.Context, m *heldMember) error {
-	for ctx.Err() == nil {
-		epoch, version := m.epoch, m.version
-		resp, held, took, err := r.beat(ctx, m)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			// Counted in Errors; the member tries again after a pause, as
-			// the member runtime does (a keep-alive connection the server
-			// closed as the request left, a refused dial at a full
-			// accept queue).
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(errBackoffMin):
-			}
-			continue
-		}
-		changed := m.apply(resp)
-		if held {
-			r.record(func(rep *HeldReport) {
-				rep.HeldCount++
-				switch {
-				case changed && took < r.interval-heldEarlyMargin:
-					// Released before its wait was over: a change of its
-					// shards or status. News that came with an answer at
-					// the end of its wait (a new epoch) is not early.
-					rep.Early++
-				case took < 50*time.Millisecond:
-					rep.AtOnce++
-				}
-			})
-		}
-		asked := time.Duration(0)
-		if held {
-			asked = r.interval
-		}
-		behind := resp.MemberEpoch != epoch || resp.MetadataVersion != version
-		next, catchUp := nextHeldBeat(changed, asked, took, behind, m.steady(), m.caughtUp, r.interval)
-		m.caughtUp = catchUp
-		if resp.Status == protocol.StatusRetry {
-			next = r.interval
-		}
-		if next > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(next):
-			}
-		}
-	}
-	return nil
-}
-
-// nextHeldBeat is package member's rule (nextBeat) for when the next
-// heartbeat goes: at once after news (status or shards) or after a held
-// request's wait ran out; at once, once in a row, after a held request
-// answered early only because it was behind (a new epoch or metadata
-// version: the coordinator holds only current requests), so the member is
-// parked again rather than deaf; at once after an unheld answer when the
-// member is steady (its next one is held); else after the rest of its wait
-// or the interval.
-func nextHeldBeat(news bool, asked, took time.Duration, behind, steady, caughtUp bool, interval time.Duration) (next time.Duration, catchUp bool) {
-	switch {
-	case news:
-		return 0, false
-	case asked > 0:
-		left := asked - took
-		switch {
-		case left <= 0:
-			return 0, false
-		case behind && steady && !caughtUp:
-			return 0, true
-		}
-		return min(left, interval), false
-	case steady:
-		return 0, false
-	}
-	return interval, false
-}
-
 // RunHeld creates the streams, joins every member, parks them and
 // measures the server's memory and the answers that were not held.
 func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	if cfg.Groups <= 0 || cfg.Members <= 0 || cfg.Shards <= 0 || cfg.Duration <= 0 {
 		return HeldReport{}, fmt.Errorf("held: groups, members, shards and duration must be positive: %+v", cfg)
 	}
+	if cfg.LoadNice < 0 || cfg.LoadNice > 19 || (cfg.LoadNice != 0 && len(cfg.LoadCommand) == 0) {
+		return HeldReport{}, fmt.Errorf("held: the load's niceness %d must be 1–19, with a load command, or 0", cfg.LoadNice)
+	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "held"
 	}
 	if cfg.Churn <= 0 {
 		cfg.Churn = 1
+	}
+	if cfg.H2C && cfg.MembersPerConn <= 0 {
+		cfg.MembersPerConn = 100
 	}
 	cfg.Conns = max(cfg.Conns, 1)
 	rep := HeldReport{Config: cfg, Members: cfg.Groups * cfg.Members}
@@ -443,47 +317,10 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 		return rep, err
 	}
 	defer admin.CloseIdleConnections()
-	auth, err := cfg.Member.Authorization()
-	if err != nil {
-		return rep, err
-	}
-	// One keep-alive connection per member, as each member runtime keeps
-	// its own, and some for the churn.
-	conns := rep.Members + int(cfg.Churn*10) + cfg.Conns
-	client, err := coordclient.New([]string{cfg.Server}, coordclient.Options{
-		Authorization: auth, UserAgent: "rscoord-bench",
-		HTTPClient: &http.Client{Transport: &http.Transport{
-			MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute,
-		}},
-	})
-	if err != nil {
-		return rep, err
-	}
-	defer client.CloseIdleConnections()
-	// Over HTTP/2, MembersPerConn members share a client (and the churn
-	// members one more): a connection each.
-	memberClient := func(int) *coordclient.Client { return client }
-	churnClient := client
-	var h2Clients []*coordclient.Client
-	if cfg.H2C {
-		if cfg.MembersPerConn <= 0 {
-			cfg.MembersPerConn = 100
-			rep.Config.MembersPerConn = 100
-		}
-		for range (rep.Members+cfg.MembersPerConn-1)/cfg.MembersPerConn + 1 {
-			c, err := coordclient.New([]string{cfg.Server}, coordclient.Options{Authorization: auth, UserAgent: "rscoord-bench", H2C: true})
-			if err != nil {
-				return rep, err
-			}
-			defer c.CloseIdleConnections()
-			h2Clients = append(h2Clients, c)
-		}
-		churnClient = h2Clients[len(h2Clients)-1]
-		memberClient = func(i int) *coordclient.Client { return h2Clients[i/cfg.MembersPerConn] }
-	}
-	prefix := func(g int) string { return cfg.Prefix + strconv.Itoa(g) }
+	params := heldLoadParams{Server: cfg.Server, Member: cfg.Member, Groups: cfg.Groups, Members: cfg.Members,
+		Conns: cfg.Conns, H2C: cfg.H2C, MembersPerConn: cfg.MembersPerConn, Prefix: cfg.Prefix}
 	for g := range cfg.Groups {
-		if err := CreateStream(ctx, admin, prefix(g), cfg.Shards); err != nil {
+		if err := CreateStream(ctx, admin, params.stream(g), cfg.Shards); err != nil {
 			return rep, err
 		}
 	}
@@ -499,24 +336,33 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 		return rep, err
 	}
 
-	// Join every member, unheld, Conns at a time, until a sweep is quiet.
-	members := make([]*heldMember, 0, rep.Members)
-	for g := range cfg.Groups {
-		for i := range cfg.Members {
-			members = append(members, &heldMember{client: memberClient(len(members)), prefix: prefix(g), id: fmt.Sprintf("m%d", i),
-				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}})
+	// The held members join, unheld, Conns at a time, until a sweep is
+	// quiet.
+	var load heldLoad = &localLoad{}
+	var loadCPU func() (time.Duration, error)
+	if len(cfg.LoadCommand) > 0 {
+		child, err := startChildLoad(cfg.LoadCommand, cfg.LoadEnv, cfg.LoadNice)
+		if err != nil {
+			return rep, err
 		}
+		load, loadCPU = child, ProcessCPU(child.cmd.Process.Pid)
 	}
-	run := &heldRun{cfg: cfg, client: client, churnClient: churnClient, rep: &rep}
-	t0 := time.Now()
-	if err := settleHeld(ctx, run, members); err != nil {
+	defer load.close()
+	rep.Interval, rep.Settle, err = load.settle(ctx, params)
+	if err != nil {
 		return rep, err
 	}
-	rep.Settle = time.Since(t0)
-	run.interval = rep.Interval
-	client.CloseIdleConnections()
-	for _, c := range h2Clients {
-		c.CloseIdleConnections()
+	if c, ok := load.(*childLoad); ok {
+		nices, err := niceness(c.cmd.Process.Pid)
+		if err != nil {
+			return rep, err
+		}
+		for _, n := range nices {
+			if n != cfg.LoadNice {
+				return rep, fmt.Errorf("held: a thread of the load process runs at niceness %d, not %d (of %v)", n, cfg.LoadNice, nices)
+			}
+		}
+		rep.LoadThreads = len(nices)
 	}
 	if err := memory(&rep.Idle); err != nil {
 		return rep, err
@@ -525,115 +371,102 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	// Each HTTP/2 client opens its connection alone, before its members
-	// race to use it (calls racing the first dial may dial for
-	// themselves).
-	for i, c := range h2Clients {
-		if _, err := c.Do(ctx, http.MethodGet, "/healthz", nil, nil); err != nil {
-			return rep, fmt.Errorf("held: connect HTTP/2 client %d: %w", i, err)
-		}
+	rep.HeldAtOnce, err = load.park(ctx)
+	if err != nil {
+		return rep, err
 	}
-
-	// Park them all: each member starts its loop at its own phase of one
-	// interval, as members that joined at various times do.
-	loopCtx, stopLoops := context.WithCancel(ctx)
-	defer stopLoops()
-	var wg sync.WaitGroup
-	var errMu sync.Mutex
-	var loopErr error
-	fail := func(err error) {
-		errMu.Lock()
-		loopErr = errors.Join(loopErr, err)
-		errMu.Unlock()
-		stopLoops()
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, m := range members {
-		phase := time.Duration(rng.Int64N(int64(run.interval)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-loopCtx.Done():
-				return
-			case <-time.After(phase):
-			}
-			if err := run.loop(loopCtx, m); err != nil {
-				fail(err)
-			}
-		}()
-	}
-	stop := func() error {
-		stopLoops()
-		wg.Wait()
-		errMu.Lock()
-		defer errMu.Unlock()
-		return loopErr
-	}
-	// Every member parked: all in flight, for a quarter of an interval.
-	parkedBy := time.Now().Add(3*run.interval + 30*time.Second)
-	var stableSince time.Time
-	for {
-		if loopCtx.Err() != nil {
-			return rep, errors.Join(stop(), ctx.Err())
-		}
-		if run.inFlight.Load() >= int64(rep.Members) {
-			if stableSince.IsZero() {
-				stableSince = time.Now()
-			} else if time.Since(stableSince) >= run.interval/4 {
-				break
-			}
-		} else {
-			stableSince = time.Time{}
-		}
-		if time.Now().After(parkedBy) {
-			return rep, errors.Join(stop(), fmt.Errorf("held: only %d of %d members had a held heartbeat in flight after %v (is the server's --max-held-heartbeats or --http-max-connections lower?)",
-				run.inFlight.Load(), rep.Members, 3*run.interval+30*time.Second))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	rep.HeldAtOnce = run.inFlight.Load()
 	if err := memory(&rep.Parked); err != nil {
-		return rep, errors.Join(stop(), err)
+		return rep, err
 	}
 	filesParked, err := openFiles(cfg)
 	if err != nil {
-		return rep, errors.Join(stop(), err)
+		return rep, err
 	}
 	rep.Connections = -1
 	if filesIdle >= 0 && filesParked >= 0 {
 		rep.Connections = filesParked - filesIdle
 	}
 
-	// The measured phase: churn members join and leave while the rest
-	// stay parked.
+	// The measured phase: churn members join and leave while the held
+	// members stay parked. The churn has a client of its own (over HTTP/2
+	// one more connection).
+	auth, err := cfg.Member.Authorization()
+	if err != nil {
+		return rep, err
+	}
+	churnOpts := coordclient.Options{Authorization: auth, UserAgent: "rscoord-bench", H2C: cfg.H2C}
+	if !cfg.H2C {
+		conns := int(cfg.Churn*10) + 16
+		churnOpts.HTTPClient = &http.Client{Transport: &http.Transport{
+			MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute,
+		}}
+	}
+	churnClient, err := coordclient.New([]string{cfg.Server}, churnOpts)
+	if err != nil {
+		return rep, err
+	}
+	defer churnClient.CloseIdleConnections()
+	prober := &heldRun{interval: rep.Interval}
+	if err := load.measure(ctx); err != nil {
+		return rep, err
+	}
 	rep.LoadStart = loadAverage()
-	run.mu.Lock()
-	run.measuring = true
-	run.mu.Unlock()
-	serverCPU, benchCPU := startCPU(cfg.ServerCPU), startCPU(selfCPU)
+	serverCPU, benchCPU, loadCPUUsed := startCPU(cfg.ServerCPU), startCPU(selfCPU), startCPU(loadCPU)
+	prober.startCounting()
 	measureStart := time.Now()
-	measureCtx, endMeasure := context.WithCancel(loopCtx)
+	measureCtx, endMeasure := context.WithCancel(ctx)
+	defer endMeasure()
+	// A load process that dies ends the phase.
+	if ended := load.ended(); ended != nil {
+		go func() {
+			select {
+			case <-ended:
+				endMeasure()
+			case <-measureCtx.Done():
+			}
+		}()
+	}
 	var onMeasure sync.WaitGroup
 	if cfg.OnMeasure != nil {
 		onMeasure.Go(func() { cfg.OnMeasure(measureCtx) })
 	}
-	churnErr := churn(loopCtx, run, cfg, prefix, &wg, fail)
+	var churnErr error
+	rep.Joined, rep.Left, churnErr = churn(measureCtx, prober, churnClient, cfg, params.stream)
+	died := measureCtx.Err() != nil && ctx.Err() == nil
 	endMeasure()
 	onMeasure.Wait()
-	run.mu.Lock()
-	run.measuring = false
-	run.mu.Unlock()
+	rep.Churn = prober.stopCounting()
 	rep.Measured = time.Since(measureStart)
-	rep.CPU = HeldCPU{Server: serverCPU.used(), Bench: benchCPU.used(), Load: -1}
+	rep.CPU = HeldCPU{Server: serverCPU.used(), Bench: benchCPU.used(), Load: loadCPUUsed.used()}
 	rep.LoadEnd = loadAverage()
-	if err := errors.Join(stop(), churnErr); err != nil {
+	if churnErr != nil || died {
+		return rep, errors.Join(churnErr, ctx.Err(), load.close(), errors.New("held: the measured phase ended early"))
+	}
+	rep.Load, err = load.stop(ctx)
+	if err != nil {
 		return rep, err
 	}
-	rep.NotHeldCount = len(run.notHeld)
-	rep.CPU.Answered = len(run.notHeld) + len(run.heldTook)
-	rep.NotHeld = summarize(run.notHeld)
-	rep.HeldTook = summarize(run.heldTook)
+	rep.NotHeldCount, rep.NotHeld = rep.Churn.NotHeld, rep.Churn.NotHeldTook
+	rep.HeldTook = rep.Load.HeldTook
+	rep.HeldCount = rep.Load.Held + rep.Churn.Held
+	rep.Early = rep.Load.Early + rep.Churn.Early
+	rep.AtOnce = rep.Load.AtOnce + rep.Churn.AtOnce
+	rep.Errors = rep.Load.Errors + rep.Churn.Errors
+	rep.NotOK = rep.Load.NotOK + rep.Churn.NotOK
+	if rep.NotOK > 0 {
+		rep.NotOKByStatus = maps.Clone(rep.Load.NotOKByStatus)
+		if rep.NotOKByStatus == nil {
+			rep.NotOKByStatus = map[string]int{}
+		}
+		for k, v := range rep.Churn.NotOKByStatus {
+			rep.NotOKByStatus[k] += v
+		}
+	}
+	rep.CPU.Answered = rep.Load.Answered + rep.Churn.Answered
+	rep.AskedPerSecond = float64(rep.Members) / rep.Interval.Seconds()
+	if rep.Load.Measured > 0 {
+		rep.HeldPerSecond = float64(rep.Load.Held) / rep.Load.Measured.Seconds()
+	}
 	n := float64(rep.Members)
 	rep.PerMember = (float64(rep.Idle.Live()) - float64(rep.Groups.Live())) / n
 	rep.PerParked = (float64(rep.Parked.Live()) - float64(rep.Idle.Live())) / n
@@ -643,9 +476,10 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 }
 
 // churn joins cfg.Churn members a second to the groups in turn for
-// cfg.Duration; each runs as the others do and leaves after
-// cfg.ChurnLife. It returns once the last has left.
-func churn(ctx context.Context, run *heldRun, cfg HeldConfig, prefix func(int) string, wg *sync.WaitGroup, fail func(error)) error {
+// cfg.Duration; each runs as the held members do and leaves after
+// cfg.ChurnLife. It returns once the last has left, with how many joined
+// and left.
+func churn(ctx context.Context, run *heldRun, client *coordclient.Client, cfg HeldConfig, stream func(int) string) (joined, left int, err error) {
 	life := cfg.ChurnLife
 	if life <= 0 {
 		life = 3 * run.interval
@@ -654,78 +488,40 @@ func churn(ctx context.Context, run *heldRun, cfg HeldConfig, prefix func(int) s
 	defer tick.Stop()
 	end := time.After(cfg.Duration)
 	var churned sync.WaitGroup
-	defer churned.Wait()
+	var mu sync.Mutex
+	var errs error
+	var joins, leaves atomic.Int64
 	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-end:
-			return nil
 		case <-tick.C:
-		}
-		m := &heldMember{client: run.churnClient, prefix: prefix(n % cfg.Groups), id: fmt.Sprintf("churn%d", n),
-			owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}}
-		churned.Add(1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer churned.Done()
-			run.record(func(rep *HeldReport) { rep.Joined++ })
-			lifeCtx, cancel := context.WithTimeout(ctx, life)
-			err := run.loop(lifeCtx, m)
-			cancel()
-			if err == nil && ctx.Err() == nil {
+			m := &heldMember{client: client, prefix: stream(n % cfg.Groups), id: fmt.Sprintf("churn%d", n),
+				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}}
+			churned.Go(func() {
+				joins.Add(1)
+				lifeCtx, cancel := context.WithTimeout(ctx, life)
+				run.loop(lifeCtx, m)
+				cancel()
+				if ctx.Err() != nil {
+					return
+				}
 				m.epoch = -1 // leave, unheld
-				_, _, _, err = run.beat(ctx, m)
-				run.record(func(rep *HeldReport) { rep.Left++ })
-			}
-			if err != nil && ctx.Err() == nil {
-				fail(err)
-			}
-		}()
-	}
-}
-
-// settleHeld heartbeats every member, unheld, Conns at a time, until a
-// whole sweep is quiet (every answer OK, nothing pending, nothing moved),
-// and sets run.rep.Interval from the answers.
-func settleHeld(ctx context.Context, run *heldRun, members []*heldMember) error {
-	var interval atomic.Int64
-	for sweep := 0; sweep < 100; sweep++ {
-		var quiet atomic.Bool
-		quiet.Store(true)
-		err := forEach(ctx, run.cfg.Conns, len(members), func(i int) error {
-			m := members[i]
-			before := len(m.owned)
-			req := m.request(0)
-			resp, err := run.client.Heartbeat(ctx, m.prefix, m.prefix, &req)
-			for try := 1; err != nil && try < 5 && ctx.Err() == nil; try++ {
-				// A transient connection failure: the same request again.
-				time.Sleep(time.Duration(try) * errBackoffMin)
-				resp, err = run.client.Heartbeat(ctx, m.prefix, m.prefix, &req)
-			}
-			if err != nil {
-				return fmt.Errorf("join %s/%s: %w", m.prefix, m.id, err)
-			}
-			m.apply(resp)
-			if resp.Status != protocol.StatusOK || len(resp.Assignment.PendingShards) > 0 || len(m.revoking) > 0 || before != len(m.owned) {
-				quiet.Store(false)
-			}
-			interval.Store(resp.HeartbeatIntervalMs)
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("held: settle: %w", err)
+				_, _, _, err := run.beat(ctx, m)
+				leaves.Add(1)
+				if err != nil && ctx.Err() == nil {
+					mu.Lock()
+					errs = errors.Join(errs, fmt.Errorf("held: churn member %s/%s leaving: %w", m.prefix, m.id, err))
+					mu.Unlock()
+				}
+			})
+			continue
 		}
-		if quiet.Load() {
-			run.rep.Interval = time.Duration(interval.Load()) * time.Millisecond
-			if run.rep.Interval <= 0 {
-				return errors.New("held: the coordinator answered no heartbeat interval")
-			}
-			return nil
-		}
+		churned.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return int(joins.Load()), int(leaves.Load()), errs
 	}
-	return errors.New("held: the groups did not settle in 100 sweeps")
 }
 
 // ReadServerMemory collects garbage on the server and reads its memory:

@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +104,103 @@ func TestRunHeldTinyOverH2C(t *testing.T) {
 	}
 	if rep.Joined == 0 || rep.Left != rep.Joined || rep.HeldCount < 8 || rep.Errors != 0 || rep.NotOK != 0 {
 		t.Fatalf("joined %d, left %d, held %d, errors %d, not OK %d", rep.Joined, rep.Left, rep.HeldCount, rep.Errors, rep.NotOK)
+	}
+}
+
+// heldLoadChildEnv makes the test binary the held members' process
+// (TestMain).
+const heldLoadChildEnv = "RSCOORD_BENCH_HELD_LOAD_CHILD"
+
+// TestRunHeldNicedLoad runs the held members in a process of their own
+// (this test binary again) at niceness 5: every thread of it niced, the
+// steps over its pipe, its counts and CPU back in the report.
+func TestRunHeldNicedLoad(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Group: assign.Config{
+		HeartbeatInterval: 400 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond,
+	}})
+	member := coordclient.Credentials{User: coordtest.UserMember, Password: coordtest.Password(coordtest.UserMember)}
+	admin := coordclient.Credentials{User: coordtest.UserAdmin, Password: coordtest.Password(coordtest.UserAdmin)}
+	rep, err := RunHeld(context.Background(), HeldConfig{
+		Server: s.URL, Member: member, Admin: admin, Groups: 2, Members: 50, Shards: 20, Conns: 8,
+		Duration: 1500 * time.Millisecond, Churn: 4, ChurnLife: 500 * time.Millisecond,
+		LoadCommand: []string{os.Args[0]}, LoadEnv: []string{heldLoadChildEnv + "=1"}, LoadNice: 5,
+		ServerCPU: ProcessCPU(os.Getpid()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Members != 100 || rep.HeldAtOnce < 100 || rep.LoadThreads < 2 {
+		t.Fatalf("members %d, held at once %d, load threads %d: want 100, 100, several", rep.Members, rep.HeldAtOnce, rep.LoadThreads)
+	}
+	// The held members' counts came back over the pipe: about one held
+	// answer per member per interval over the phase.
+	if rep.Load.Held < 100 || rep.Load.Measured < rep.Measured-time.Second || rep.HeldCount < rep.Load.Held ||
+		rep.HeldTook.P50 < 300*time.Millisecond || rep.HeldPerSecond <= 0 || rep.AskedPerSecond != 250 {
+		t.Fatalf("load %+v; held %d took %+v, %.0f a second of %.0f", rep.Load, rep.HeldCount, rep.HeldTook, rep.HeldPerSecond, rep.AskedPerSecond)
+	}
+	if rep.Joined == 0 || rep.Left != rep.Joined || rep.NotHeldCount < 2*rep.Joined || rep.Errors != 0 || rep.NotOK != 0 {
+		t.Fatalf("churn: %d joined, %d left, %d not held; errors %d, not OK %d", rep.Joined, rep.Left, rep.NotHeldCount, rep.Errors, rep.NotOK)
+	}
+	if rep.CPU.Load <= 0 || rep.CPU.Server <= 0 || rep.CPU.Bench <= 0 || rep.CPU.Answered < rep.HeldCount+rep.NotHeldCount {
+		t.Fatalf("CPU %+v", rep.CPU)
+	}
+}
+
+// TestRunHeldLoadProcessFails: a load process that dies at once ends the
+// run with an error saying so.
+func TestRunHeldLoadProcessFails(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	_, err := RunHeld(context.Background(), HeldConfig{
+		Server: s.URL, Groups: 1, Members: 2, Shards: 2, Duration: time.Second, LoadCommand: []string{"false"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "load process") {
+		t.Fatalf("err = %v, want the load process's end", err)
+	}
+	_, err = RunHeld(context.Background(), HeldConfig{Server: s.URL, Groups: 1, Members: 2, Shards: 2, Duration: time.Second, LoadNice: 5})
+	if err == nil || !strings.Contains(err.Error(), "niceness") {
+		t.Fatalf("niceness without a load command: err = %v", err)
+	}
+}
+
+// TestHeldVerdicts: the not-held p99 target passes only with answers
+// timed, none failed, the p99 within target and the load met (every member
+// held, at least 97% of the held answers a second asked).
+func TestHeldVerdicts(t *testing.T) {
+	good := HeldReport{Members: 20000, HeldAtOnce: 20000, AskedPerSecond: 6667, HeldPerSecond: 6600,
+		NotHeldCount: 400, NotHeld: Latencies{P99: 8 * time.Millisecond}}
+	for _, tc := range []struct {
+		name     string
+		change   func(r *HeldReport)
+		loadMet  bool
+		pass     bool
+		whyParts []string
+	}{
+		{name: "all good", change: func(*HeldReport) {}, loadMet: true, pass: true},
+		{name: "load behind", change: func(r *HeldReport) { r.HeldPerSecond = 5700 }, whyParts: []string{"load not met", "5700 held answers a second of the 6667 asked"}},
+		{name: "just met", change: func(r *HeldReport) { r.HeldPerSecond = 0.97 * 6667 }, loadMet: true, pass: true},
+		{name: "not every member held", change: func(r *HeldReport) { r.HeldAtOnce = 19990 }, whyParts: []string{"only 19990 of 20000 members held"}},
+		{name: "nothing asked", change: func(r *HeldReport) { r.AskedPerSecond = 0 }, whyParts: []string{"load not met"}},
+		{name: "slow", change: func(r *HeldReport) { r.NotHeld.P99 = 11 * time.Millisecond }, loadMet: true, whyParts: []string{"p99 11ms over 10ms"}},
+		{name: "slow and behind", change: func(r *HeldReport) { r.NotHeld.P99 = time.Second; r.HeldPerSecond = 100 },
+			whyParts: []string{"p99 1s over 10ms", "load not met"}},
+		{name: "nothing timed", change: func(r *HeldReport) { r.NotHeldCount = 0 }, loadMet: true, whyParts: []string{"no answers not held"}},
+		{name: "errors", change: func(r *HeldReport) { r.Errors = 3 }, loadMet: true, whyParts: []string{"3 requests failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good
+			tc.change(&r)
+			if met, why := r.LoadMet(); met != tc.loadMet || (met != (why == "")) {
+				t.Errorf("LoadMet = %v, %q; want %v", met, why, tc.loadMet)
+			}
+			pass, why := r.MeetsNotHeldP99(10 * time.Millisecond)
+			if pass != tc.pass || (pass != (why == "")) {
+				t.Errorf("MeetsNotHeldP99 = %v, %q; want %v", pass, why, tc.pass)
+			}
+			for _, part := range tc.whyParts {
+				if !strings.Contains(why, part) {
+					t.Errorf("why %q does not say %q", why, part)
+				}
+			}
+		})
 	}
 }

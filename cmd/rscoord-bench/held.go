@@ -46,6 +46,8 @@ type HeldCmd struct {
 	ChurnLife time.Duration `default:"0" help:"How long a churn member stays (0: three heartbeat intervals)."`
 	Interval  time.Duration `default:"3s" help:"--heartbeat-interval of the server."`
 	JSON      bool          `name:"json" help:"Print the report as JSON."`
+	LoadNice  int           `name:"load-nice" default:"0" help:"Run the held members in a process of their own started with nice -n N (1–19), as members on other machines: the server and the timed churn get the CPU first, the load what is left (the report says whether it kept up). 0 runs them in the bench's process."`
+	LoadProf  string        `name:"load-cpuprofile" placeholder:"FILE" help:"With --load-nice, write the held members' process's CPU profile to FILE."`
 	Profile   string        `placeholder:"DIR" help:"Save the server's CPU profile (the first 20 s of the measured phase at most), an execution trace (its first 5 s) and goroutine and heap profiles (at its start) in DIR, for go tool pprof and go tool trace."`
 }
 
@@ -65,6 +67,12 @@ const serverFDHeadroom = 256
 func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	if h.Groups < 1 || h.Members < 1 || h.Shards < 1 || h.Conns < 1 || h.Duration <= 0 || h.Churn <= 0 || h.Interval <= 0 {
 		return errors.New("held: --groups, --members, --shards, --conns, --duration, --churn and --interval must be positive")
+	}
+	if h.LoadNice < 0 || h.LoadNice > 19 {
+		return fmt.Errorf("held: --load-nice %d must be between 0 (off) and 19", h.LoadNice)
+	}
+	if h.LoadProf != "" && h.LoadNice == 0 {
+		return errors.New("held: --load-cpuprofile needs --load-nice (without it the members run in this process: --cpuprofile)")
 	}
 	if h.H2C && (h.PerConn < 1 || h.PerConn > heldMaxPerConn) {
 		return fmt.Errorf("held: --members-per-conn %d must be between 1 and %d", h.PerConn, heldMaxPerConn)
@@ -157,7 +165,20 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer admin.CloseIdleConnections()
+	var loadCmd []string
+	if h.LoadNice > 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("held: --load-nice runs this binary again: %w", err)
+		}
+		loadCmd = []string{exe}
+		if h.LoadProf != "" {
+			loadCmd = append(loadCmd, "--cpuprofile", h.LoadProf)
+		}
+		loadCmd = append(loadCmd, "held-load")
+	}
 	rep, err := bench.RunHeld(ctx, bench.HeldConfig{
+		LoadCommand: loadCmd, LoadNice: h.LoadNice,
 		Server: url, Member: memberCreds, Admin: adminCreds, Groups: h.Groups, Members: h.Members, Shards: h.Shards,
 		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: life, H2C: h.H2C, MembersPerConn: h.PerConn,
 		Memory:    func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
@@ -182,6 +203,11 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held int) {
 	fmt.Fprintf(out, "held: %d groups × %d members = %d, %d shards per stream, interval %v; server --http-max-connections %d --max-held-heartbeats %d\n",
 		h.Groups, h.Members, rep.Members, h.Shards, rep.Interval, connCap, held)
+	where := "in this process (no --load-nice): they share its CPU priority with the timed churn"
+	if h.LoadNice > 0 {
+		where = fmt.Sprintf("in a process of their own at nice %d (all %d of its threads), the churn at normal priority", h.LoadNice, rep.LoadThreads)
+	}
+	fmt.Fprintf(out, "  held members %s\n", where)
 	fmt.Fprintf(out, "  join + settle %v (unheld, %d at a time)\n", rep.Settle.Round(time.Millisecond), h.Conns)
 	transport := "HTTP/1.1, a connection per member"
 	if h.H2C {
@@ -199,14 +225,27 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 	fmt.Fprintf(out, "  target per member ≤ %s plus one parked answer: %s\n", bytesText(targetHeldPerMember), verdict(rep.PerMember <= targetHeldPerMember))
 	fmt.Fprintf(out, "  measured %v (%v of joins, then the last churn member's life), load average %.1f → %.1f: %d churn members joined, %d left\n",
 		rep.Measured.Round(time.Millisecond), h.Duration, rep.LoadStart, rep.LoadEnd, rep.Joined, rep.Left)
-	fmt.Fprintf(out, "  not held (joins, leaves, reports): %d answers  p50 %v  p99 %v  p999 %v  max %v\n", rep.NotHeldCount,
+	fmt.Fprintf(out, "  not held (churn members' joins, leaves, reports): %d answers  p50 %v  p99 %v  p999 %v  max %v\n", rep.NotHeldCount,
 		rep.NotHeld.P50, rep.NotHeld.P99, rep.NotHeld.P999, rep.NotHeld.Max)
+	fmt.Fprintf(out, "  held members' answers not held (reports of revoked shards, timed in their process): %d  p50 %v  p99 %v  max %v\n",
+		rep.Load.NotHeld, rep.Load.NotHeldTook.P50, rep.Load.NotHeldTook.P99, rep.Load.NotHeldTook.Max)
 	fmt.Fprintf(out, "  held: %d answers, %d early with news, %d at once without news; errors %d, not OK %d %v\n",
 		rep.HeldCount, rep.Early, rep.AtOnce, rep.Errors, rep.NotOK, rep.NotOKByStatus)
-	fmt.Fprintf(out, "  held requests took p50 %v  p99 %v  max %v\n", rep.HeldTook.P50, rep.HeldTook.P99, rep.HeldTook.Max)
+	fmt.Fprintf(out, "  held members' held requests took p50 %v  p99 %v  max %v\n", rep.HeldTook.P50, rep.HeldTook.P99, rep.HeldTook.Max)
+	met, why := rep.LoadMet()
+	metText := "met"
+	if !met {
+		metText = "NOT met: " + why
+	}
+	fmt.Fprintf(out, "  offered load: %.0f held answers a second of the %.0f asked (%.1f%%), %d of %d members held at once: %s\n",
+		rep.HeldPerSecond, rep.AskedPerSecond, 100*rep.HeldPerSecond/rep.AskedPerSecond, rep.HeldAtOnce, rep.Members, metText)
 	fmt.Fprintf(out, "  %s\n", cpuText(rep))
-	fmt.Fprintf(out, "  target not-held p99 ≤ %v: %s\n", targetHeldNotHeldP99,
-		verdict(rep.NotHeld.P99 <= targetHeldNotHeldP99 && rep.NotHeldCount > 0 && rep.Errors == 0))
+	pass, why := rep.MeetsNotHeldP99(targetHeldNotHeldP99)
+	fmt.Fprintf(out, "  target not-held p99 ≤ %v with the load met: %s", targetHeldNotHeldP99, verdict(pass))
+	if !pass {
+		fmt.Fprintf(out, " (%s)", why)
+	}
+	fmt.Fprintln(out)
 }
 
 // cpuText says what CPU the processes used over the measured phase.
@@ -225,9 +264,18 @@ func cpuText(rep bench.HeldReport) string {
 	}
 	text := "CPU over the measured phase: " + server
 	if rep.CPU.Load >= 0 {
-		return text + fmt.Sprintf("; held members' process %s; bench (churn) %s", cores(rep.CPU.Load), cores(rep.CPU.Bench))
+		return text + fmt.Sprintf("; held members' process %s; bench (churn, readings) %s", cores(rep.CPU.Load), cores(rep.CPU.Bench))
 	}
 	return text + fmt.Sprintf("; bench (held members and churn) %s", cores(rep.CPU.Bench))
+}
+
+// HeldLoadCmd is the process running held's members with --load-nice:
+// it takes its steps on stdin and answers on stdout (bench.ServeHeldLoad).
+type HeldLoadCmd struct{}
+
+// Run serves the held bench's steps until it stops or closes the pipe.
+func (HeldLoadCmd) Run(ctx context.Context) error {
+	return bench.ServeHeldLoad(ctx, os.Stdin, os.Stdout)
 }
 
 // startHeldServer starts the server as startProc does, with the admin

@@ -52,6 +52,7 @@ type CLI struct {
 	Dataplane DataplaneCmd `cmd:"" help:"Producer and member runtime against raw go-redis loops on the same Redis."`
 	Scale     ScaleCmd     `cmd:"" help:"Heap per idle member and restart time of an in-process coordinator holding many groups."`
 	Held      HeldCmd      `cmd:"" help:"Members holding their steady heartbeats (waitMs) on keep-alive connections against rscoord serve: the server's memory per member and per parked answer, and the latency of the answers that were not held."`
+	HeldLoad  HeldLoadCmd  `cmd:"" name:"held-load" hidden:"" help:"The held members' process of held --load-nice (steps on stdin, answers on stdout)."`
 	Failover  FailoverCmd  `cmd:"" help:"Cluster mode on a real 3-member etcd: heartbeat throughput through the owner and a stand-by against a single-node Pebble server, and owner SIGKILL → first OK heartbeat."`
 }
 
