@@ -56,10 +56,9 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 				fmt.Sprintf("content type %q is not JSON; send application/json", ct))
 		}
 	}
-	tooBig := protocol.Errorf(protocol.CodePayloadTooLarge, fmt.Sprintf("request body is over %d bytes", limit))
 	size := c.Request.ContentLength
 	if size > limit {
-		return nil, tooBig
+		return nil, tooBig(limit)
 	}
 	body := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
 	var buf bytes.Buffer
@@ -70,12 +69,17 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 			return nil, perr
 		}
 		defer release()
-		buf.Grow(int(size))
-	} else if size < 0 {
+	}
+	if size >= 0 {
+		// Room for the announced body and for the read that sees its end
+		// (ReadFrom wants MinRead free before each read): one allocation,
+		// where growing from nothing took several.
+		buf.Grow(int(size) + bytes.MinRead)
+	} else {
 		// Not announced (chunked): the first smallBodyBytes are free, the
 		// rest of the limit is reserved if the body goes on.
 		if _, err := io.Copy(&buf, io.LimitReader(body, smallBodyBytes)); err != nil {
-			return nil, readProblem(err, tooBig)
+			return nil, readProblem(err, limit)
 		}
 		if buf.Len() == smallBodyBytes {
 			release, perr := s.reserveBody(c, limit-smallBodyBytes)
@@ -86,9 +90,14 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 		}
 	}
 	if _, err := io.Copy(&buf, body); err != nil {
-		return nil, readProblem(err, tooBig)
+		return nil, readProblem(err, limit)
 	}
 	return buf.Bytes(), nil
+}
+
+// tooBig is the answer to a body over limit bytes.
+func tooBig(limit int64) *protocol.Error {
+	return protocol.Errorf(protocol.CodePayloadTooLarge, fmt.Sprintf("request body is over %d bytes", limit))
 }
 
 // reserveBody reserves n bytes of the large-body budget for c's body,
@@ -103,10 +112,10 @@ func (s *server) reserveBody(c *gin.Context, n int64) (release func(), perr *pro
 
 // readProblem is the answer to a failed body read: tooBig past the limit,
 // else a body cut off or too slow.
-func readProblem(err error, tooBig *protocol.Error) *protocol.Error {
+func readProblem(err error, limit int64) *protocol.Error {
 	var maxErr *http.MaxBytesError
 	if errors.As(err, &maxErr) {
-		return tooBig
+		return tooBig(limit)
 	}
 	return protocol.Errorf(protocol.CodeInvalidRequest, "could not read the request body (timed out or cut off)")
 }

@@ -161,7 +161,12 @@ func (s *server) accessLog(c *gin.Context) {
 	if c.Request.Method == http.MethodGet || c.FullPath() == heartbeatRoute {
 		level = slog.LevelDebug
 	}
-	s.log.Log(c.Request.Context(), level, "http request",
+	// Asked first: the attributes of a line not written would still be
+	// built, per heartbeat.
+	if !s.log.Enabled(c.Request.Context(), level) {
+		return
+	}
+	s.log.LogAttrs(c.Request.Context(), level, "http request",
 		slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
 		slog.String("path", capField(c.Request.URL.Path)), slog.Int("status", c.Writer.Status()),
 		slog.String("requestId", c.GetString(requestIDKey)),

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"sync"
 	"time"
 
@@ -141,19 +143,30 @@ type verifiedCache struct {
 	ttl     time.Duration
 	maxSize int
 
+	// macs holds HMACs under key, reset, for id: clients sending Basic
+	// on every call check it on every request, and a new HMAC is two
+	// digests and their pads.
+	macs sync.Pool
+
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]time.Time
 }
 
 func newVerifiedCache(key []byte, ttl time.Duration, maxSize int) *verifiedCache {
-	return &verifiedCache{key: key, ttl: ttl, maxSize: maxSize, entries: map[[sha256.Size]byte]time.Time{}}
+	c := &verifiedCache{key: key, ttl: ttl, maxSize: maxSize, entries: map[[sha256.Size]byte]time.Time{}}
+	c.macs.New = func() any { return hmac.New(sha256.New, key) }
+	return c
 }
 
 func (c *verifiedCache) id(username, password string) [sha256.Size]byte {
-	mac := hmac.New(sha256.New, c.key)
-	mac.Write([]byte(username))
+	mac := c.macs.Get().(hash.Hash)
+	defer func() {
+		mac.Reset()
+		c.macs.Put(mac)
+	}()
+	_, _ = io.WriteString(mac, username)
 	mac.Write([]byte{0})
-	mac.Write([]byte(password))
+	_, _ = io.WriteString(mac, password)
 	var out [sha256.Size]byte
 	mac.Sum(out[:0])
 	return out
