@@ -193,6 +193,15 @@ func (a *groupActor) start() {
 	a.g, a.revision, a.failed = rec.Group, rec.Revision, nil
 	a.env.failed.forget(a.prefix, a.name)
 	res := assign.Restore(a.g, a.env.now(), a.env.cfg.Group)
+	if res.Persist {
+		// What Restore changed (restarted rebalance deadlines; a repaired
+		// assignment, which may raise the assignment epoch) is written
+		// before any answer can tell it: the next answer waits for a
+		// flush. An epoch catch-up is not written (assign's catchUp), so
+		// the assignment epoch it answers must be durable already.
+		a.dirty = true
+		a.changes.Add(res.Changes)
+	}
 	a.audit(res.Changes, true)
 	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
 	a.finish(StepRestore, res)

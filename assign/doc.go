@@ -71,7 +71,10 @@
 //     renewal or a progress report, so members can match it.
 //   - Result.Persist is false for a heartbeat that changed nothing durable
 //     (the steady heartbeat of a STABLE group), and such a heartbeat does
-//     not scan the group: it costs O(the member's shards).
+//     not scan the group: it costs O(the member's shards). An answer that
+//     only catches a live member's epoch up with the assignment epoch is
+//     not a durable change (see catchUp in op.go); after a load such a
+//     forgotten epoch is accepted back (docs/protocol.md §6.1 step 5).
 //   - The assignor runs only when membership or layout changed.
 //
 // # Deliberate readings of docs/protocol.md
@@ -99,6 +102,10 @@
 //     version (see correction.go).
 //   - A leave that reports shards outside the member's authority drops them
 //     instead of fencing the leaver.
+//   - An epoch catch-up is not written before its answer, and a member
+//     loaded from the store accepts, once, an epoch above the stored one
+//     and at most the assignment epoch (docs/protocol-notes.md, epoch
+//     catch-ups).
 //   - GroupEpoch is also bumped by a layout change, so a new target always
 //     comes with a new member epoch.
 //

@@ -37,13 +37,21 @@ func Tick(g *Group, now time.Time, cfg Config) Result {
 // running rebalance deadline restarts at now+RebalanceTimeout, so that the
 // coordinator's downtime expires or fences nobody (members could not
 // heartbeat meanwhile). Every member still holding shards may read them
-// until now+MemberLease (when it last heard an answer is not durable). Leases are not durable anyway. It also re-runs the
-// assignor (a no-op on a consistent group; it repairs one that is not),
-// recomputes the group state and says when to Tick.
+// until now+MemberLease (when it last heard an answer is not durable).
+// Leases are not durable anyway. Every member is epoch-unconfirmed: the
+// store does not keep epoch catch-ups, so the member may carry a higher
+// epoch than the stored one, which its next heartbeat may prove (see
+// catchUp and decide). It also re-runs the assignor (a no-op on a
+// consistent group; it repairs one that is not), recomputes the group
+// state and says when to Tick.
 func Restore(g *Group, now time.Time, cfg Config) Result {
 	o := begin(g, now, cfg)
 	g.idx = nil // the caller may have edited the group (a load, a repair)
 	for _, m := range g.Members {
+		// A member decoded from a record is unconfirmed already (the zero
+		// value); a caller restoring a group it kept in memory gets the
+		// same rule.
+		m.epochConfirmed = false
 		if holds(m) {
 			// When the member last heard an answer is not durable: it may
 			// read until a whole lease from now.

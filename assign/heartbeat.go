@@ -97,8 +97,22 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 		return o.leave(m, req), m
 	case m.State == protocol.MemberLeaving:
 		return answerFenced, m
-	case e > m.Epoch:
-		return answerInvalid, m
+	}
+	// A positive epoch of the live member's own incarnation: from here on
+	// this coordinator knows every epoch the member may carry (the one it
+	// sends now, and what it is answered), whatever the outcome.
+	confirmed := m.epochConfirmed
+	m.epochConfirmed = true
+	if e > m.Epoch {
+		if confirmed || e > g.AssignmentEpoch {
+			return answerInvalid, m
+		}
+		// Loaded from the store: the member may carry an epoch this
+		// coordinator answered but never wrote (an epoch catch-up, see
+		// catchUp). It is no higher than the assignment epoch, which is
+		// written before any answer carries it: processed as current.
+		m.PreviousEpoch, m.Epoch = m.Epoch, e
+		o.ev.ForgottenEpochAccepted = true
 	}
 	owned := ownedOf(m, req)
 	if e < m.Epoch {
@@ -299,7 +313,9 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 // target − blocked; pending = target − assigned; granted = assigned.
 func (o *op) view(m *Member, req *protocol.HeartbeatRequest, joined bool) protocol.HeartbeatResponse {
 	g := o.g
-	o.setEpoch(m, g.AssignmentEpoch)
+	// An epoch catch-up alone is not written (see catchUp); a join or
+	// anything else that changed the member is.
+	o.catchUp(m, g.AssignmentEpoch)
 	if joined {
 		// A joiner owns nothing and saw no lost state: it is in sync.
 		m.MetadataVersion = g.MetadataVersion

@@ -17,7 +17,7 @@ import (
 // release every held answer of a group at each membership change (a
 // thundering herd that grows with the group), while a member whose shards
 // stay the same loses nothing by learning the new values when its wait
-// ends. Its stored epoch does not move until it is answered, so its next
+// ends. Its epoch does not move until it is answered, so its next
 // heartbeat is current (docs/protocol-notes.md, held heartbeats).
 //
 // It does not change g (it may fill the derived blocked-set cache) and

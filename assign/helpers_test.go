@@ -108,14 +108,17 @@ func (c *client) beat(now time.Time) Result {
 }
 
 // settle lets every client heartbeat, round-robin, until a full round
-// changes nothing durable, and returns the time reached.
+// changes nothing durable and tells no client a new epoch or version (an
+// epoch catch-up is not durable, yet the client acts on it), and returns
+// the time reached.
 func settle(t *testing.T, now time.Time, clients ...*client) time.Time {
 	t.Helper()
 	for round := 0; round < 50; round++ {
 		changed := false
 		for _, c := range clients {
 			now = now.Add(10 * time.Millisecond)
-			if c.beat(now).Persist {
+			epoch, version := c.sim.epoch, c.sim.version
+			if c.beat(now).Persist || c.sim.epoch != epoch || c.sim.version != version {
 				changed = true
 			}
 		}
@@ -280,9 +283,17 @@ func (s *simMember) apply(req *protocol.HeartbeatRequest, resp protocol.Heartbea
 }
 
 // durable is a fingerprint of every durable field of g: a call that changes
-// it must say Persist. Hand-rolled (no fmt) because the simulation takes one
-// before and after every call.
-func durable(g *Group) uint64 {
+// it must say Persist (but for an epoch catch-up, see durableButEpochs).
+// Hand-rolled (no fmt) because the simulation takes one before and after
+// every call.
+func durable(g *Group) uint64 { return fingerprint(g, true) }
+
+// durableButEpochs is durable without the members' epochs: an answer that
+// only catches a member's epoch up is not a durable change (catchUp), so
+// the simulation checks epochs apart (see epochsOf).
+func durableButEpochs(g *Group) uint64 { return fingerprint(g, false) }
+
+func fingerprint(g *Group, epochs bool) uint64 {
 	b := make([]byte, 0, 1024)
 	num := func(v int64) { b = binary.LittleEndian.AppendUint64(b, uint64(v)) }
 	str := func(s string) {
@@ -320,8 +331,10 @@ func durable(g *Group) uint64 {
 		str(id)
 		str(m.Name)
 		str(string(m.State))
-		num(m.Epoch)
-		num(m.PreviousEpoch)
+		if epochs {
+			num(m.Epoch)
+			num(m.PreviousEpoch)
+		}
 		set(m.Current)
 		set(m.Revoking)
 		set(m.Granted)
@@ -369,7 +382,10 @@ type recordParts struct {
 	owners  []int64
 }
 
-func partsOf(g *Group) recordParts {
+func partsOf(g *Group) recordParts { return partsWith(g, true) }
+
+// partsWith is partsOf, with or without the members' epochs.
+func partsWith(g *Group, epochs bool) recordParts {
 	p := recordParts{members: map[string]string{}, owners: slices.Clone(g.OwnerEpochs)}
 	mig := ""
 	if m := g.ActiveMigration; m != nil {
@@ -377,7 +393,11 @@ func partsOf(g *Group) recordParts {
 	}
 	p.group = fmt.Sprint(g.State, g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion, g.ShardCount, g.DrainingShards, g.CorrectionOpen, mig, g.CreatedAt.UnixNano())
 	for id, m := range g.Members {
-		p.members[id] = fmt.Sprint(m.Name, m.State, m.Epoch, m.PreviousEpoch, m.Current, m.Revoking, m.Granted, m.Reported,
+		e := []int64{m.Epoch, m.PreviousEpoch}
+		if !epochs {
+			e = nil
+		}
+		p.members[id] = fmt.Sprint(m.Name, m.State, e, m.Current, m.Revoking, m.Granted, m.Reported,
 			m.JoinedAt.UnixNano(), m.RebalanceDeadline.UnixNano(), m.StateChangedAt.UnixNano(), m.InstanceID, m.JoinRequestID, g.Target[id])
 	}
 	return p
@@ -418,6 +438,33 @@ func checkChanges(before, after recordParts, c Changes) []string {
 		}
 		if a != b && !slices.Contains(c.OwnerEpochs, s) {
 			out = append(out, fmt.Sprintf("owner epoch of shard %d changed, not listed", s))
+		}
+	}
+	return out
+}
+
+// epochsOf is every member's epoch and previous epoch.
+func epochsOf(g *Group) map[string][2]int64 {
+	out := make(map[string][2]int64, len(g.Members))
+	for id, m := range g.Members {
+		out[id] = [2]int64{m.Epoch, m.PreviousEpoch}
+	}
+	return out
+}
+
+// checkCatchUps reports every member whose epochs changed from before
+// without being listed in c, unless the change is an epoch catch-up: the
+// member is live and its epoch rose to the group's assignment epoch.
+func checkCatchUps(g *Group, before map[string][2]int64, c Changes) []string {
+	var out []string
+	for id, m := range g.Members {
+		b, ok := before[id]
+		if !ok || b == [2]int64{m.Epoch, m.PreviousEpoch} || slices.Contains(c.Members, id) {
+			continue
+		}
+		if !m.State.Live() || m.Epoch != g.AssignmentEpoch || m.Epoch < b[0] {
+			out = append(out, fmt.Sprintf("member %s epochs %v → %d/%d (%s, assignment epoch %d) not listed and no catch-up",
+				id, b, m.Epoch, m.PreviousEpoch, m.State, g.AssignmentEpoch))
 		}
 	}
 	return out

@@ -18,6 +18,8 @@ func (o *op) join(req *protocol.HeartbeatRequest) answer {
 		JoinedAt:      o.now,
 		InstanceID:    req.InstanceID,
 		JoinRequestID: req.RequestID,
+		// Every epoch it is answered comes from this coordinator.
+		epochConfirmed: true,
 	}
 	m.StateChangedAt = o.now
 	o.g.Members[m.ID] = m
@@ -37,6 +39,9 @@ func (o *op) rejoin(m *Member, req *protocol.HeartbeatRequest) answer {
 	o.clearOwnership(m)
 	o.setState(m, protocol.MemberActive)
 	m.JoinedAt = o.now
+	// A new incarnation of the member: every epoch it is answered from
+	// now on comes from this coordinator.
+	m.epochConfirmed = true
 	if m.InstanceID != req.InstanceID || m.JoinRequestID != req.RequestID {
 		m.InstanceID, m.JoinRequestID = req.InstanceID, req.RequestID
 		o.memberChanged(m)

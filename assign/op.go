@@ -14,7 +14,8 @@ import (
 // once per call, and so that the result can say whether to persist.
 //
 // Every change to a durable field of the group goes through a method of op
-// that marks it; that is what makes [Result.Persist] trustworthy.
+// that marks it; that is what makes [Result.Persist] trustworthy. The one
+// change left unmarked on purpose is an epoch catch-up (catchUp).
 type op struct {
 	g   *Group
 	now time.Time
@@ -142,15 +143,50 @@ func (o *op) setState(m *Member, st protocol.MemberState) {
 // after a heartbeat accepted with the previous epoch it stays that one —
 // the member never received the epoch being replaced, and must not be
 // fenced if this answer is lost too.
+//
+// A new epoch set here is a durable change (a fence, an expiry); an answer
+// that only catches a live member up with the group uses catchUp.
 func (o *op) setEpoch(m *Member, e int64) {
-	if m.Epoch != e {
-		m.PreviousEpoch = m.Epoch
-		if o.heldEpoch != 0 {
-			m.PreviousEpoch = o.heldEpoch
-		}
-		m.Epoch = e
+	if o.moveEpoch(m, e) {
 		o.memberChanged(m)
 	}
+}
+
+// catchUp answers live member m the group's assignment epoch e, like
+// setEpoch, but does not by itself make a durable change: a member whose
+// epoch moves and nothing else (the commonest answer of a group with
+// churn) is not written before its answer. When something else of it
+// changes in the call, or later, the record written carries the epoch set
+// here.
+//
+// Why a forgotten epoch is safe (docs/protocol.md §6.1 steps 5 and 9):
+// member epochs are not what keeps two members off one shard. The fencing
+// token is the shard's owner epoch, and every grant is durable; step 6
+// checks whatever a member reports against the durable current, revoking
+// and granted sets and the target, and the hand-off rule frees a shard
+// only on durable facts or a lapsed lease, whatever epoch the member
+// carries. An epoch the coordinator answered is at most the group's
+// assignment epoch, which is written before any answer that carries it and
+// only rises. So after a load the stored epoch is a lower bound of what
+// the member may carry and the assignment epoch an upper bound, and a
+// member between the two is accepted as current (see decide) instead of
+// being refused for an epoch this coordinator really issued.
+func (o *op) catchUp(m *Member, e int64) {
+	o.moveEpoch(m, e)
+}
+
+// moveEpoch sets m's epoch to e and PreviousEpoch as setEpoch says, and
+// reports whether it changed.
+func (o *op) moveEpoch(m *Member, e int64) bool {
+	if m.Epoch == e {
+		return false
+	}
+	m.PreviousEpoch = m.Epoch
+	if o.heldEpoch != 0 {
+		m.PreviousEpoch = o.heldEpoch
+	}
+	m.Epoch = e
+	return true
 }
 
 func (o *op) setDeadline(m *Member, t time.Time) {

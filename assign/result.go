@@ -14,10 +14,14 @@ type Result struct {
 	// [Restore] and [SetLayout], which answer nobody.
 	Response protocol.HeartbeatResponse
 	// Persist is true when something durable changed (anything but leases,
-	// last-heartbeat times, progress, capacity and the member's reported
-	// metadata version). The group must be written, synced, before Response
-	// leaves the actor: a response never tells a member anything that a
-	// restart could forget. A steady heartbeat of a STABLE group is false.
+	// last-heartbeat times, progress, capacity, the member's reported
+	// metadata version and an epoch catch-up). The group must be written,
+	// synced, before Response leaves the actor: a response never tells a
+	// member anything that a restart could forget, with one exception: an
+	// answer that only moves a live member's epoch up to the group's
+	// assignment epoch is not Persist for that reason (see catchUp; a
+	// restart accepts the forgotten epoch). A steady heartbeat of a STABLE
+	// group is false.
 	Persist bool
 	// Next is the earliest time [Tick] must run: a lease expiry, a rebalance
 	// deadline or a prune. It may be early (Tick then finds nothing to do and
@@ -97,6 +101,11 @@ type Events struct {
 	// previous epoch was processed as current (a lost response, not a
 	// zombie).
 	PreviousEpochAccepted bool
+	// ForgottenEpochAccepted is true when a heartbeat carrying an epoch
+	// above the member's stored one (and at most the assignment epoch) was
+	// processed as current: the member was loaded from the store, which
+	// does not keep epoch catch-ups.
+	ForgottenEpochAccepted bool
 	// MemberLimitReached is true when a join was refused because the group
 	// holds Config.MaxMembers members (answered RETRY).
 	MemberLimitReached bool

@@ -41,6 +41,11 @@ import (
 //	tick                       the actor's timer fires
 //	layout N [draining=5,6]    SetLayout
 //	state                      group and members
+//	stored                     the members' epochs as the store holds them
+//	crash                      the coordinator dies and starts again: the
+//	                           group is loaded from what the calls wrote
+//	                           (part by part, as Changes name them) and
+//	                           restored; clients keep what they were told
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/script expectations")
 
 func TestScripts(t *testing.T) {
@@ -100,6 +105,8 @@ type script struct {
 	now     time.Time
 	g       *Group
 	clients map[string]*client
+	// store is what the coordinator wrote (see simStore).
+	store *simStore
 }
 
 func (s *script) do(line string) string {
@@ -132,6 +139,7 @@ func (s *script) do(line string) string {
 	case "group":
 		n, _ := strconv.Atoi(kv["shards"])
 		s.g = NewGroup("orders", "billing", n, s.now)
+		s.store = newSimStore(s.g)
 		return s.state()
 	case "join":
 		c := newClient(s.t, s.g, arg(1))
@@ -172,12 +180,28 @@ func (s *script) do(line string) string {
 		s.now = s.now.Add(d)
 		return "now +" + s.now.Sub(t0).String()
 	case "tick":
-		return s.result("tick", Tick(s.g, s.now, s.cfg))
+		return s.result("tick", s.written(Tick(s.g, s.now, s.cfg)))
 	case "layout":
 		n, _ := strconv.Atoi(arg(1))
-		return s.result("layout", SetLayout(s.g, n, parseShards(kv["draining"]), s.now, s.cfg)) + "\n" + s.state()
+		res := SetLayout(s.g, n, parseShards(kv["draining"]), s.now, s.cfg)
+		s.store.writeAll(s.g) // the actor writes every member on a layout change
+		return s.result("layout", res) + "\n" + s.state()
 	case "state":
 		return s.state()
+	case "stored":
+		var b strings.Builder
+		b.WriteString("stored")
+		for _, id := range sortedIDs(s.store.load().Members) {
+			m := s.store.members[id]
+			fmt.Fprintf(&b, "\n  %s %s e%d/%d", id, m.State, m.Epoch, m.PreviousEpoch)
+		}
+		return b.String()
+	case "crash":
+		s.g = s.store.load()
+		for _, c := range s.clients {
+			c.g = s.g
+		}
+		return s.result("coordinator restarts from the store; restore", s.written(Restore(s.g, s.now, s.cfg))) + "\n" + s.state()
 	}
 	s.t.Fatalf("unknown command %q", line)
 	return ""
@@ -203,7 +227,7 @@ func parseShards(v string) []int {
 
 func (s *script) beat(c *client, lose bool) string {
 	req := c.sim.request()
-	res := Heartbeat(s.g, req, s.now, s.cfg)
+	res := s.written(Heartbeat(s.g, req, s.now, s.cfg))
 	r := res.Response
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s e%d v%d owned=%v revoking=%s → %s e%d v%d assigned=%v pending=%v every %s",
@@ -229,6 +253,15 @@ func revokingText(rs []protocol.RevokingShard) string {
 		parts = append(parts, fmt.Sprintf("%d:%s/%d", r.Shard.ShardIndex, r.State, r.InFlight))
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// written writes what res says changed to the store, as the group actor
+// does before it answers.
+func (s *script) written(res Result) Result {
+	if res.Persist {
+		s.store.write(s.g, res.Changes)
+	}
+	return res
 }
 
 func (s *script) result(what string, res Result) string {
@@ -258,6 +291,9 @@ func flags(res Result) string {
 	}
 	if ev.PreviousEpochAccepted {
 		b.WriteString(" previous-epoch")
+	}
+	if ev.ForgottenEpochAccepted {
+		b.WriteString(" forgotten-epoch")
 	}
 	if !res.Next.IsZero() {
 		fmt.Fprintf(&b, " next=+%s", res.Next.Sub(t0))

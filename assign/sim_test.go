@@ -18,9 +18,11 @@ import (
 // heartbeating but keeps reading until its own lease ends), restarts under
 // the same id, lost answers (the member does not apply the answer and
 // retries) and layout changes (grow, shrink with draining shards, retire the
-// drained ones). After every call it checks safety against what the
-// processes really read; at the end it stops the chaos and checks
-// convergence.
+// drained ones) and coordinator crashes (the group is built again from what
+// was written, part by part as Changes names them, and restored: epoch
+// catch-ups no call wrote are forgotten). After every call it checks
+// safety against what the processes really read; at the end it stops the
+// chaos and checks convergence.
 
 const (
 	simSeeds = 200
@@ -45,7 +47,7 @@ func TestSimulation(t *testing.T) {
 	// passing run proves little.
 	for _, what := range []string{"join", "leave", "leave-jvm", "crash", "hang", "restart", "lost", "lost-retry-later", "layout",
 		"expired", "pruned", "previous-epoch", "duplicate", "status OK", "status RETRY", "pending", "join-into-stable",
-		"duplicate-process", "slow-release", "deaf", "released", "fenced"} {
+		"duplicate-process", "slow-release", "deaf", "released", "fenced", "coordinator-restart", "forgotten-epoch"} {
 		if stats[what] == 0 && !testing.Short() {
 			t.Errorf("no %q happened in the simulation", what)
 		}
@@ -91,7 +93,9 @@ type world struct {
 	epochs                               map[string]int64
 	failed                               bool
 	stats                                map[string]int
-	durable                              uint64 // fingerprint after the last call
+	durable                              uint64 // fingerprint after the last call, epochs aside
+	// store is what the coordinator wrote; a coordinator crash reloads it.
+	store *simStore
 	// steps overrides simSteps when positive (the fuzz target runs short
 	// worlds, so that each input is quick).
 	steps int
@@ -109,7 +113,8 @@ func newWorldFrom(t *testing.T, seed uint64, rng *rand.Rand) *world {
 		now: t0, procs: map[string]*proc{}, epochs: map[string]int64{},
 	}
 	w.g = NewGroup("orders", "billing", 1+rng.IntN(16), t0)
-	w.durable = durable(w.g)
+	w.durable = durableButEpochs(w.g)
+	w.store = newSimStore(w.g)
 	for i := 0; i < 1+rng.IntN(4); i++ {
 		w.join()
 	}
@@ -169,7 +174,7 @@ func (w *world) run() bool {
 
 // chaos applies one random event.
 func (w *world) chaos() {
-	switch w.rng.IntN(12) {
+	switch w.rng.IntN(13) {
 	case 0, 1:
 		if len(w.procs) < 10 {
 			w.join()
@@ -249,7 +254,28 @@ func (w *world) chaos() {
 			w.logf("%s hears no answer for %d heartbeats", p.id, p.deaf)
 			w.count("deaf")
 		}
+	case 12:
+		w.coordinatorRestart()
 	}
+}
+
+// coordinatorRestart kills the coordinator between two calls and starts it
+// again on what it wrote: the group is loaded from the store and restored.
+// What no call listed in its Changes is lost, the epoch catch-ups first;
+// the processes carry on with what they were answered, and must never be
+// refused or fenced for an epoch the coordinator answered and forgot.
+func (w *world) coordinatorRestart() {
+	w.g = w.store.load()
+	w.durable = durableButEpochs(w.g)
+	// Member epochs restart from the stored ones (the stored ones never go
+	// back: simStore.write checks).
+	w.epochs = map[string]int64{}
+	for id, m := range w.g.Members {
+		w.epochs[id] = m.Epoch
+	}
+	w.logf("coordinator restarts from the store")
+	w.count("coordinator-restart")
+	w.call("restore", func() Result { return Restore(w.g, w.now, w.cfg) })
 }
 
 // newProc starts a process for member id: a fresh incarnation with its
@@ -344,26 +370,38 @@ func (w *world) layout() {
 	w.call("layout", func() Result { return SetLayout(g, count, draining, w.now, w.cfg) })
 }
 
-// call runs one package call, checking Persist honesty and epochs.
+// call runs one package call, checking Persist honesty and epochs, and
+// writes what it says changed to the store, as the group actor does.
 func (w *world) call(what string, f func() Result) Result {
 	w.count("calls")
 	// Only calls touch the group, so the fingerprint after one call is the
 	// one before the next.
 	before := w.durable
-	parts := partsOf(w.g)
+	parts := partsWith(w.g, false)
+	epochs := epochsOf(w.g)
 	res := f()
-	w.durable = durable(w.g)
+	w.durable = durableButEpochs(w.g)
 	if !res.Persist && w.durable != before {
 		w.fail("%s changed durable state without Persist", what)
 	}
 	if res.Persist == res.Changes.Empty() {
 		w.fail("%s: Persist %v but Changes %+v", what, res.Persist, res.Changes)
 	}
-	if bad := checkChanges(parts, partsOf(w.g), res.Changes); len(bad) > 0 {
+	if bad := checkChanges(parts, partsWith(w.g, false), res.Changes); len(bad) > 0 {
 		w.fail("%s: Changes %+v: %v", what, res.Changes, bad)
 	}
-	if res.Persist && durable(w.g) == before && !w.g.timersKnown {
-		// not a failure: Persist may be conservative
+	if bad := checkCatchUps(w.g, epochs, res.Changes); len(bad) > 0 {
+		w.fail("%s: %v", what, bad)
+	}
+	if what == "layout" {
+		w.store.writeAll(w.g) // the actor writes every member on a layout change
+	} else if res.Persist {
+		if back := w.store.write(w.g, res.Changes); len(back) > 0 {
+			w.fail("%s: the stored epoch of %v went back", what, back)
+		}
+	}
+	if res.Events.ForgottenEpochAccepted {
+		w.count("forgotten-epoch")
 	}
 	w.next = res.Next
 	w.checkEpochs()

@@ -160,8 +160,23 @@ type Member struct {
 	// member may still carry after a lost response (the one before, or the
 	// one it last proved to hold). A LEAVING member keeps its last positive
 	// epoch here (responses say -1), so that stored epochs never go down.
+	//
+	// Both are durable, but an answer that only moves a live member's
+	// epoch up to the group's assignment epoch (an epoch catch-up) does not
+	// make them a durable change: the stored record may hold older values
+	// until the member is written for another reason, and a member loaded
+	// from it is epoch-unconfirmed (see epochConfirmed).
 	Epoch         int64
 	PreviousEpoch int64
+	// epochConfirmed is false for a member loaded from the store (the zero
+	// value: whatever builds a Member from a record gets it), until this
+	// incarnation of the coordinator has processed one heartbeat of it
+	// with a positive epoch (or it joined or rejoined here). While false,
+	// the coordinator may have answered the member an epoch that was never
+	// written (an epoch catch-up), so a heartbeat above the stored epoch
+	// and at most the group's assignment epoch is processed as current
+	// (docs/protocol.md §6.1 step 5). Not durable.
+	epochConfirmed bool
 	// MetadataVersion is the version the member last reported.
 	MetadataVersion int64
 	// MaxConcurrency and AvailableConcurrency are the member's last reported
