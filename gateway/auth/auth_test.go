@@ -239,3 +239,57 @@ func TestPermissions(t *testing.T) {
 		}
 	}
 }
+
+// A token verified once is remembered, but its expiry and revocation
+// still apply at once to later uses.
+func TestRememberedTokens(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	clock := now
+	revocations, err := OpenRevocations(t.TempDir(), 0, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Users: []User{user(t, "ops", "pw", Member)}, Secret: secretA, TokenTTL: time.Hour,
+		Revocations: revocations, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	issue := func() string {
+		t.Helper()
+		tok, err := a.Issue(Principal{Username: "ops", Roles: Member})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok.Value
+	}
+	verify := func(tok string, want error) {
+		t.Helper()
+		if _, err := a.VerifyToken(tok); err != want {
+			t.Fatalf("verify: %v, want %v", err, want)
+		}
+	}
+
+	expiring, revoked := issue(), issue()
+	verify(expiring, nil)
+	verify(expiring, nil) // remembered
+	verify(revoked, nil)
+	if err := a.Revoke(revoked); err != nil {
+		t.Fatal(err)
+	}
+	verify(revoked, ErrRevokedToken)
+	clock = now.Add(time.Hour)
+	verify(expiring, ErrExpiredToken)
+
+	// Bounded: past its size the cache forgets, and still verifies.
+	c := newTokenCache(2)
+	for i, tok := range []string{"a", "b", "c"} {
+		c.put(tok, claims{Exp: now.Unix() + int64(i) + 1}, now)
+	}
+	if len(c.entries) > 2 {
+		t.Fatalf("%d tokens remembered, want at most 2", len(c.entries))
+	}
+	if _, ok := c.get("c"); !ok {
+		t.Fatal("the last token put is forgotten")
+	}
+}

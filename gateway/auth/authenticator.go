@@ -51,6 +51,8 @@ type Authenticator struct {
 	// their check costs what a known user's does.
 	dummy []byte
 	cache *verifiedCache
+	// tokens remembers tokens whose signature checked out.
+	tokens *tokenCache
 }
 
 // New checks cfg and returns an Authenticator.
@@ -100,6 +102,7 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 	a.dummy = dummy
 	a.cache = newVerifiedCache(random, 5*time.Minute, 10_000)
+	a.tokens = newTokenCache(10_000)
 	return a, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -138,8 +139,32 @@ func (a *Authenticator) Revoke(value string) error {
 	return a.revoked.Revoke(c.Jti, time.Unix(c.Exp, 0))
 }
 
-// claims returns the claims of a well-signed, unexpired token.
+// claims returns the claims of a well-signed, unexpired token. A token
+// whose signature checked out is remembered with its claims (tokenCache):
+// members send the same token on every heartbeat, and checking its
+// signature and decoding its claims was most of a heartbeat's
+// authentication. Expiry is checked on every call all the same, and
+// revocation and the credential by VerifyToken after it.
 func (a *Authenticator) claims(value string) (claims, error) {
+	c, ok := a.tokens.get(value)
+	if !ok {
+		var err error
+		if c, err = a.verifiedClaims(value); err != nil {
+			return claims{}, err
+		}
+	}
+	if !a.now().Before(time.Unix(c.Exp, 0)) {
+		return claims{}, ErrExpiredToken
+	}
+	if !ok {
+		// A copy: value may be part of a larger header string.
+		a.tokens.put(strings.Clone(value), c, a.now())
+	}
+	return c, nil
+}
+
+// verifiedClaims returns the claims of a well-signed token.
+func (a *Authenticator) verifiedClaims(value string) (claims, error) {
 	i := strings.LastIndexByte(value, '.')
 	if !strings.HasPrefix(value, tokenPrefix) || i <= len(tokenPrefix) {
 		return claims{}, ErrBadToken
@@ -168,8 +193,42 @@ func (a *Authenticator) claims(value string) (claims, error) {
 	if err := dec.Decode(&c); err != nil || c.Jti == "" || c.Cred == "" {
 		return claims{}, ErrBadToken
 	}
-	if !a.now().Before(time.Unix(c.Exp, 0)) {
-		return claims{}, ErrExpiredToken
-	}
 	return c, nil
+}
+
+// tokenCache remembers the claims of tokens whose signature checked out,
+// each until its expiry, at most max of them: when full, the expired ones
+// go, and all of them if none has.
+type tokenCache struct {
+	max int
+
+	mu      sync.Mutex
+	entries map[string]claims
+}
+
+func newTokenCache(max int) *tokenCache {
+	return &tokenCache{max: max, entries: map[string]claims{}}
+}
+
+func (t *tokenCache) get(value string) (claims, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.entries[value]
+	return c, ok
+}
+
+func (t *tokenCache) put(value string, c claims, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.entries) >= t.max {
+		for k, old := range t.entries {
+			if !now.Before(time.Unix(old.Exp, 0)) {
+				delete(t.entries, k)
+			}
+		}
+		if len(t.entries) >= t.max {
+			clear(t.entries)
+		}
+	}
+	t.entries[value] = c
 }
