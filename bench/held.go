@@ -138,11 +138,13 @@ type HeldReport struct {
 	AtOnce    int `json:"atOnce"`
 	// Load and Churn are what each side timed: the held members (in
 	// their process, niced or not) and the churn members (in this one).
-	Load, Churn HeldAnswers
+	Load  HeldAnswers `json:"load"`
+	Churn HeldAnswers `json:"churn"`
 	// AskedPerSecond is the held answers a second the held members ask
 	// for (one per member per interval); HeldPerSecond is what they got
 	// during the measured phase.
-	AskedPerSecond, HeldPerSecond float64
+	AskedPerSecond float64 `json:"askedPerSecond"`
+	HeldPerSecond  float64 `json:"heldPerSecond"`
 	// LoadThreads is how many threads the held members' process had, each
 	// checked to run at Config.LoadNice (0 when they ran in this process).
 	LoadThreads int `json:"loadThreads"`

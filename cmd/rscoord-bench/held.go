@@ -35,6 +35,8 @@ const (
 // its connection and held-heartbeat caps raised to fit every member.
 type HeldCmd struct {
 	Rscoord   string        `help:"rscoord binary; empty builds ./cmd/rscoord with the go command into a temporary directory."`
+	Server    string        `help:"Base URL of a coordinator already running, instead of starting rscoord serve: its caps must hold every member (--http-max-connections, --max-held-heartbeats, --http2 for --h2c) and the credentials need ADMIN; its CPU and connections are then unknown."`
+	Creds     Credentials   `embed:""`
 	Groups    int           `default:"20" help:"Streams (each with its default group)."`
 	Members   int           `default:"1000" help:"Members per group."`
 	Shards    int           `default:"1000" help:"Shards per stream."`
@@ -102,65 +104,29 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	// The server needs its connection cap plus the headroom it keeps for
 	// its own files (else it lowers the cap, and with it the held ones);
 	// the bench, one descriptor a connection and a few.
-	if err := raiseFDLimit(max(connCap+serverFDHeadroom, clientFDs)); err != nil {
+	need := max(connCap+serverFDHeadroom, clientFDs)
+	if h.Server != "" {
+		need = clientFDs
+	}
+	if err := raiseFDLimit(need); err != nil {
 		return fmt.Errorf("held: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "rscoord-bench-held-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	bin := h.Rscoord
-	if bin == "" {
-		bin = filepath.Join(dir, "rscoord")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rscoord/rscoord/cmd/rscoord")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("held: build rscoord (or pass --rscoord): %w", err)
+	srv := heldServer{url: h.Server}
+	if h.Server == "" {
+		var err error
+		srv, err = h.startServer(ctx, connCap, held, streams)
+		if err != nil {
+			return err
 		}
+		defer srv.stop()
+	} else {
+		creds, err := h.Creds.wire()
+		if err != nil {
+			return err
+		}
+		srv.member, srv.admin = creds, creds
 	}
-	// A MEMBER scoped to the bench's streams heartbeats; the admin creates
-	// the streams and reads the server's memory.
-	memberCreds := coordclient.Credentials{User: "bench-member", Password: randomSecret()}
-	adminCreds := coordclient.Credentials{User: "admin", Password: randomSecret()}
-	hash, err := auth.HashPassword(memberCreds.Password, 0)
-	if err != nil {
-		return err
-	}
-	users, err := json.Marshal(auth.UsersFile{Users: []auth.UserEntry{{Username: memberCreds.User, PasswordHash: string(hash),
-		Roles: []string{}, Grants: []auth.GrantEntry{{Roles: []string{"MEMBER"}, Streams: []string{"held*"}}}}}})
-	if err != nil {
-		return err
-	}
-	usersPath := filepath.Join(dir, "users.json")
-	if err := os.WriteFile(usersPath, users, 0o600); err != nil {
-		return err
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	args := []string{"serve", "--listen", strings.TrimPrefix(url, "http://"), "--data-dir", filepath.Join(dir, "data"),
-		"--users", usersPath, "--heartbeat-interval", h.Interval.String(),
-		"--http-max-connections", strconv.Itoa(connCap), "--max-held-heartbeats", strconv.Itoa(held),
-		"--log-format", "json", "--log-level", "info"}
-	if h.H2C {
-		args = append(args, "--http2", "--http2-max-concurrent-streams", strconv.Itoa(streams))
-	}
-	logPath := filepath.Join(dir, "rscoord.log")
-	p, err := startHeldServer(bin, url, logPath, args, adminCreds.Password)
-	if err != nil {
-		return err
-	}
-	defer p.kill(syscall.SIGTERM)
-	if err := awaitReady(ctx, p, 60*time.Second); err != nil {
-		return err
-	}
-	if warn := serverWarnings(logPath); warn != "" {
-		return fmt.Errorf("held: the server did not take its limits (log %s): %s", logPath, warn)
-	}
-	admin, err := bench.NewClient(url, adminCreds)
+	admin, err := bench.NewClient(srv.url, srv.admin)
 	if err != nil {
 		return err
 	}
@@ -191,16 +157,18 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	}
 	rep, err := bench.RunHeld(ctx, bench.HeldConfig{
 		LoadCommand: loadCmd, LoadEnv: loadEnv, LoadNice: h.LoadNice,
-		Server: url, Member: memberCreds, Admin: adminCreds, Groups: h.Groups, Members: h.Members, Shards: h.Shards,
-		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: life, H2C: h.H2C, MembersPerConn: h.PerConn,
+		Server: srv.url, Member: srv.member, Admin: srv.admin, Groups: h.Groups, Members: h.Members, Shards: h.Shards,
+		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: h.ChurnLife, H2C: h.H2C, MembersPerConn: h.PerConn,
 		Memory:    func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
-		OpenFiles: func() (int, error) { return openFiles(p.cmd.Process.Pid) },
-		ServerCPU: bench.ProcessCPU(p.cmd.Process.Pid),
+		OpenFiles: srv.openFiles, ServerCPU: srv.cpu,
 		OnMeasure: h.profiler(admin, out),
 	})
 	if err != nil {
+		if srv.log == "" {
+			return fmt.Errorf("held bench: %w", err)
+		}
 		// The directory goes with the run: show the end of the server's log.
-		return fmt.Errorf("held bench: %w; server log ends:\n%s", err, logTail(logPath, 4096))
+		return fmt.Errorf("held bench: %w; server log ends:\n%s", err, logTail(srv.log, 4096))
 	}
 	if h.JSON {
 		return printJSON(out, rep)
@@ -213,8 +181,12 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 }
 
 func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held int) {
-	fmt.Fprintf(out, "held: %d groups × %d members = %d, %d shards per stream, interval %v; server --http-max-connections %d --max-held-heartbeats %d\n",
-		h.Groups, h.Members, rep.Members, h.Shards, rep.Interval, connCap, held)
+	server := fmt.Sprintf("server --http-max-connections %d --max-held-heartbeats %d", connCap, held)
+	if h.Server != "" {
+		server = "server " + h.Server + " (its own limits)"
+	}
+	fmt.Fprintf(out, "held: %d groups × %d members = %d, %d shards per stream, interval %v; %s\n",
+		h.Groups, h.Members, rep.Members, h.Shards, rep.Interval, server)
 	where := "in this process (no --load-nice): they share its CPU priority with the timed churn"
 	if h.LoadNice > 0 {
 		where = fmt.Sprintf("in a process of their own at nice %d (all %d of its threads), the churn at normal priority", h.LoadNice, rep.LoadThreads)
@@ -225,7 +197,11 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 	if h.H2C {
 		transport = fmt.Sprintf("HTTP/2 over cleartext, %d members per connection", h.PerConn)
 	}
-	fmt.Fprintf(out, "  held phase over %s: %d connections more on the server with every member parked than idle\n", transport, rep.Connections)
+	conns := "connections on the server unknown (not started by the bench)"
+	if rep.Connections >= 0 {
+		conns = fmt.Sprintf("%d connections more on the server with every member parked than idle", rep.Connections)
+	}
+	fmt.Fprintf(out, "  held phase over %s: %s\n", transport, conns)
 	fmt.Fprintf(out, "  server memory after GC (heap + stacks / RSS): groups alone %s / %s, members idle %s / %s, every member parked (%d held) %s / %s\n",
 		bytesText(float64(rep.Groups.Live())), bytesText(float64(rep.Groups.RSS)), bytesText(float64(rep.Idle.Live())), bytesText(float64(rep.Idle.RSS)),
 		rep.HeldAtOnce, bytesText(float64(rep.Parked.Live())), bytesText(float64(rep.Parked.RSS)))
@@ -258,6 +234,100 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 		fmt.Fprintf(out, " (%s)", why)
 	}
 	fmt.Fprintln(out)
+}
+
+// heldServer is the coordinator the held bench measures: one it started
+// (its process known: pid, log, stop) or one given with --server.
+type heldServer struct {
+	url           string
+	member, admin coordclient.Credentials
+	pid           int
+	log           string
+	stop          func()
+	cpu           func() (time.Duration, error)
+}
+
+// openFiles counts the descriptors of the server the bench started; nil
+// for one it did not.
+func (s heldServer) openFiles() (int, error) {
+	if s.pid == 0 {
+		return -1, nil
+	}
+	return openFiles(s.pid)
+}
+
+// startServer starts rscoord serve (built, or --rscoord) on a free port
+// with auth on, a MEMBER scoped to the bench's streams and an admin, and
+// its caps raised to hold every member.
+func (h *HeldCmd) startServer(ctx context.Context, connCap, held, streams int) (heldServer, error) {
+	dir, err := os.MkdirTemp("", "rscoord-bench-held-")
+	if err != nil {
+		return heldServer{}, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(dir)
+		}
+	}()
+	bin := h.Rscoord
+	if bin == "" {
+		bin = filepath.Join(dir, "rscoord")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rscoord/rscoord/cmd/rscoord")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			return heldServer{}, fmt.Errorf("held: build rscoord (or pass --rscoord): %w", err)
+		}
+	}
+	// A MEMBER scoped to the bench's streams heartbeats; the admin creates
+	// the streams and reads the server's memory.
+	memberCreds := coordclient.Credentials{User: "bench-member", Password: randomSecret()}
+	adminCreds := coordclient.Credentials{User: "admin", Password: randomSecret()}
+	hash, err := auth.HashPassword(memberCreds.Password, 0)
+	if err != nil {
+		return heldServer{}, err
+	}
+	users, err := json.Marshal(auth.UsersFile{Users: []auth.UserEntry{{Username: memberCreds.User, PasswordHash: string(hash),
+		Roles: []string{}, Grants: []auth.GrantEntry{{Roles: []string{"MEMBER"}, Streams: []string{"held*"}}}}}})
+	if err != nil {
+		return heldServer{}, err
+	}
+	usersPath := filepath.Join(dir, "users.json")
+	if err := os.WriteFile(usersPath, users, 0o600); err != nil {
+		return heldServer{}, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return heldServer{}, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	args := []string{"serve", "--listen", strings.TrimPrefix(url, "http://"), "--data-dir", filepath.Join(dir, "data"),
+		"--users", usersPath, "--heartbeat-interval", h.Interval.String(),
+		"--http-max-connections", strconv.Itoa(connCap), "--max-held-heartbeats", strconv.Itoa(held),
+		"--log-format", "json", "--log-level", "info"}
+	if h.H2C {
+		args = append(args, "--http2", "--http2-max-concurrent-streams", strconv.Itoa(streams))
+	}
+	logPath := filepath.Join(dir, "rscoord.log")
+	p, err := startHeldServer(bin, url, logPath, args, adminCreds.Password)
+	if err != nil {
+		return heldServer{}, err
+	}
+	stop := func() {
+		p.kill(syscall.SIGTERM)
+		os.RemoveAll(dir)
+	}
+	if err := awaitReady(ctx, p, 60*time.Second); err != nil {
+		p.kill(syscall.SIGTERM)
+		return heldServer{}, err
+	}
+	if warn := serverWarnings(logPath); warn != "" {
+		p.kill(syscall.SIGTERM)
+		return heldServer{}, fmt.Errorf("held: the server did not take its limits (log %s): %s", logPath, warn)
+	}
+	ok = true
+	return heldServer{url: url, member: memberCreds, admin: adminCreds, pid: p.cmd.Process.Pid, log: logPath, stop: stop,
+		cpu: bench.ProcessCPU(p.cmd.Process.Pid)}, nil
 }
 
 // cpuText says what CPU the processes used over the measured phase.
