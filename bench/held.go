@@ -145,6 +145,10 @@ type HeldReport struct {
 	// during the measured phase.
 	AskedPerSecond float64 `json:"askedPerSecond"`
 	HeldPerSecond  float64 `json:"heldPerSecond"`
+	// ProberLag is how late a 10 ms sleep of this process (the one timing
+	// the churn) woke during the measured phase: its own wait for a CPU,
+	// inside every latency it timed.
+	ProberLag Latencies `json:"proberLag"`
 	// LoadThreads is how many threads the held members' process had, each
 	// checked to run at Config.LoadNice (0 when they ran in this process).
 	LoadThreads int `json:"loadThreads"`
@@ -429,6 +433,8 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 		}()
 	}
 	var onMeasure sync.WaitGroup
+	var lags []time.Duration
+	onMeasure.Go(func() { lags = sleepLags(measureCtx, 10*time.Millisecond) })
 	if cfg.OnMeasure != nil {
 		onMeasure.Go(func() { cfg.OnMeasure(measureCtx) })
 	}
@@ -437,6 +443,7 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	died := measureCtx.Err() != nil && ctx.Err() == nil
 	endMeasure()
 	onMeasure.Wait()
+	rep.ProberLag = summarize(lags)
 	rep.Churn = prober.stopCounting()
 	rep.Measured = time.Since(measureStart)
 	rep.CPU = HeldCPU{Server: serverCPU.used(), Bench: benchCPU.used(), Load: loadCPUUsed.used()}
@@ -523,6 +530,23 @@ func churn(ctx context.Context, run *heldRun, client *coordclient.Client, cfg He
 		mu.Lock()
 		defer mu.Unlock()
 		return int(joins.Load()), int(leaves.Load()), errs
+	}
+}
+
+// sleepLags sleeps d again and again until ctx ends and returns how much
+// later than d each sleep woke.
+func sleepLags(ctx context.Context, d time.Duration) []time.Duration {
+	var lags []time.Duration
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for start := time.Now(); ; start = time.Now() {
+		select {
+		case <-ctx.Done():
+			return lags
+		case <-t.C:
+			lags = append(lags, max(time.Since(start)-d, 0))
+			t.Reset(d)
+		}
 	}
 }
 

@@ -141,6 +141,9 @@ func TestRunHeldNicedLoad(t *testing.T) {
 	if rep.Joined == 0 || rep.Left != rep.Joined || rep.NotHeldCount < 2*rep.Joined || rep.Errors != 0 || rep.NotOK != 0 {
 		t.Fatalf("churn: %d joined, %d left, %d not held; errors %d, not OK %d", rep.Joined, rep.Left, rep.NotHeldCount, rep.Errors, rep.NotOK)
 	}
+	if rep.ProberLag.Max <= 0 || rep.ProberLag.Max > rep.Measured {
+		t.Fatalf("prober lag %+v over %v", rep.ProberLag, rep.Measured)
+	}
 	if rep.CPU.Load <= 0 || rep.CPU.Server <= 0 || rep.CPU.Bench <= 0 || rep.CPU.Answered < rep.HeldCount+rep.NotHeldCount {
 		t.Fatalf("CPU %+v", rep.CPU)
 	}

@@ -215,6 +215,8 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 		rep.Measured.Round(time.Millisecond), h.Duration, rep.LoadStart, rep.LoadEnd, rep.Joined, rep.Left)
 	fmt.Fprintf(out, "  not held (churn members' joins, leaves, reports): %d answers  p50 %v  p99 %v  p999 %v  max %v\n", rep.NotHeldCount,
 		rep.NotHeld.P50, rep.NotHeld.P99, rep.NotHeld.P999, rep.NotHeld.Max)
+	fmt.Fprintf(out, "  the bench's own wait for a CPU (a 10 ms sleep's lateness, inside every time it took): p50 %v  p99 %v  max %v\n",
+		rep.ProberLag.P50, rep.ProberLag.P99, rep.ProberLag.Max)
 	fmt.Fprintf(out, "  held members' answers not held (reports of revoked shards, timed in their process): %d  p50 %v  p99 %v  max %v\n",
 		rep.Load.NotHeld, rep.Load.NotHeldTook.P50, rep.Load.NotHeldTook.P99, rep.Load.NotHeldTook.Max)
 	fmt.Fprintf(out, "  held: %d answers, %d early with news, %d at once without news; errors %d, not OK %d %v\n",
