@@ -196,8 +196,8 @@ type HeldAnswers struct {
 
 // HeldLoadMet is the share of the asked held answers a second the held
 // members must get for a run's latencies to count: below it the load
-// generator fell behind (short of CPU) and the server was not offered the
-// load.
+// generator (short of CPU) or the server fell behind, and the server did
+// not carry the load asked.
 const HeldLoadMet = 0.97
 
 // LoadMet says whether the server was offered the load asked: every
@@ -209,7 +209,7 @@ func (r HeldReport) LoadMet() (bool, string) {
 		why = append(why, fmt.Sprintf("only %d of %d members held at once", r.HeldAtOnce, r.Members))
 	}
 	if r.AskedPerSecond <= 0 || r.HeldPerSecond < HeldLoadMet*r.AskedPerSecond {
-		why = append(why, fmt.Sprintf("%.0f held answers a second of the %.0f asked (below %.0f%%): the load fell behind", r.HeldPerSecond, r.AskedPerSecond, 100*HeldLoadMet))
+		why = append(why, fmt.Sprintf("%.0f held answers a second of the %.0f asked (below %.0f%%): the members or the server fell behind", r.HeldPerSecond, r.AskedPerSecond, 100*HeldLoadMet))
 	}
 	return len(why) == 0, strings.Join(why, "; ")
 }
