@@ -17,11 +17,15 @@ import (
 // BenchmarkHeartbeatHandler is the server's cost of one steady heartbeat
 // (not held) through the whole handler chain, without the network: access
 // log, credentials (Basic, as the JVM starter sends on every call, or a
-// token), decoding, the coordinator's answer, encoding.
+// token, or none with authentication off), decoding, the coordinator's answer, encoding.
 func BenchmarkHeartbeatHandler(b *testing.B) {
-	for _, creds := range []string{"basic", "bearer"} {
+	for _, creds := range []string{"none", "basic", "bearer"} {
 		b.Run(creds, func(b *testing.B) {
-			s := coordtest.Start(b, "", coordtest.Options{Auth: &coordtest.Auth{}})
+			opts := coordtest.Options{Auth: &coordtest.Auth{}}
+			if creds == "none" {
+				opts.Auth = nil
+			}
+			s := coordtest.Start(b, "", opts)
 			s.CreateStream("orders", 64)
 			members := make([]*coordtest.Member, 8)
 			for i := range members {
@@ -30,7 +34,10 @@ func BenchmarkHeartbeatHandler(b *testing.B) {
 			}
 			coordtest.Converge(b, s, 10, members...)
 			authorization := coordtest.Basic(coordtest.UserMember, coordtest.Password(coordtest.UserMember))
-			if creds == "bearer" {
+			switch creds {
+			case "none":
+				authorization = ""
+			case "bearer":
 				var login protocol.LoginResponse
 				s.JSON(http.MethodPost, coordclient.LoginPath(), protocol.LoginRequest{
 					Username: coordtest.UserMember, Password: coordtest.Password(coordtest.UserMember)}, http.StatusOK, &login)
@@ -49,7 +56,9 @@ func BenchmarkHeartbeatHandler(b *testing.B) {
 				}
 				r := httptest.NewRequest(http.MethodPost, coordclient.HeartbeatPath("orders", "orders", m.ID), bytes.NewReader(body))
 				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set("Authorization", authorization)
+				if authorization != "" {
+					r.Header.Set("Authorization", authorization)
+				}
 				w := httptest.NewRecorder()
 				handler.ServeHTTP(w, r)
 				if w.Code != http.StatusOK {
