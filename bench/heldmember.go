@@ -26,6 +26,8 @@ type heldMember struct {
 	// caughtUp: the heartbeat in flight was sent at once to catch up
 	// after a held request answered early because it was behind.
 	caughtUp bool
+	// wasHeld: the member has sent a held heartbeat.
+	wasHeld bool
 }
 
 // steady is package member's rule for asking a held answer: joined and
@@ -90,6 +92,8 @@ const heldEarlyMargin = 250 * time.Millisecond
 type heldRun struct {
 	interval time.Duration
 	inFlight atomic.Int64 // held requests in flight
+	// membersHeld counts the members that have sent a held heartbeat.
+	membersHeld atomic.Int64
 
 	mu                sync.Mutex
 	measuring         bool
@@ -142,6 +146,10 @@ func (r *heldRun) beat(ctx context.Context, m *heldMember) (resp protocol.Heartb
 	if wait > 0 {
 		r.inFlight.Add(1)
 		defer r.inFlight.Add(-1)
+		if !m.wasHeld {
+			m.wasHeld = true
+			r.membersHeld.Add(1)
+		}
 	}
 	start := time.Now()
 	resp, err = m.client.Heartbeat(ctx, m.prefix, m.prefix, &req)

@@ -205,10 +205,10 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 	fmt.Fprintf(out, "  server memory after GC (heap + stacks / RSS): groups alone %s / %s, members idle %s / %s, every member parked (%d held) %s / %s\n",
 		bytesText(float64(rep.Groups.Live())), bytesText(float64(rep.Groups.RSS)), bytesText(float64(rep.Idle.Live())), bytesText(float64(rep.Idle.RSS)),
 		rep.HeldAtOnce, bytesText(float64(rep.Parked.Live())), bytesText(float64(rep.Parked.RSS)))
-	n := float64(rep.Members)
+	parked := float64(max(rep.HeldAtOnce, 1))
 	fmt.Fprintf(out, "  per member %s (RSS %s); per parked answer with its connection %s: heap %s, stack %s (RSS %s)\n",
 		bytesText(rep.PerMember), bytesText(rep.RSSPerMember), bytesText(rep.PerParked),
-		bytesText((float64(rep.Parked.HeapAlloc)-float64(rep.Idle.HeapAlloc))/n), bytesText((float64(rep.Parked.StackInuse)-float64(rep.Idle.StackInuse))/n),
+		bytesText((float64(rep.Parked.HeapAlloc)-float64(rep.Idle.HeapAlloc))/parked), bytesText((float64(rep.Parked.StackInuse)-float64(rep.Idle.StackInuse))/parked),
 		bytesText(rep.RSSPerParked))
 	fmt.Fprintf(out, "  target per member ≤ %s plus one parked answer: %s\n", bytesText(targetHeldPerMember), verdict(rep.PerMember <= targetHeldPerMember))
 	fmt.Fprintf(out, "  measured %v (%v of joins, then the last churn member's life), load average %.1f → %.1f: %d churn members joined, %d left\n",
@@ -228,7 +228,7 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 		metText = "NOT met: " + why
 	}
 	fmt.Fprintf(out, "  offered load: %.0f held answers a second of the %.0f asked (%.1f%%), %d of %d members held at once: %s\n",
-		rep.HeldPerSecond, rep.AskedPerSecond, 100*rep.HeldPerSecond/rep.AskedPerSecond, rep.HeldAtOnce, rep.Members, metText)
+		rep.HeldPerSecond, rep.AskedPerSecond, 100*rep.HeldPerSecond/rep.AskedPerSecond, rep.MembersHeld, rep.Members, metText)
 	fmt.Fprintf(out, "  %s\n", cpuText(rep))
 	pass, why := rep.MeetsNotHeldP99(targetHeldNotHeldP99)
 	fmt.Fprintf(out, "  target not-held p99 ≤ %v with the load met: %s", targetHeldNotHeldP99, verdict(pass))
