@@ -227,8 +227,8 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 	if !met {
 		metText = "NOT met: " + why
 	}
-	fmt.Fprintf(out, "  offered load: %.0f held answers a second of the %.0f asked (%.1f%%), %d of %d members held at once: %s\n",
-		rep.HeldPerSecond, rep.AskedPerSecond, 100*rep.HeldPerSecond/rep.AskedPerSecond, rep.MembersHeld, rep.Members, metText)
+	fmt.Fprintf(out, "  offered load: %.0f held answers a second of the %.0f asked (%.1f%%), %d of %d members held (%d at once): %s\n",
+		rep.HeldPerSecond, rep.AskedPerSecond, 100*rep.HeldPerSecond/rep.AskedPerSecond, rep.MembersHeld, rep.Members, rep.HeldAtOnce, metText)
 	fmt.Fprintf(out, "  %s\n", cpuText(rep))
 	pass, why := rep.MeetsNotHeldP99(targetHeldNotHeldP99)
 	fmt.Fprintf(out, "  target not-held p99 ≤ %v with the load met: %s", targetHeldNotHeldP99, verdict(pass))
