@@ -42,9 +42,10 @@ type Options struct {
 	MaxResponseBytes int64
 	// H2C makes the default transport speak HTTP/2 over cleartext with
 	// prior knowledge (a coordinator started with --http2): the calls of
-	// the client, held heartbeats included, share one connection once it
-	// is open (calls racing the first dial may dial for themselves; a
-	// further one opens when the server's stream limit is reached).
+	// the client, held heartbeats included, share a connection once it is
+	// open (calls racing the first dial, or a burst, may dial for
+	// themselves; a further one opens when the server's stream limit is
+	// reached).
 	// For http:// URLs only, and only without HTTPClient; HTTP/1.1 is
 	// not tried.
 	H2C bool

@@ -288,8 +288,22 @@ func TestH2C(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if protos.Load() != 2 || conns.Load() != 1 {
-		t.Fatalf("H2C: answered over HTTP/%d on %d connections, want HTTP/2 on 1", protos.Load(), conns.Load())
+	// The transport may still dial beside a connection it holds when a
+	// burst meets it (seen once in a full run under the race detector:
+	// 6 connections for 9 calls); what the option promises is HTTP/2 and
+	// reuse: fewer connections than calls, and none more once they are
+	// open.
+	burst := conns.Load()
+	if protos.Load() != 2 || burst < 1 || burst > 8 {
+		t.Fatalf("H2C: answered over HTTP/%d on %d connections, want HTTP/2 on fewer than 9", protos.Load(), burst)
+	}
+	for i := range 16 {
+		if _, err := c.Heartbeat(context.Background(), "o", "o", &protocol.HeartbeatRequest{MemberID: "s" + string(rune('a'+i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if conns.Load() != burst {
+		t.Fatalf("H2C: 16 calls in turn opened %d connections more, want none", conns.Load()-burst)
 	}
 
 	for _, tc := range []struct {
