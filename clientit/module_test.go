@@ -65,9 +65,16 @@ replace github.com/rscoord/rscoord/client => `+client+"\n")
 		t.Helper()
 		cmd := exec.Command(gobin, args...)
 		cmd.Dir = dir
-		// -mod=mod lets tidy write go.sum; GOPROXY and the module cache come
-		// from the environment. GOWORK=off: no workspace of the caller's.
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+		// -mod=mod lets tidy write the user module's go.sum; the
+		// repository's own modules are only read (a go.sum missing an entry
+		// fails here instead of being rewritten in the tree). GOPROXY and
+		// the module cache come from the environment. GOWORK=off: no
+		// workspace of the caller's.
+		mod := "-mod=readonly"
+		if dir == user {
+			mod = "-mod=mod"
+		}
+		cmd.Env = append(os.Environ(), "GOFLAGS="+mod, "GOWORK=off")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
