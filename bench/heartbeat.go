@@ -378,53 +378,18 @@ func pace(ctx context.Context, cfg HeartbeatConfig, n int, do func(m int) (bool,
 type simMember struct {
 	mu                sync.Mutex
 	prefix, group, id string
-	epoch, version    int64
-	owned             []protocol.Shard
-	revoking          []protocol.RevokingShard
-	seq               int
+	simState
 }
 
 func (m *simMember) beat(ctx context.Context, client *coordclient.Client) (protocol.HeartbeatResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seq++
-	req := protocol.HeartbeatRequest{
-		ProtocolVersion: protocol.CurrentVersion, RequestID: fmt.Sprintf("%s-%d", m.id, m.seq),
-		MemberID: m.id, MemberName: "bench", MemberEpoch: m.epoch, MetadataVersion: m.version,
-		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 4, AvailableConcurrency: 4},
-		OwnedShards:             m.owned, RevokingShards: m.revoking, ShardProgress: []protocol.ShardProgress{},
-	}
+	req := m.next(m.id)
 	resp, err := client.Heartbeat(ctx, m.prefix, m.group, &req)
 	if err != nil {
 		return resp, err
 	}
-	switch resp.Status {
-	case protocol.StatusOK, protocol.StatusSyncMetadata, protocol.StatusRevokePending:
-		m.epoch, m.version = resp.MemberEpoch, resp.MetadataVersion
-		assigned := map[int]bool{}
-		for _, s := range resp.Assignment.AssignedShards {
-			assigned[s.ShardIndex] = true
-		}
-		m.revoking = []protocol.RevokingShard{}
-		for _, s := range m.owned {
-			if !assigned[s.ShardIndex] {
-				m.revoking = append(m.revoking, protocol.RevokingShard{Shard: s, State: protocol.RevokeRevoked})
-			}
-		}
-		if resp.Status == protocol.StatusOK {
-			m.owned = resp.Assignment.AssignedShards
-		} else {
-			kept := []protocol.Shard{}
-			for _, s := range m.owned {
-				if assigned[s.ShardIndex] {
-					kept = append(kept, s)
-				}
-			}
-			m.owned = kept
-		}
-	case protocol.StatusUnknownMemberID, protocol.StatusFencedMemberEpoch:
-		m.epoch, m.version, m.owned, m.revoking = 0, 0, []protocol.Shard{}, []protocol.RevokingShard{}
-	}
+	m.take(resp)
 	return resp, nil
 }
 
@@ -437,7 +402,7 @@ func joinAll(ctx context.Context, client *coordclient.Client, cfg HeartbeatConfi
 		prefix := benchPrefix(g)
 		for i := range cfg.Members {
 			members = append(members, &simMember{prefix: prefix, group: prefix, id: fmt.Sprintf("m%d", i),
-				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}})
+				simState: newSimState()})
 		}
 	}
 	sweeps, beats, err := settle(ctx, client, cfg.Conns, members)

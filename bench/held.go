@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/coordclient"
-	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // HeldConfig describes a held-heartbeat run: Groups streams of Shards
@@ -509,7 +508,7 @@ func churn(ctx context.Context, run *heldRun, client *coordclient.Client, cfg He
 		case <-end:
 		case <-tick.C:
 			m := &heldMember{client: client, prefix: stream(n % cfg.Groups), id: fmt.Sprintf("churn%d", n),
-				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}}
+				simState: newSimState()}
 			churned.Go(func() {
 				joins.Add(1)
 				lifeCtx, cancel := context.WithTimeout(ctx, life)

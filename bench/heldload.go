@@ -98,7 +98,7 @@ func (l *localLoad) settle(ctx context.Context, p heldLoadParams) (time.Duration
 	for g := range p.Groups {
 		for i := range p.Members {
 			l.members = append(l.members, &heldMember{client: memberClient(len(l.members)), prefix: p.stream(g), id: fmt.Sprintf("m%d", i),
-				owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}})
+				simState: newSimState()})
 		}
 	}
 	t0 := time.Now()

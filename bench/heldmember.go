@@ -16,13 +16,10 @@ import (
 type heldMember struct {
 	// client is the member's wire layer: its runtime's, shared with the
 	// other members of its "pod" over HTTP/2.
-	client         *coordclient.Client
-	prefix, id     string
-	epoch, version int64
-	owned          []protocol.Shard
-	revoking       []protocol.RevokingShard
-	seq            int
-	lastView       string
+	client     *coordclient.Client
+	prefix, id string
+	simState
+	lastView string
 	// caughtUp: the heartbeat in flight was sent at once to catch up
 	// after a held request answered early because it was behind.
 	caughtUp bool
@@ -35,42 +32,15 @@ type heldMember struct {
 func (m *heldMember) steady() bool { return m.epoch > 0 && len(m.revoking) == 0 }
 
 func (m *heldMember) request(waitMs int64) protocol.HeartbeatRequest {
-	m.seq++
-	return protocol.HeartbeatRequest{
-		ProtocolVersion: protocol.CurrentVersion, RequestID: fmt.Sprintf("%s-%d", m.id, m.seq),
-		MemberID: m.id, MemberName: "bench", MemberEpoch: m.epoch, MetadataVersion: m.version,
-		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 4, AvailableConcurrency: 4},
-		OwnedShards:             m.owned, RevokingShards: m.revoking, ShardProgress: []protocol.ShardProgress{},
-		WaitMs: waitMs,
-	}
+	req := m.next(m.id)
+	req.WaitMs = waitMs
+	return req
 }
 
 // apply takes an answer as package member does, draining a revoked shard
 // at once, and says whether it told the member anything new.
 func (m *heldMember) apply(resp protocol.HeartbeatResponse) (changed bool) {
-	switch resp.Status {
-	case protocol.StatusOK, protocol.StatusSyncMetadata, protocol.StatusRevokePending:
-		m.epoch, m.version = resp.MemberEpoch, resp.MetadataVersion
-		assigned := map[int]bool{}
-		for _, s := range resp.Assignment.AssignedShards {
-			assigned[s.ShardIndex] = true
-		}
-		m.revoking = []protocol.RevokingShard{}
-		kept := []protocol.Shard{}
-		for _, s := range m.owned {
-			if assigned[s.ShardIndex] {
-				kept = append(kept, s)
-			} else {
-				m.revoking = append(m.revoking, protocol.RevokingShard{Shard: s, State: protocol.RevokeRevoked})
-			}
-		}
-		m.owned = kept
-		if resp.Status == protocol.StatusOK {
-			m.owned = resp.Assignment.AssignedShards
-		}
-	case protocol.StatusUnknownMemberID, protocol.StatusFencedMemberEpoch:
-		m.epoch, m.version, m.owned, m.revoking = 0, 0, []protocol.Shard{}, []protocol.RevokingShard{}
-	}
+	m.take(resp)
 	// As package member: news is a change of status or shards, not a new
 	// member or group epoch or metadata version alone (a join elsewhere in
 	// the group moves those for every member, and a heartbeat at once
@@ -262,4 +232,61 @@ func nextHeldBeat(news bool, asked, took time.Duration, behind, steady, caughtUp
 		return 0, false
 	}
 	return interval, false
+}
+
+// simState is what a simulated member carries from one answer to its
+// next heartbeat, as package member does: its epoch and metadata version,
+// the shards it reads and those it reports revoked (a simulated member
+// drains a revoked shard at once).
+type simState struct {
+	epoch, version int64
+	owned          []protocol.Shard
+	revoking       []protocol.RevokingShard
+	seq            int
+}
+
+// newSimState is a member about to join: it owns and revokes nothing
+// (empty lists, not absent ones, as package member sends them).
+func newSimState() simState {
+	return simState{owned: []protocol.Shard{}, revoking: []protocol.RevokingShard{}}
+}
+
+// next is the member's next heartbeat.
+func (s *simState) next(id string) protocol.HeartbeatRequest {
+	s.seq++
+	return protocol.HeartbeatRequest{
+		ProtocolVersion: protocol.CurrentVersion, RequestID: fmt.Sprintf("%s-%d", id, s.seq),
+		MemberID: id, MemberName: "bench", MemberEpoch: s.epoch, MetadataVersion: s.version,
+		RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 4, AvailableConcurrency: 4},
+		OwnedShards:             s.owned, RevokingShards: s.revoking, ShardProgress: []protocol.ShardProgress{},
+	}
+}
+
+// take applies an answer: an assignment is taken (OK: all of it; SYNC_METADATA
+// and REVOKE_PENDING: only what the member already reads), a shard no longer
+// assigned is reported revoked, and an unknown or fenced member starts over.
+func (s *simState) take(resp protocol.HeartbeatResponse) {
+	switch resp.Status {
+	case protocol.StatusOK, protocol.StatusSyncMetadata, protocol.StatusRevokePending:
+		s.epoch, s.version = resp.MemberEpoch, resp.MetadataVersion
+		assigned := map[int]bool{}
+		for _, sh := range resp.Assignment.AssignedShards {
+			assigned[sh.ShardIndex] = true
+		}
+		s.revoking = []protocol.RevokingShard{}
+		kept := []protocol.Shard{}
+		for _, sh := range s.owned {
+			if assigned[sh.ShardIndex] {
+				kept = append(kept, sh)
+			} else {
+				s.revoking = append(s.revoking, protocol.RevokingShard{Shard: sh, State: protocol.RevokeRevoked})
+			}
+		}
+		s.owned = kept
+		if resp.Status == protocol.StatusOK {
+			s.owned = resp.Assignment.AssignedShards
+		}
+	case protocol.StatusUnknownMemberID, protocol.StatusFencedMemberEpoch:
+		s.epoch, s.version, s.owned, s.revoking = 0, 0, []protocol.Shard{}, []protocol.RevokingShard{}
+	}
 }
