@@ -12,10 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
@@ -430,29 +431,19 @@ func (c *childLoad) close() error {
 	return nil
 }
 
-// niceness is the niceness of every thread of process pid (from
-// /proc/PID/task/*/stat, field 19).
+// niceness is the niceness of every thread of process pid.
 func niceness(pid int) ([]int, error) {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	threads, err := procfs.AllThreads(pid)
 	if err != nil {
 		return nil, fmt.Errorf("niceness: %w", err)
 	}
 	var out []int
-	for _, t := range tasks {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+	for _, t := range threads {
+		st, err := t.Stat()
 		if err != nil {
 			continue // the thread exited
 		}
-		stat := string(raw)
-		fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
-		if len(fields) < 17 {
-			return nil, fmt.Errorf("niceness: short /proc stat line: %q", stat)
-		}
-		n, err := strconv.Atoi(fields[16])
-		if err != nil {
-			return nil, fmt.Errorf("niceness: %w", err)
-		}
-		out = append(out, n)
+		out = append(out, st.Nice)
 	}
 	return out, nil
 }
