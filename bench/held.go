@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/rscoord/rscoord/client/coordclient"
 )
@@ -636,13 +637,13 @@ func steadyOpenFiles(ctx context.Context, cfg HeldConfig) (int, error) {
 // loadAverage is the 1-minute load average, or -1 where the system does
 // not tell.
 func loadAverage() float64 {
-	raw, err := os.ReadFile("/proc/loadavg")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return -1
 	}
-	f, err := strconv.ParseFloat(strings.Fields(string(raw) + " x")[0], 64)
+	l, err := fs.LoadAvg()
 	if err != nil {
 		return -1
 	}
-	return f
+	return l.Load1
 }
