@@ -43,6 +43,12 @@ type groupActor struct {
 	changes     persistence.Changes
 	held        []heldAnswer
 	flushQueued bool
+	// wakeDue and auditDue are work that follows the pending write instead
+	// of preceding it: looking through the parked answers for news (wake)
+	// and the periodic audit of the whole group. Neither changes an answer
+	// already decided, and both grow with the group, so the answers waiting
+	// for the write (a join's, a leave's) do not wait for them too.
+	wakeDue, auditDue bool
 	// parked are the held heartbeats (waitMs) by member id, waiting for
 	// news or for their wait to end; see held.go.
 	parked  map[string]*parkedAnswer
@@ -301,7 +307,7 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 		a.answer(ctx, ctx.Sender(), req, res)
 	}
 	if res.Persist && a.mayWakeOthers(req.MemberID, before, res.Changes) {
-		a.wake(ctx)
+		a.wakeAfterWrite(ctx)
 	}
 }
 
@@ -331,12 +337,25 @@ func (a *groupActor) queueFlush(ctx actor.Context) {
 
 // flush writes the group if it changed and releases the held answers: as
 // decided when the write succeeded, RETRY when it failed (persist then
-// dropped the unwritten changes).
+// dropped the unwritten changes). Then it does what waited for the write
+// (wakeDue, auditDue).
 func (a *groupActor) flush(ctx actor.Context) {
 	a.flushQueued = false
-	if !a.dirty {
-		return
+	if a.dirty {
+		a.write(ctx)
 	}
+	wake, audit := a.wakeDue, a.auditDue
+	a.wakeDue, a.auditDue = false, false
+	if audit && a.g != nil {
+		a.auditAll()
+	}
+	if wake {
+		a.wake(ctx)
+	}
+}
+
+// write persists the unwritten changes and sends the answers held for them.
+func (a *groupActor) write(ctx actor.Context) {
 	a.dirty = false
 	changes := a.changes
 	a.changes = persistence.Changes{}
@@ -358,6 +377,13 @@ func (a *groupActor) flush(ctx actor.Context) {
 	a.held = nil
 }
 
+// wakeAfterWrite has wake look through the parked answers once the pending
+// write is done.
+func (a *groupActor) wakeAfterWrite(ctx actor.Context) {
+	a.wakeDue = true
+	a.queueFlush(ctx)
+}
+
 // tick runs the group's timers. What they change (expiries, fences) is
 // written before any heartbeat answer can reveal it.
 func (a *groupActor) tick(ctx actor.Context) {
@@ -374,8 +400,7 @@ func (a *groupActor) tick(ctx actor.Context) {
 	a.changes.Add(res.Changes)
 	if res.Persist {
 		a.dirty = true
-		a.queueFlush(ctx)
-		a.wake(ctx)
+		a.wakeAfterWrite(ctx)
 	}
 }
 
@@ -415,21 +440,27 @@ const auditInterval = 10 * time.Second
 
 // audit keeps the invariant metric honest at the cost of what changed: a
 // step checks the parts it changed (assign.CheckChanged); the whole group
-// is checked (assign.CheckInvariants) when full, when that found something,
-// or when the last full check is older than auditInterval. A group whose
-// steps stop changes nothing, so its last audit stays true.
+// is checked (assign.CheckInvariants) at once when full or when that found
+// something, and after the pending write (auditDue, see flush) when the
+// last full check is older than auditInterval. A group whose steps stop
+// changes nothing, so its last audit stays true.
 func (a *groupActor) audit(changes assign.Changes, full bool) {
-	now := time.Now()
-	if !full && now.Sub(a.auditedAt) < auditInterval {
-		if len(assign.CheckChanged(a.g, changes)) == 0 {
-			return
+	if !full && len(assign.CheckChanged(a.g, changes)) == 0 {
+		if time.Since(a.auditedAt) >= auditInterval {
+			a.auditDue = true
 		}
+		return
 	}
+	a.auditAll()
+}
+
+// auditAll checks the whole group and logs what is newly violated.
+func (a *groupActor) auditAll() {
 	v := assign.CheckInvariants(a.g)
 	if len(v) > 0 && len(v) != a.violations {
 		a.log().Error("invariant violated", slog.Any("violations", v))
 	}
-	a.violations, a.auditedAt = len(v), now
+	a.violations, a.auditedAt = len(v), time.Now()
 }
 
 // persist writes the group synced: the group record and the parts changes

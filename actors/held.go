@@ -139,7 +139,7 @@ func (a *groupActor) heldExpired(ctx actor.Context, m *heldExpiredMsg) {
 		return // answered meanwhile
 	}
 	if a.release(ctx, p) {
-		a.wake(ctx)
+		a.wakeAfterWrite(ctx)
 	}
 }
 
