@@ -10,7 +10,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -313,5 +315,88 @@ func TestHTTP2ShutdownReleasesHeldAnswers(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("graceful shutdown with held answers over HTTP/2: %v after %v", err, time.Since(start))
+	}
+}
+
+// readSizes is a listener whose connections record how many bytes each of
+// their reads asked for.
+type readSizes struct {
+	net.Listener
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (l *readSizes) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sizedConn{Conn: c, l: l}, nil
+}
+
+func (l *readSizes) asked() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.sizes)
+}
+
+type sizedConn struct {
+	net.Conn
+	l *readSizes
+}
+
+func (c *sizedConn) Read(p []byte) (int, error) {
+	c.l.mu.Lock()
+	c.l.sizes = append(c.l.sizes, len(p))
+	c.l.mu.Unlock()
+	return c.Conn.Read(p)
+}
+
+// The HTTP/2 server reads an h2c connection through a buffer, not a frame
+// header (9 bytes) and a payload at a time: after the client preface,
+// which net/http reads, no read of the connection asks for less than a
+// buffer.
+func TestHTTP2ReadsThroughABuffer(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	ms := settledMembers(t, s, 2)
+	srv := gateway.NewHTTPServer(s.HTTP.Config.Handler, gateway.HTTPLimits{HTTP2: true}, log.New(io.Discard, "", 0), nil)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &readSizes{Listener: inner}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	defer func() {
+		if err := srv.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Error(err)
+		}
+	}()
+	c := h2cClient(t)
+	url := "http://" + ln.Addr().String()
+	for range 3 {
+		for _, m := range ms {
+			req := m.Request()
+			a := wait(t, postVia(c, url, "", m, req), 5*time.Second)
+			if a.err != nil || a.resp.Status != protocol.StatusOK {
+				t.Fatalf("heartbeat over HTTP/2: %v %s", a.err, a.resp.Status)
+			}
+			m.Apply(req, a.resp)
+		}
+	}
+	const preface = len("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	sizes := ln.asked()
+	read := 0
+	for i, n := range sizes {
+		if read >= preface && n < 4<<10 {
+			t.Fatalf("read %d of the connection asked for %d bytes, after the preface (all: %v)", i, n, sizes)
+		}
+		read += min(n, preface) // net/http reads the preface in reads no larger than it
+	}
+	if read < preface || len(sizes) < 2 {
+		t.Fatalf("reads %v: the preface and the frames after it", sizes)
 	}
 }

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log"
 	"net"
@@ -212,6 +214,12 @@ func holdConnection(ctx context.Context) (release func(), ok bool) {
 // x/net marks the user-chosen scheduler deprecated: from Go 1.27 its
 // server wraps the standard library's, which ignores NewWriteScheduler
 // (answers stay the same; only this saving goes).
+//
+// The connections x/net serves are read through a buffer: its server
+// reads every frame's header and payload straight from the connection,
+// two system calls per frame and four per heartbeat (HEADERS and DATA),
+// where one read into a buffer takes a whole heartbeat, or several.
+// The buffer has the size net/http gives each HTTP/1 connection's.
 func configureHTTP2(srv *http.Server) {
 	//nolint:staticcheck // see above: the scheduler is the point
 	conf := &http2.Server{NewWriteScheduler: http2.NewRandomWriteScheduler}
@@ -220,4 +228,39 @@ func configureHTTP2(srv *http.Server) {
 		// here, and this server has no TLS configuration.
 		panic(fmt.Sprintf("gateway: configure HTTP/2: %v", err))
 	}
+	serve := srv.TLSNextProto[unencryptedHTTP2]
+	if serve == nil {
+		panic("gateway: configure HTTP/2: x/net registered no h2c handler")
+	}
+	srv.TLSNextProto[unencryptedHTTP2] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+		if u, ok := c.NetConn().(unencryptedConn); ok {
+			raw := u.UnencryptedNetConn()
+			c = tls.Client(unencrypted{bufferedConn{raw, bufio.NewReaderSize(raw, 4<<10)}}, nil)
+		}
+		serve(hs, c, h)
+	}
 }
+
+// bufferedConn is a connection read through r.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// unencryptedHTTP2 is the TLSNextProto key under which net/http hands an
+// h2c connection (prior knowledge) to the HTTP/2 server.
+const unencryptedHTTP2 = "unencrypted_http2"
+
+// unencryptedConn is how that connection comes: net/http wraps it in a
+// *tls.Conn that is never used for TLS, whose NetConn tells the real one.
+type unencryptedConn interface {
+	UnencryptedNetConn() net.Conn
+}
+
+// unencrypted wraps a connection the same way, for the handler x/net
+// registered under unencryptedHTTP2.
+type unencrypted struct{ net.Conn }
+
+func (u unencrypted) UnencryptedNetConn() net.Conn { return u.Conn }
