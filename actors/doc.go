@@ -20,7 +20,8 @@
 //  5. held heartbeats (waitMs, docs/protocol.md §9.5): an answer that would tell
 //     its member nothing new is parked (the asker's PID, the request and a
 //     timer message to self) instead of sent. After every step that changed
-//     the group, each parked answer that would now say something new
+//     the group, once the flush has written it and sent the answers that
+//     waited for it, each parked answer that would now say something new
 //     (assign.Unchanged) is computed afresh by running its heartbeat again
 //     and sent through step 3; the rest go out, computed afresh too, when
 //     their wait ends. Parked answers are bounded per group and answered

@@ -16,8 +16,9 @@ import (
 // answer tells the member nothing new it is parked instead of sent: the
 // group actor keeps the asker's PID and the request, and sends the answer,
 // computed afresh by running the heartbeat again, as soon as a change of the
-// group would tell the member something (assign.Unchanged turns false) or
-// when the wait ends (a timer message to self). Nothing here blocks the
+// group would tell the member something (assign.Unchanged turns false; it
+// looks once the change is written, see wakeAfterWrite) or when the wait
+// ends (a timer message to self). Nothing here blocks the
 // mailbox: a parked answer is a stored reply address and a timer.
 //
 // Parked answers are released RETRY on shutdown, on a failed write, on a
