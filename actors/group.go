@@ -96,7 +96,7 @@ func (a *groupActor) checkEpochs(kind string) {
 		if len(a.regressions) > maxRegressions {
 			a.regressions = a.regressions[1:]
 		}
-		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
+		a.publishState()
 	}
 }
 
@@ -209,7 +209,7 @@ func (a *groupActor) start() {
 		a.changes.Add(res.Changes)
 	}
 	a.audit(res.Changes, true)
-	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
+	a.publishState()
 	a.finish(StepRestore, res)
 }
 
@@ -348,6 +348,7 @@ func (a *groupActor) flush(ctx actor.Context) {
 	a.wakeDue, a.auditDue = false, false
 	if audit && a.g != nil {
 		a.auditAll()
+		a.publishState() // its steps published the count before this audit
 	}
 	if wake {
 		a.wake(ctx)
@@ -413,7 +414,7 @@ func (a *groupActor) finish(kind string, res assign.Result) {
 	a.env.obs.GroupStep(a.prefix, a.name, GroupStep{Kind: kind, Events: ev, Persisted: persisted})
 	if persisted {
 		a.audit(res.Changes, kind == StepLayout)
-		a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
+		a.publishState()
 	}
 	a.trackRebalance(ev.Rebalanced)
 	if len(ev.Expired) > 0 || len(ev.Fenced) > 0 || len(ev.Joined) > 0 || len(ev.Left) > 0 || len(ev.Pruned) > 0 {
@@ -452,6 +453,12 @@ func (a *groupActor) audit(changes assign.Changes, full bool) {
 		return
 	}
 	a.auditAll()
+}
+
+// publishState reports the group's state and the violations its audits and
+// epoch checks found.
+func (a *groupActor) publishState() {
+	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
 }
 
 // auditAll checks the whole group and logs what is newly violated.
