@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
 
 	"github.com/rscoord/rscoord/client/coordclient"
@@ -570,20 +573,74 @@ func ReadServerMemory(ctx context.Context, admin *coordclient.Client) (ServerMem
 	if !ok1 || !ok2 {
 		return m, errors.New("server memory: the heap profile lists no HeapAlloc or Stack")
 	}
-	raw, err = admin.Do(ctx, http.MethodGet, "/metrics", nil, nil)
+	families, err := serverMetrics(ctx, admin)
 	if err != nil {
 		return m, fmt.Errorf("server memory: %w", err)
 	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "process_resident_memory_bytes "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return m, fmt.Errorf("server memory: process_resident_memory_bytes %q: %w", v, err)
-			}
-			m.RSS = uint64(f)
-		}
+	rss, err := metricValue(families, "process_resident_memory_bytes")
+	if err != nil {
+		return m, fmt.Errorf("server memory: %w", err)
 	}
+	m.RSS = uint64(rss)
 	return m, nil
+}
+
+// ServerProcess is what a coordinator's /metrics tells of its process
+// (client_golang's process collector, Linux only): the CPU time it has
+// used and the file descriptors it holds open.
+type ServerProcess struct {
+	CPU     time.Duration
+	OpenFDs int
+}
+
+// ReadServerProcess reads process_cpu_seconds_total and process_open_fds
+// from the server's /metrics: how a run measures a coordinator it did not
+// start, on this host or another. The CPU time counts in the kernel's
+// clock ticks (10 ms), plenty over a measured phase of seconds; each read
+// costs the server a scrape.
+func ReadServerProcess(ctx context.Context, c *coordclient.Client) (ServerProcess, error) {
+	families, err := serverMetrics(ctx, c)
+	if err != nil {
+		return ServerProcess{}, fmt.Errorf("server process: %w", err)
+	}
+	cpu, err := metricValue(families, "process_cpu_seconds_total")
+	if err != nil {
+		return ServerProcess{}, fmt.Errorf("server process: %w", err)
+	}
+	fds, err := metricValue(families, "process_open_fds")
+	if err != nil {
+		return ServerProcess{}, fmt.Errorf("server process: %w", err)
+	}
+	return ServerProcess{CPU: time.Duration(cpu * float64(time.Second)), OpenFDs: int(fds)}, nil
+}
+
+// serverMetrics reads and parses the server's /metrics.
+func serverMetrics(ctx context.Context, c *coordclient.Client) (map[string]*dto.MetricFamily, error) {
+	raw, err := c.Do(ctx, http.MethodGet, "/metrics", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parse /metrics: %w", err)
+	}
+	return families, nil
+}
+
+// metricValue is the value of the one unlabelled gauge or counter name.
+func metricValue(families map[string]*dto.MetricFamily, name string) (float64, error) {
+	f := families[name]
+	if f == nil || len(f.GetMetric()) != 1 {
+		return 0, fmt.Errorf("/metrics has no single %s (the process collector reads /proc: Linux only)", name)
+	}
+	switch m := f.GetMetric()[0]; {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue(), nil
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue(), nil
+	}
+	return 0, fmt.Errorf("/metrics: %s is neither a gauge nor a counter", name)
 }
 
 // memStats reads the "# Name = value" lines net/http/pprof appends to a

@@ -207,3 +207,55 @@ func TestHeldVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// TestReadServerProcess reads a server's CPU and open files from its
+// /metrics as a run against --server does: the server runs in this
+// process, so both must agree with what /proc says of it.
+func TestReadServerProcess(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	admin, err := NewClient(s.URL, coordclient.Credentials{User: coordtest.UserAdmin, Password: coordtest.Password(coordtest.UserAdmin)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.CloseIdleConnections()
+	ctx := context.Background()
+	before, err := ReadServerProcess(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+	}
+	after, err := ReadServerProcess(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := ProcessCPU(os.Getpid())()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spun := after.CPU - before.CPU; spun < 50*time.Millisecond {
+		t.Fatalf("200 ms of spinning read as %v of CPU from /metrics", spun)
+	}
+	if d := self - after.CPU; d < 0 || d > 100*time.Millisecond {
+		t.Fatalf("/metrics says %v of CPU, /proc %v just after", after.CPU, self)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := len(fds) - after.OpenFDs; after.OpenFDs < 3 || d < -8 || d > 8 {
+		t.Fatalf("/metrics says %d open files, /proc %d", after.OpenFDs, len(fds))
+	}
+	if _, err := ReadServerProcess(ctx, mustClient(t, "http://127.0.0.1:1")); err == nil {
+		t.Fatal("no error without a server")
+	}
+}
+
+func mustClient(t *testing.T, url string) *coordclient.Client {
+	t.Helper()
+	c, err := NewClient(url, coordclient.Credentials{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -35,7 +35,7 @@ const (
 // its connection and held-heartbeat caps raised to fit every member.
 type HeldCmd struct {
 	Rscoord   string        `help:"rscoord binary; empty builds ./cmd/rscoord with the go command into a temporary directory."`
-	Server    string        `help:"Base URL of a coordinator already running, instead of starting rscoord serve: its caps must hold every member (--http-max-connections, --max-held-heartbeats, --http2 for --h2c) and the credentials need ADMIN; its CPU and connections are then unknown."`
+	Server    string        `help:"Base URL of a coordinator already running, on this host or another, instead of starting rscoord serve: its caps must hold every member (--http-max-connections, --max-held-heartbeats, --http2 for --h2c) and the credentials need ADMIN; its CPU and connections are then read from its /metrics (a Linux server's process_cpu_seconds_total and process_open_fds)."`
 	Creds     Credentials   `embed:""`
 	Groups    int           `default:"20" help:"Streams (each with its default group)."`
 	Members   int           `default:"1000" help:"Members per group."`
@@ -131,6 +131,21 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer admin.CloseIdleConnections()
+	if srv.pid == 0 {
+		srv.cpu = func() (time.Duration, error) {
+			p, err := bench.ReadServerProcess(ctx, admin)
+			return p.CPU, err
+		}
+		srv.fds = func() (int, error) {
+			// Unknown (-1) rather than a failed run when the server does
+			// not tell (not on Linux), like its CPU.
+			p, err := bench.ReadServerProcess(ctx, admin)
+			if err != nil {
+				return -1, nil
+			}
+			return p.OpenFDs, nil
+		}
+	}
 	var loadCmd []string
 	if h.LoadNice > 0 {
 		exe, err := os.Executable()
@@ -160,7 +175,7 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		Server: srv.url, Member: srv.member, Admin: srv.admin, Groups: h.Groups, Members: h.Members, Shards: h.Shards,
 		Conns: h.Conns, Duration: h.Duration, Churn: h.Churn, ChurnLife: h.ChurnLife, H2C: h.H2C, MembersPerConn: h.PerConn,
 		Memory:    func(ctx context.Context) (bench.ServerMemory, error) { return bench.ReadServerMemory(ctx, admin) },
-		OpenFiles: srv.openFiles, ServerCPU: srv.cpu,
+		OpenFiles: srv.fds, ServerCPU: srv.cpu,
 		OnMeasure: h.profiler(admin, out),
 	})
 	if err != nil {
@@ -239,7 +254,9 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 }
 
 // heldServer is the coordinator the held bench measures: one it started
-// (its process known: pid, log, stop) or one given with --server.
+// (its process known: pid, log, stop) or one given with --server. cpu and
+// fds read the CPU time it used so far and its open file descriptors:
+// from /proc for the one started, from its /metrics for the other.
 type heldServer struct {
 	url           string
 	member, admin coordclient.Credentials
@@ -247,15 +264,7 @@ type heldServer struct {
 	log           string
 	stop          func()
 	cpu           func() (time.Duration, error)
-}
-
-// openFiles counts the descriptors of the server the bench started; nil
-// for one it did not.
-func (s heldServer) openFiles() (int, error) {
-	if s.pid == 0 {
-		return -1, nil
-	}
-	return openFiles(s.pid)
+	fds           func() (int, error)
 }
 
 // startServer starts rscoord serve (built, or --rscoord) on a free port
@@ -329,7 +338,7 @@ func (h *HeldCmd) startServer(ctx context.Context, connCap, held, streams int) (
 	}
 	ok = true
 	return heldServer{url: url, member: memberCreds, admin: adminCreds, pid: p.cmd.Process.Pid, log: logPath, stop: stop,
-		cpu: bench.ProcessCPU(p.cmd.Process.Pid)}, nil
+		cpu: bench.ProcessCPU(p.cmd.Process.Pid), fds: func() (int, error) { return openFiles(p.cmd.Process.Pid) }}, nil
 }
 
 // cpuText says what CPU the processes used over the measured phase.
