@@ -729,18 +729,21 @@ func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID str
 		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		return assign.RetryResponse(req, cfg)
 	}
-	res, err := c.askFor(ctx, pid, &heartbeatMsg{req: req}, c.HeartbeatBudget(req))
-	if err != nil {
-		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+	to := make(answerTo, 1)
+	c.env.system.Root.Send(pid, &heartbeatMsg{req: req, to: to})
+	timeout := time.NewTimer(c.HeartbeatBudget(req))
+	defer timeout.Stop()
+	select {
+	case resp := <-to:
+		return resp
+	case <-ctx.Done():
+		// The client is gone (or its deadline passed): nobody reads this.
+		return assign.RetryResponse(req, cfg)
+	case <-timeout.C:
+		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group),
+			slog.String("error", "the group actor did not answer within the heartbeat budget"))
 		return assign.RetryResponse(req, cfg)
 	}
-	resp, ok := res.(protocol.HeartbeatResponse)
-	if !ok {
-		c.env.log.Error("heartbeat answered RETRY: unexpected answer", slog.String("stream", prefix), slog.String("group", group),
-			slog.String("answer", fmt.Sprintf("%T", res)))
-		return assign.RetryResponse(req, cfg)
-	}
-	return resp
 }
 
 // HeartbeatBudget is how long answering req may take: the ask timeout, plus

@@ -308,3 +308,35 @@ func TestGroupRecoversWhenTheStoreDoes(t *testing.T) {
 		t.Fatalf("join after the store recovered: %s", resp.Status)
 	}
 }
+
+// A held heartbeat whose asker goes (its client disconnected, its context
+// ended) stops waiting at once instead of at the end of its hold, and the
+// answer the group actor sends later, to nobody, blocks nothing: the same
+// member is answered again at once.
+func TestHeldHeartbeatStopsWaitingWhenItsAskerGoes(t *testing.T) {
+	ctx := context.Background()
+	c := start(t, pebbleStore(t))
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	resp := c.Heartbeat(ctx, "orders", "orders", "a", join("a"))
+	if resp.Status != protocol.StatusOK {
+		t.Fatalf("join: %+v", resp)
+	}
+	held := steady("a", resp)
+	held.WaitMs = 60_000 // held for the interval (3 s): nothing new to tell
+	asker, leave := context.WithCancel(ctx)
+	time.AfterFunc(100*time.Millisecond, leave)
+	start := time.Now()
+	got := c.Heartbeat(asker, "orders", "orders", "a", held)
+	if took := time.Since(start); took > 1500*time.Millisecond || got.Status != protocol.StatusRetry {
+		t.Fatalf("held heartbeat whose asker left after 100ms: %s after %v, want RETRY at once", got.Status, took)
+	}
+	// The parked answer is still the group's: the member's next heartbeat
+	// replaces it, and is answered.
+	again := steady("a", resp)
+	again.RequestID += "-again"
+	if got := c.Heartbeat(ctx, "orders", "orders", "a", again); got.Status != protocol.StatusOK {
+		t.Fatalf("next heartbeat: %+v", got)
+	}
+}

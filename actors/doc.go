@@ -18,7 +18,7 @@
 //  4. a timer for the result's next deadline (lease expiry, rebalance
 //     deadline, pruning), delivered back to the actor as a message;
 //  5. held heartbeats (waitMs, docs/protocol.md §9.5): an answer that would tell
-//     its member nothing new is parked (the asker's PID, the request and a
+//     its member nothing new is parked (the asker's answerTo, the request and a
 //     timer message to self) instead of sent. After every step that changed
 //     the group, once the flush has written it and sent the answers that
 //     waited for it, each parked answer that would now say something new

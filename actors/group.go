@@ -103,7 +103,7 @@ func (a *groupActor) checkEpochs(kind string) {
 // heldAnswer is a heartbeat answer waiting for the group's changes to be
 // durable.
 type heldAnswer struct {
-	to   *actor.PID
+	to   answerTo
 	req  *protocol.HeartbeatRequest
 	resp protocol.HeartbeatResponse
 }
@@ -139,7 +139,7 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		a.stopTimer()
 		a.releaseAll(ctx)
 	case *heartbeatMsg:
-		a.heartbeat(ctx, m.req)
+		a.heartbeat(ctx, m)
 	case *heldExpiredMsg:
 		a.heldExpired(ctx, m)
 	case *releaseHeldMsg:
@@ -256,10 +256,10 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 	a.log().Error("group actor panicked; restarting the group from its snapshot",
 		slog.String("message", fmt.Sprintf("%T", ctx.Message())), slog.Any("panic", r))
 	if m, ok := ctx.Message().(*heartbeatMsg); ok {
-		ctx.Respond(assign.RetryResponse(m.req, cfg))
+		m.to.send(assign.RetryResponse(m.req, cfg))
 	}
 	for _, h := range a.held {
-		ctx.Send(h.to, assign.RetryResponse(h.req, cfg))
+		h.to.send(assign.RetryResponse(h.req, cfg))
 	}
 	a.held, a.dirty, a.changes = nil, false, persistence.Changes{}
 	a.releaseAll(ctx)
@@ -271,23 +271,24 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 // held.go). Otherwise it goes out at once when nothing is waiting to be
 // written, else it is held until flush has made the group durable, because
 // it may build on those changes.
-func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest) {
+func (a *groupActor) heartbeat(ctx actor.Context, m *heartbeatMsg) {
 	cfg := a.env.cfg.Group
+	req := m.req
 	if p := a.parked[req.MemberID]; p != nil {
 		// The member asks again (its client gave up on the parked answer,
 		// or a second process uses the id): the older request is answered
 		// RETRY rather than replayed on top of the newer one.
 		a.unpark(p)
-		ctx.Send(p.to, assign.RetryResponse(p.req, cfg))
+		p.to.send(assign.RetryResponse(p.req, cfg))
 	}
 	switch {
 	case a.deleted:
 		resp := assign.UnknownMemberResponse(req, cfg)
 		resp.ErrorCode, resp.Message = protocol.CodeGroupNotFound, "the group was deleted"
-		ctx.Respond(resp)
+		m.to.send(resp)
 		return
 	case a.failed != nil:
-		ctx.Respond(assign.RetryResponse(req, cfg))
+		m.to.send(assign.RetryResponse(req, cfg))
 		return
 	}
 	before := holdingsOf(a.g, req.MemberID)
@@ -302,9 +303,9 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 			a.changes.Add(res.Changes)
 			a.queueFlush(ctx)
 		}
-		a.park(ctx.Sender(), req, res.Response, wait)
+		a.park(m.to, req, res.Response, wait)
 	} else {
-		a.answer(ctx, ctx.Sender(), req, res)
+		a.answer(ctx, m.to, req, res)
 	}
 	if res.Persist && a.mayWakeOthers(req.MemberID, before, res.Changes) {
 		a.wakeAfterWrite(ctx)
@@ -313,13 +314,11 @@ func (a *groupActor) heartbeat(ctx actor.Context, req *protocol.HeartbeatRequest
 
 // answer sends res's response to to: at once while nothing is dirty, else
 // once flush has written the group.
-func (a *groupActor) answer(ctx actor.Context, to *actor.PID, req *protocol.HeartbeatRequest, res assign.Result) {
+func (a *groupActor) answer(ctx actor.Context, to answerTo, req *protocol.HeartbeatRequest, res assign.Result) {
 	a.dirty = a.dirty || res.Persist
 	a.changes.Add(res.Changes)
 	if !a.dirty {
-		if to != nil {
-			ctx.Send(to, res.Response)
-		}
+		to.send(res.Response)
 		return
 	}
 	a.held = append(a.held, heldAnswer{to: to, req: req, resp: res.Response})
@@ -371,9 +370,7 @@ func (a *groupActor) write(ctx actor.Context) {
 		if err != nil {
 			resp = assign.RetryResponse(h.req, cfg)
 		}
-		if h.to != nil {
-			ctx.Send(h.to, resp)
-		}
+		h.to.send(resp)
 	}
 	a.held = nil
 }

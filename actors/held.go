@@ -14,7 +14,7 @@ import (
 // Held heartbeats (docs/protocol.md §9.5, waitMs). A heartbeat carrying waitMs is
 // recorded at once like any other (lease, progress, assignment). When its
 // answer tells the member nothing new it is parked instead of sent: the
-// group actor keeps the asker's PID and the request, and sends the answer,
+// group actor keeps the asker's answerTo and the request, and sends the answer,
 // computed afresh by running the heartbeat again, as soon as a change of the
 // group would tell the member something (assign.Unchanged turns false; it
 // looks once the change is written, see wakeAfterWrite) or when the wait
@@ -27,7 +27,7 @@ import (
 
 // parkedAnswer is a held heartbeat waiting for news or for its wait to end.
 type parkedAnswer struct {
-	to  *actor.PID
+	to  answerTo
 	req *protocol.HeartbeatRequest
 	// resp is the answer as computed when the heartbeat arrived; the
 	// answer sent is computed afresh.
@@ -115,7 +115,7 @@ func (b *heldBudget) give() { b.n.Add(-1) }
 
 // park holds the answer to req for at most wait. The caller has taken one
 // from the held budget; unpark gives it back.
-func (a *groupActor) park(to *actor.PID, req *protocol.HeartbeatRequest, resp protocol.HeartbeatResponse, wait time.Duration) {
+func (a *groupActor) park(to answerTo, req *protocol.HeartbeatRequest, resp protocol.HeartbeatResponse, wait time.Duration) {
 	if a.parked == nil {
 		a.parked = map[string]*parkedAnswer{}
 	}
@@ -153,10 +153,10 @@ func (a *groupActor) release(ctx actor.Context, p *parkedAnswer) bool {
 	cfg := a.env.cfg.Group
 	switch {
 	case a.deleted:
-		ctx.Send(p.to, assign.UnknownMemberResponse(p.req, cfg))
+		p.to.send(assign.UnknownMemberResponse(p.req, cfg))
 		return false
 	case a.failed != nil:
-		ctx.Send(p.to, assign.RetryResponse(p.req, cfg))
+		p.to.send(assign.RetryResponse(p.req, cfg))
 		return false
 	}
 	before := holdingsOf(a.g, p.req.MemberID)
@@ -234,6 +234,6 @@ func (a *groupActor) releaseAll(ctx actor.Context) {
 	cfg := a.env.cfg.Group
 	for _, p := range a.parked {
 		a.unpark(p)
-		ctx.Send(p.to, assign.RetryResponse(p.req, cfg))
+		p.to.send(assign.RetryResponse(p.req, cfg))
 	}
 }

@@ -8,10 +8,13 @@ import (
 )
 
 // Messages a group actor handles. Each is answered with a reply of its own
-// type (or, for a heartbeat, a protocol.HeartbeatResponse), except tick and
-// flush.
+// type, except tick and flush, and a heartbeat, whose answer goes to its
+// answerTo.
 type (
-	heartbeatMsg struct{ req *protocol.HeartbeatRequest }
+	heartbeatMsg struct {
+		req *protocol.HeartbeatRequest
+		to  answerTo
+	}
 	// tickMsg is the group's own timer firing.
 	tickMsg struct{}
 	// flushMsg makes the group actor write its pending changes and send
@@ -95,4 +98,22 @@ func resultOf[T any](f *actor.Future) (T, error) {
 type streamInit struct {
 	record persistence.StreamRecord
 	groups []persistence.GroupRecord
+}
+
+// answerTo is where a heartbeat's answer goes: a channel of one that the
+// asking handler waits on. A heartbeat is asked through a channel rather
+// than a protoactor future because a held heartbeat is the commonest
+// request and a future costs a registered process, a timer and a second
+// lookup per answer; the handler also stops waiting when its client goes.
+type answerTo chan protocol.HeartbeatResponse
+
+// send delivers resp unless an answer was delivered already (a RETRY after
+// a panic that followed the answer): like a message to a finished future,
+// the second is dropped, and the actor never blocks on it. A nil answerTo
+// (no asker) drops it too.
+func (to answerTo) send(resp protocol.HeartbeatResponse) {
+	select {
+	case to <- resp:
+	default:
+	}
 }
