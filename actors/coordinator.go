@@ -729,20 +729,37 @@ func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID str
 		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		return assign.RetryResponse(req, cfg)
 	}
+	resp, err := c.askHeartbeat(ctx, pid, req)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+		}
+		return assign.RetryResponse(req, cfg)
+	}
+	return resp
+}
+
+// askHeartbeat hands req to the group actor pid and waits for its answer,
+// at most the heartbeat's budget, and no longer than ctx (the client gone).
+func (c *Coordinator) askHeartbeat(ctx context.Context, pid *actor.PID, req *protocol.HeartbeatRequest) (protocol.HeartbeatResponse, error) {
+	proc, live := c.env.system.ProcessRegistry.Get(pid)
+	if !live {
+		// The group actor stopped since the lookup (the group was deleted
+		// or moved to another replica). A future would have had the dead
+		// letter's answer at once; a channel has none to wait for.
+		return protocol.HeartbeatResponse{}, errors.New("the group actor stopped")
+	}
 	to := make(answerTo, 1)
-	c.env.system.Root.Send(pid, &heartbeatMsg{req: req, to: to})
+	proc.SendUserMessage(pid, &heartbeatMsg{req: req, to: to})
 	timeout := time.NewTimer(c.HeartbeatBudget(req))
 	defer timeout.Stop()
 	select {
 	case resp := <-to:
-		return resp
+		return resp, nil
 	case <-ctx.Done():
-		// The client is gone (or its deadline passed): nobody reads this.
-		return assign.RetryResponse(req, cfg)
+		return protocol.HeartbeatResponse{}, ctx.Err()
 	case <-timeout.C:
-		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group),
-			slog.String("error", "the group actor did not answer within the heartbeat budget"))
-		return assign.RetryResponse(req, cfg)
+		return protocol.HeartbeatResponse{}, errors.New("the group actor did not answer within the heartbeat budget")
 	}
 }
 

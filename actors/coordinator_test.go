@@ -340,3 +340,25 @@ func TestHeldHeartbeatStopsWaitingWhenItsAskerGoes(t *testing.T) {
 		t.Fatalf("next heartbeat: %+v", got)
 	}
 }
+
+// A heartbeat handed to a group actor that stopped since its lookup is
+// answered at once (RETRY), not at the end of the ask timeout.
+func TestHeartbeatToAStoppedGroupActorFailsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	c := start(t, pebbleStore(t))
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := c.lookup(ctx, "orders", "orders", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.env.system.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.askHeartbeat(ctx, pid, join("a"))
+	if took := time.Since(start); err == nil || took > time.Second {
+		t.Fatalf("heartbeat to a stopped group actor: %v after %v, want an error at once", err, took)
+	}
+}
