@@ -423,14 +423,9 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := f.Rscoord
-	if bin == "" {
-		bin = filepath.Join(dir, "rscoord")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rscoord/rscoord/cmd/rscoord")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("failover: build rscoord (or pass --rscoord): %w", err)
-		}
+	bin, err := rscoordBinary(ctx, f.Rscoord, dir)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
 	}
 	// Authentication on, as by default: one users file (the admin, and the
 	// MEMBER the members sign in as) and one token secret for every server.

@@ -281,14 +281,9 @@ func (h *HeldCmd) startServer(ctx context.Context, connCap, held, streams int) (
 			os.RemoveAll(dir)
 		}
 	}()
-	bin := h.Rscoord
-	if bin == "" {
-		bin = filepath.Join(dir, "rscoord")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rscoord/rscoord/cmd/rscoord")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			return heldServer{}, fmt.Errorf("held: build rscoord (or pass --rscoord): %w", err)
-		}
+	bin, err := rscoordBinary(ctx, h.Rscoord, dir)
+	if err != nil {
+		return heldServer{}, fmt.Errorf("held: %w", err)
 	}
 	// A MEMBER scoped to the bench's streams heartbeats; the admin creates
 	// the streams and reads the server's memory.
@@ -492,4 +487,19 @@ func randomSecret() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// rscoordBinary is bin, or when bin is empty ./cmd/rscoord built with the
+// go command into dir.
+func rscoordBinary(ctx context.Context, bin, dir string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	bin = filepath.Join(dir, "rscoord")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rscoord/rscoord/cmd/rscoord")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build rscoord (or pass --rscoord): %w", err)
+	}
+	return bin, nil
 }
