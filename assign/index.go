@@ -44,9 +44,12 @@ type index struct {
 	liveTargets []int32 // by shard: live members whose target holds it
 	overlap     int     // Σ max(0, liveTargets[s]−1)
 	unreadable  int     // live target entries that are not readable
-	deadTargets int     // members that are not live but have a target entry
-	noTarget    int     // live members without a target entry
-	building    bool    // classes are sorted once at the end of a build
+	// deadTargets are the members that are not live but have a target
+	// entry: a leaver's or an expired member's, whose shards the next
+	// assignment frees.
+	deadTargets map[*Member]struct{}
+	noTarget    int  // live members without a target entry
+	building    bool // classes are sorted once at the end of a build
 
 	// stamp and gen de-duplicate the shards one relink touches.
 	stamp   []uint32
@@ -66,7 +69,8 @@ type linked struct {
 // dropped it.
 func (g *Group) index() *index {
 	if g.idx == nil {
-		x := &index{byState: map[protocol.MemberState]int{}, classes: map[int][]*Member{}, building: true}
+		x := &index{byState: map[protocol.MemberState]int{}, classes: map[int][]*Member{},
+			deadTargets: map[*Member]struct{}{}, building: true}
 		for _, m := range g.Members {
 			m.ix = linked{}
 			x.link(g, m)
@@ -233,7 +237,11 @@ func (x *index) count(g *Group, m *Member, l linked, d int) {
 		}
 		x.classify(m, len(l.target), d)
 	} else if l.hasTarget {
-		x.deadTargets += d
+		if d > 0 {
+			x.deadTargets[m] = struct{}{}
+		} else {
+			delete(x.deadTargets, m)
+		}
 	}
 	x.byState[l.state] += d
 	if x.byState[l.state] == 0 {

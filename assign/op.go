@@ -267,18 +267,22 @@ func (o *op) finish() {
 }
 
 // runAssignor recomputes the sticky target of the live members: in
-// O(what moves) when incrementalAssign applies (a join into a settled
-// layout), else with stickyAssign over the whole group. Both give the same
-// target (TestIncrementalAssignAgrees).
+// O(what moves) when incrementalAssign applies (a join, leave or expiry in
+// a settled layout), else with stickyAssign over the whole group. Both
+// give the same target (TestIncrementalAssignAgrees).
 func (o *op) runAssignor() {
 	o.reassign = false
 	g := o.g
 	if !o.fullAssign {
-		if moves, ok := incrementalAssign(g); ok {
-			if len(moves) > 0 {
-				moved := make([]*Member, 0, len(moves))
+		if moves, dropped, ok := incrementalAssign(g); ok {
+			if len(moves)+len(dropped) > 0 {
+				moved := make([]*Member, 0, len(moves)+len(dropped))
 				for m, t := range moves {
 					g.Target[m.ID] = t
+					moved = append(moved, m)
+				}
+				for _, m := range dropped {
+					delete(g.Target, m.ID)
 					moved = append(moved, m)
 				}
 				o.retarget(moved)
