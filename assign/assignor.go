@@ -196,17 +196,17 @@ func giveFree(classes map[int][]*Member, free []int) map[*Member][]int {
 // merging rather than sorting, the others shared with the index.
 func reclassify(g *Group, classes map[int][]*Member, given map[*Member][]int) map[int][]*Member {
 	out := maps.Clone(classes)
-	leave := map[int]map[*Member]bool{}
-	enter := map[int][]*Member{}
+	from := map[int]map[*Member]bool{}
+	to := map[int][]*Member{}
 	for m, s := range given {
 		l := len(g.Target[m.ID])
-		if leave[l] == nil {
-			leave[l] = map[*Member]bool{}
+		if from[l] == nil {
+			from[l] = map[*Member]bool{}
 		}
-		leave[l][m] = true
-		enter[l+len(s)] = append(enter[l+len(s)], m)
+		from[l][m] = true
+		to[l+len(s)] = append(to[l+len(s)], m)
 	}
-	for l, gone := range leave {
+	for l, gone := range from {
 		c := slices.DeleteFunc(slices.Clone(out[l]), func(m *Member) bool { return gone[m] })
 		if len(c) == 0 {
 			delete(out, l)
@@ -214,7 +214,7 @@ func reclassify(g *Group, classes map[int][]*Member, given map[*Member][]int) ma
 			out[l] = c
 		}
 	}
-	for l, add := range enter {
+	for l, add := range to {
 		slices.SortFunc(add, byID)
 		out[l] = mergeByID(out[l], add)
 	}
