@@ -33,7 +33,7 @@ func (s *server) heartbeat(c *gin.Context) {
 		// the protocol's way.
 		resp := assign.InvalidRequestResponse(&req, s.coord.GroupConfig())
 		resp.ErrorCode, resp.Message = protocol.CodeInvalidRequest, problem
-		s.metrics.Heartbeat(resp.Status, time.Since(start))
+		s.metrics.Heartbeat(resp.Status, false, time.Since(start))
 		c.JSON(http.StatusOK, resp)
 		return
 	}
@@ -53,7 +53,7 @@ func (s *server) heartbeat(c *gin.Context) {
 		}
 	}
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
-	s.metrics.Heartbeat(resp.Status, time.Since(start))
+	s.metrics.Heartbeat(resp.Status, req.WaitMs > 0, time.Since(start))
 	c.JSON(http.StatusOK, resp)
 }
 

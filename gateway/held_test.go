@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
@@ -105,6 +107,32 @@ func TestHeldHeartbeatWithNothingNewIsAnsweredAfterWaitMs(t *testing.T) {
 	if took := got.at.Sub(start); took < protocol.DefaultHeartbeatInterval-100*time.Millisecond || took > protocol.DefaultHeartbeatInterval+time.Second {
 		t.Fatalf("waitMs 60000 held %v, want the heartbeat interval %v", took, protocol.DefaultHeartbeatInterval)
 	}
+
+	// The two held answers are timed apart from those answered at once,
+	// so that their wait does not read as a slow coordinator.
+	families := scrape(t, s, "/metrics")
+	held := histogramOf(t, families, "rscoord_heartbeat_duration_seconds", "held", "true")
+	atOnce := histogramOf(t, families, "rscoord_heartbeat_duration_seconds", "held", "false")
+	if held.GetSampleCount() != 2 || held.GetSampleSum() < 0.3+protocol.DefaultHeartbeatInterval.Seconds() {
+		t.Errorf(`held="true": %d answers taking %.2f s, want the 2 held ones`, held.GetSampleCount(), held.GetSampleSum())
+	}
+	if atOnce.GetSampleCount() == 0 {
+		t.Error(`held="false" counted none of the heartbeats answered at once`)
+	}
+}
+
+// histogramOf is the histogram of family name whose label is value.
+func histogramOf(t *testing.T, families map[string]*dto.MetricFamily, name, label, value string) *dto.Histogram {
+	t.Helper()
+	for _, m := range families[name].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == value && m.Histogram != nil {
+				return m.Histogram
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q}", name, label, value)
+	return nil
 }
 
 func TestHeldHeartbeatIsAnsweredWhenAJoinShrinksItsTarget(t *testing.T) {

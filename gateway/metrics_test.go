@@ -95,7 +95,8 @@ func TestMetricsMoveWithHeartbeats(t *testing.T) {
 			labels map[string]string
 			ok     func(float64) bool
 		}{
-			{"rscoord_heartbeat_duration_seconds", nil, func(v float64) bool { return v >= okAfter }},
+			{"rscoord_heartbeat_duration_seconds", map[string]string{"held": "false"}, func(v float64) bool { return v >= okAfter }},
+			{"rscoord_heartbeat_duration_seconds", map[string]string{"held": "true"}, func(v float64) bool { return v == 0 }},
 			{"rscoord_members", map[string]string{"state": "ACTIVE"}, func(v float64) bool { return v == 2 }},
 			{"rscoord_members", map[string]string{"state": "EXPIRED"}, func(v float64) bool { return v == 0 }},
 			{"rscoord_groups", map[string]string{"state": "STABLE"}, func(v float64) bool { return v == 1 }},
