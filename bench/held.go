@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,6 +176,80 @@ type HeldReport struct {
 	LoadStart, LoadEnd float64
 	// CPU is the CPU time used during the measured phase.
 	CPU HeldCPU `json:"cpu"`
+	// ServerAtOnce is what the server's own histogram timed of the answers
+	// it sent at once during the measured phase; nil when its /metrics
+	// did not say.
+	ServerAtOnce *ServerTimed `json:"serverAtOnce"`
+}
+
+// ServerTimed is what a server's rscoord_heartbeat_duration_seconds{held="false"}
+// counted over a span: answers sent at once, timed from decoded request
+// to response. It leaves out the HTTP transport on both sides and every
+// wait of the bench's own processes for a CPU, so on a machine the
+// members share with the server it is the server's part of NotHeld. Its
+// percentiles are the histogram's bucket bounds (0.5 ms … 2.5 s) they
+// fall under; the count includes the held members' own requests without
+// waitMs.
+type ServerTimed struct {
+	Count int `json:"count"`
+	// P50 and P99 are upper bounds; -1 when past the last bucket.
+	P50 time.Duration `json:"p50"`
+	P99 time.Duration `json:"p99"`
+	// Within10ms is the share answered within 10 ms.
+	Within10ms float64 `json:"within10ms"`
+}
+
+// heartbeatBuckets are the cumulative counts of one series of
+// rscoord_heartbeat_duration_seconds by upper bound, +Inf included.
+type heartbeatBuckets map[float64]uint64
+
+// readHeartbeatBuckets reads the held="false" series of the server's
+// heartbeat histogram.
+func readHeartbeatBuckets(ctx context.Context, c *coordclient.Client) (heartbeatBuckets, error) {
+	families, err := serverMetrics(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range families["rscoord_heartbeat_duration_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() != "held" || l.GetValue() != "false" || m.GetHistogram() == nil {
+				continue
+			}
+			out := heartbeatBuckets{math.Inf(1): m.GetHistogram().GetSampleCount()}
+			for _, b := range m.GetHistogram().GetBucket() {
+				out[b.GetUpperBound()] = b.GetCumulativeCount()
+			}
+			return out, nil
+		}
+	}
+	return nil, errors.New(`/metrics has no rscoord_heartbeat_duration_seconds{held="false"}`)
+}
+
+// timedBetween is what the histogram counted from before to after.
+func timedBetween(before, after heartbeatBuckets) ServerTimed {
+	bounds := slices.Sorted(maps.Keys(after))
+	total := after[math.Inf(1)] - before[math.Inf(1)]
+	t := ServerTimed{Count: int(total), P50: -1, P99: -1}
+	if total == 0 {
+		return t
+	}
+	for _, b := range bounds {
+		within := after[b] - before[b]
+		d := time.Duration(b * float64(time.Second))
+		if math.IsInf(b, 1) {
+			d = -1
+		}
+		if t.P50 == -1 && 2*within >= total && d >= 0 {
+			t.P50 = d
+		}
+		if t.P99 == -1 && 100*within >= 99*total && d >= 0 {
+			t.P99 = d
+		}
+		if b == 0.01 {
+			t.Within10ms = float64(within) / float64(total)
+		}
+	}
+	return t
 }
 
 // HeldAnswers are the answers one side of a held run timed during the
@@ -422,6 +498,9 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 		return rep, err
 	}
 	rep.LoadStart = loadAverage()
+	// Unknown rather than an error: a server without the label is still
+	// measured from this side.
+	timedBefore, timedErr := readHeartbeatBuckets(ctx, admin)
 	serverCPU, benchCPU, loadCPUUsed := startCPU(cfg.ServerCPU), startCPU(selfCPU), startCPU(loadCPU)
 	prober.startCounting()
 	measureStart := time.Now()
@@ -452,6 +531,12 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	rep.Churn = prober.stopCounting()
 	rep.Measured = time.Since(measureStart)
 	rep.CPU = HeldCPU{Server: serverCPU.used(), Bench: benchCPU.used(), Load: loadCPUUsed.used()}
+	if timedErr == nil {
+		if timedAfter, err := readHeartbeatBuckets(ctx, admin); err == nil {
+			t := timedBetween(timedBefore, timedAfter)
+			rep.ServerAtOnce = &t
+		}
+	}
 	rep.LoadEnd = loadAverage()
 	if churnErr != nil || died {
 		return rep, errors.Join(churnErr, ctx.Err(), load.close(), errors.New("held: the measured phase ended early"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -63,6 +64,38 @@ func TestRunHeldTiny(t *testing.T) {
 	}
 	if rep.Parked.StackInuse <= rep.Idle.StackInuse {
 		t.Errorf("parked connections cost no stack: idle %+v, parked %+v", rep.Idle, rep.Parked)
+	}
+	// The server timed at least every churn answer it sent at once, each
+	// no longer than the churn member waited for it.
+	if at := rep.ServerAtOnce; at == nil || at.Count < rep.NotHeldCount || at.P99 <= 0 || at.Within10ms <= 0 {
+		t.Errorf("server-side answers sent at once %+v, the churn timed %d", at, rep.NotHeldCount)
+	} else if at.P50 > 2*rep.NotHeld.P50+time.Millisecond {
+		t.Errorf("server-side p50 ≤ %v, the churn's %v", at.P50, rep.NotHeld.P50)
+	}
+}
+
+func TestTimedBetween(t *testing.T) {
+	inf := math.Inf(1)
+	before := heartbeatBuckets{0.001: 10, 0.01: 20, 0.1: 30, inf: 40}
+	tests := []struct {
+		name  string
+		after heartbeatBuckets
+		want  ServerTimed
+	}{
+		{"nothing", before, ServerTimed{P50: -1, P99: -1}},
+		{"all within 1 ms", heartbeatBuckets{0.001: 110, 0.01: 120, 0.1: 130, inf: 140},
+			ServerTimed{Count: 100, P50: time.Millisecond, P99: time.Millisecond, Within10ms: 1}},
+		{"half over 10 ms, 2 past the last bucket", heartbeatBuckets{0.001: 40, 0.01: 70, 0.1: 128, inf: 140},
+			ServerTimed{Count: 100, P50: 10 * time.Millisecond, P99: -1, Within10ms: 0.5}},
+		{"p99 in the 100 ms bucket", heartbeatBuckets{0.001: 10, 0.01: 117, 0.1: 129, inf: 140},
+			ServerTimed{Count: 100, P50: 10 * time.Millisecond, P99: 100 * time.Millisecond, Within10ms: 0.97}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := timedBetween(before, tc.after); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -230,6 +230,10 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 		rep.Measured.Round(time.Millisecond), h.Duration, rep.LoadStart, rep.LoadEnd, rep.Joined, rep.Left)
 	fmt.Fprintf(out, "  not held (churn members' joins, leaves, reports): %d answers  p50 %v  p99 %v  p999 %v  max %v\n", rep.NotHeldCount,
 		rep.NotHeld.P50, rep.NotHeld.P99, rep.NotHeld.P999, rep.NotHeld.Max)
+	if at := rep.ServerAtOnce; at != nil {
+		fmt.Fprintf(out, "  the server's own timing of what it answered at once (decoded request to response, its histogram's buckets): %d answers  p50 ≤ %s  p99 ≤ %s  %.1f%% within 10 ms\n",
+			at.Count, bucketText(at.P50), bucketText(at.P99), 100*at.Within10ms)
+	}
 	fmt.Fprintf(out, "  the bench's own wait for a CPU (a 10 ms sleep's lateness, inside every time it took): p50 %v  p99 %v  max %v\n",
 		rep.ProberLag.P50, rep.ProberLag.P99, rep.ProberLag.Max)
 	fmt.Fprintf(out, "  held members' answers not held (reports of revoked shards, timed in their process): %d  p50 %v  p99 %v  max %v\n",
@@ -502,4 +506,12 @@ func rscoordBinary(ctx context.Context, bin, dir string) (string, error) {
 		return "", fmt.Errorf("build rscoord (or pass --rscoord): %w", err)
 	}
 	return bin, nil
+}
+
+// bucketText is a histogram bound: -1 is past the last bucket.
+func bucketText(d time.Duration) string {
+	if d < 0 {
+		return "∞"
+	}
+	return d.String()
 }
