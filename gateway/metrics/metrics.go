@@ -23,7 +23,6 @@ type Metrics struct {
 	// heartbeatLatency is rscoord_heartbeat_duration_seconds by its held
 	// label: the two series, looked up once rather than per heartbeat.
 	heartbeatLatency   [2]prometheus.Observer // [0] held="false", [1] held="true"
-	heartbeatLatencies *prometheus.HistogramVec
 	groupSteps         *prometheus.CounterVec
 	joins              prometheus.Counter
 	leaves             prometheus.Counter
@@ -72,12 +71,12 @@ func New(opts ...Option) *Metrics {
 	}
 	latency := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 	m.heartbeats = counterVec("rscoord_heartbeats_total", "Heartbeats answered, by response status.", "status")
-	m.heartbeatLatencies = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	heartbeatLatencies := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "rscoord_heartbeat_duration_seconds", Buckets: latency,
 		Help: `Time to answer a heartbeat, from decoded request to response. held="true": the request asked to be held (waitMs) and could be, so its time includes the wait; held="false": answered at once, the coordinator's own speed.`},
 		[]string{"held"})
 	m.heartbeatLatency = [2]prometheus.Observer{
-		m.heartbeatLatencies.WithLabelValues("false"), m.heartbeatLatencies.WithLabelValues("true")}
+		heartbeatLatencies.WithLabelValues("false"), heartbeatLatencies.WithLabelValues("true")}
 	m.groupSteps = counterVec("rscoord_group_steps_total", "Steps of group state machines, by kind and whether they were persisted.", "kind", "persisted")
 	m.joins = counter("rscoord_member_joins_total", "Members that joined or rejoined.")
 	m.leaves = counter("rscoord_member_leaves_total", "Members that left gracefully.")
@@ -100,7 +99,7 @@ func New(opts ...Option) *Metrics {
 	m.adminFailures = counterVec("rscoord_admin_mutation_failures_total", "Refused admin mutations, by operation and error code.", "operation", "code")
 	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login, logout, body_memory).", "limiter")
 	m.authRefused = counterVec("rscoord_auth_refusals_total", "Requests refused for credentials, by status (401, 403).", "status")
-	m.reg.MustRegister(m.heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live,
+	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initLabels()
 	return m
