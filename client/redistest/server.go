@@ -167,19 +167,44 @@ func (s *Server) Kill() error {
 
 // Pause freezes the process (SIGSTOP): it keeps its connections but
 // answers nothing until Resume. A test pausing a server must Resume it
-// before Stop.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+// before Stop. Where the kernel says (Linux's /proc), Pause returns once
+// the process is stopped: a signal is delivered asynchronously, and a
+// test's next step must not race the stop.
+func (s *Server) Pause() error {
+	pid, err := s.signal(syscall.SIGSTOP)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(stopSeenTimeout)
+	for {
+		stopped, known := processStopped(pid)
+		if stopped || !known {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: %s not stopped %v after SIGSTOP", s.Addr, stopSeenTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stopSeenTimeout bounds Pause's wait for the stop to show.
+const stopSeenTimeout = 5 * time.Second
 
 // Resume continues a paused process (SIGCONT).
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+func (s *Server) Resume() error {
+	_, err := s.signal(syscall.SIGCONT)
+	return err
+}
 
-func (s *Server) signal(sig syscall.Signal) error {
+// signal sends sig to the process and returns its id.
+func (s *Server) signal(sig syscall.Signal) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
-		return errors.New("redis-server is not running")
+		return 0, errors.New("redis-server is not running")
 	}
-	return s.proc.cmd.Process.Signal(sig)
+	return s.proc.cmd.Process.Pid, s.proc.cmd.Process.Signal(sig)
 }
 
 // Restart stops the process if it runs (SIGTERM, as Stop, but keeping the

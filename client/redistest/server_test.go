@@ -192,3 +192,51 @@ func processAlive(pid int) bool {
 	}
 	return !strings.Contains(string(stat), ") Z ")
 }
+
+// Pause returns once the process is stopped, not merely signalled: a
+// command sent right after it gets no answer until Resume.
+func TestPauseReturnsOnceStopped(t *testing.T) {
+	s := redistest.Standalone(t)
+	ctx := context.Background()
+	c := s.Client()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(info, "process_id:")
+	pid, _, _ := strings.Cut(rest, "\r\n")
+	// A client that gives up on an answer after 200 ms, once.
+	probe := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	for round := range 3 {
+		if err := s.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		if err != nil {
+			_ = s.Resume()
+			t.Fatalf("round %d: %v", round, err)
+		}
+		_, after, _ := cutLast(string(stat), ")")
+		state := strings.Fields(after)[0]
+		pingErr := probe.Ping(ctx).Err()
+		if err := s.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		if state != "T" || pingErr == nil {
+			t.Fatalf("round %d, right after Pause: process state %q, PING error %v; want T (stopped) and no answer", round, state, pingErr)
+		}
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("round %d, PING after Resume: %v", round, err)
+		}
+	}
+}
+
+// cutLast cuts s around the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}
