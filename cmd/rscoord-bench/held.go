@@ -51,6 +51,8 @@ type HeldCmd struct {
 	LoadNice  int           `name:"load-nice" default:"0" help:"Run the held members in a process of their own started with nice -n N (1–19), as members on other machines: the server and the timed churn get the CPU first, the load what is left (the report says whether it kept up). 0 runs them in the bench's process."`
 	LoadProf  string        `name:"load-cpuprofile" placeholder:"FILE" help:"With --load-nice, write the held members' process's CPU profile to FILE."`
 	Profile   string        `placeholder:"DIR" help:"Save the server's CPU profile (the first 20 s of the measured phase at most), an execution trace (its first 5 s) and goroutine and heap profiles (at its start) in DIR, for go tool pprof and go tool trace."`
+	Against   string        `placeholder:"BIN" help:"A baseline rscoord binary (the build before a change, say): run it and --rscoord alternately, --pairs times, each on a server of its own, and report each pair's not-held p99 and their ratio. Two runs minutes apart on a shared machine differ more than two builds do; the runs of a pair share its state."`
+	Pairs     int           `default:"3" help:"Pairs of runs with --against."`
 }
 
 // heldMaxPerConn bounds --members-per-conn: the server's
@@ -79,6 +81,37 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	if h.H2C && (h.PerConn < 1 || h.PerConn > heldMaxPerConn) {
 		return fmt.Errorf("held: --members-per-conn %d must be between 1 and %d", h.PerConn, heldMaxPerConn)
 	}
+	if h.Against == "" {
+		rep, caps, err := h.runOnce(ctx, out)
+		if err != nil {
+			return err
+		}
+		if h.JSON {
+			return printJSON(out, rep)
+		}
+		printHeld(out, h, rep, caps.conns, caps.held)
+		if rep.Errors > 0 {
+			return fmt.Errorf("held bench: %d requests failed", rep.Errors)
+		}
+		return nil
+	}
+	switch {
+	case h.Server != "":
+		return errors.New("held: --against starts both servers itself: not with --server")
+	case h.Profile != "" || h.LoadProf != "":
+		return errors.New("held: --profile and --load-cpuprofile take one run: not with --against")
+	case h.Pairs < 1:
+		return fmt.Errorf("held: --pairs %d must be at least 1", h.Pairs)
+	}
+	return h.runPairs(ctx, out)
+}
+
+// heldCaps are the limits a held run's server was started with.
+type heldCaps struct{ conns, held int }
+
+// runOnce starts the server (unless --server), runs the bench once and
+// returns its report.
+func (h *HeldCmd) runOnce(ctx context.Context, out io.Writer) (bench.HeldReport, heldCaps, error) {
 	members := h.Groups * h.Members
 	life := h.ChurnLife
 	if life <= 0 {
@@ -109,26 +142,26 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		need = clientFDs
 	}
 	if err := raiseFDLimit(need); err != nil {
-		return fmt.Errorf("held: %w", err)
+		return bench.HeldReport{}, heldCaps{}, fmt.Errorf("held: %w", err)
 	}
 	srv := heldServer{url: h.Server}
 	if h.Server == "" {
 		var err error
 		srv, err = h.startServer(ctx, connCap, held, streams)
 		if err != nil {
-			return err
+			return bench.HeldReport{}, heldCaps{}, err
 		}
 		defer srv.stop()
 	} else {
 		creds, err := h.Creds.wire()
 		if err != nil {
-			return err
+			return bench.HeldReport{}, heldCaps{}, err
 		}
 		srv.member, srv.admin = creds, creds
 	}
 	admin, err := bench.NewClient(srv.url, srv.admin)
 	if err != nil {
-		return err
+		return bench.HeldReport{}, heldCaps{}, err
 	}
 	defer admin.CloseIdleConnections()
 	if srv.pid == 0 {
@@ -150,7 +183,7 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 	if h.LoadNice > 0 {
 		exe, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("held: --load-nice runs this binary again: %w", err)
+			return bench.HeldReport{}, heldCaps{}, fmt.Errorf("held: --load-nice runs this binary again: %w", err)
 		}
 		loadCmd = []string{exe}
 		if h.LoadProf != "" {
@@ -178,21 +211,84 @@ func (h *HeldCmd) Run(ctx context.Context, out io.Writer) error {
 		OpenFiles: srv.fds, ServerCPU: srv.cpu,
 		OnMeasure: h.profiler(admin, out),
 	})
+	caps := heldCaps{conns: connCap, held: held}
 	if err != nil {
 		if srv.log == "" {
-			return fmt.Errorf("held bench: %w", err)
+			return rep, caps, fmt.Errorf("held bench: %w", err)
 		}
 		// The directory goes with the run: show the end of the server's log.
-		return fmt.Errorf("held bench: %w; server log ends:\n%s", err, logTail(srv.log, 4096))
+		return rep, caps, fmt.Errorf("held bench: %w; server log ends:\n%s", err, logTail(srv.log, 4096))
 	}
+	return rep, caps, nil
+}
+
+// runPairs runs --rscoord and --against alternately, --pairs times, and
+// reports each run in a line and the pairs compared.
+func (h *HeldCmd) runPairs(ctx context.Context, out io.Writer) error {
+	var pairs []bench.HeldPair
+	for i := range h.Pairs {
+		var pair bench.HeldPair
+		for _, side := range []struct {
+			name, bin string
+			rep       *bench.HeldReport
+		}{{"rscoord", h.Rscoord, &pair.Run}, {"against", h.Against, &pair.Baseline}} {
+			one := *h
+			one.Rscoord, one.Against = side.bin, ""
+			rep, _, err := one.runOnce(ctx, out)
+			if err != nil {
+				return fmt.Errorf("held pair %d, %s: %w", i+1, side.name, err)
+			}
+			*side.rep = rep
+			if !h.JSON {
+				fmt.Fprintf(out, "pair %d %-8s %s\n", i+1, side.name, heldLine(rep))
+			}
+		}
+		pairs = append(pairs, pair)
+	}
+	cmp := bench.CompareHeld(pairs)
 	if h.JSON {
-		return printJSON(out, rep)
+		return printJSON(out, struct {
+			Pairs      []bench.HeldPair     `json:"pairs"`
+			Comparison bench.HeldComparison `json:"comparison"`
+		}{pairs, cmp})
 	}
-	printHeld(out, h, rep, connCap, held)
-	if rep.Errors > 0 {
-		return fmt.Errorf("held bench: %d requests failed", rep.Errors)
+	fmt.Fprintf(out, "not-held p99, --rscoord over --against: median %.2f (pairs: %s); lower in %d of %d pairs; load met in both runs of %d\n",
+		cmp.MedianP99Ratio, ratiosText(cmp.P99Ratios), cmp.Lower, cmp.Pairs, cmp.LoadMet)
+	for _, p := range pairs {
+		if p.Run.Errors > 0 || p.Baseline.Errors > 0 {
+			return fmt.Errorf("held bench: requests failed (%d and %d in one pair)", p.Run.Errors, p.Baseline.Errors)
+		}
 	}
 	return nil
+}
+
+// heldLine is one run in a line: what a pair compares.
+func heldLine(rep bench.HeldReport) string {
+	line := fmt.Sprintf("not held p99 %v (p50 %v, %d answers)", rep.NotHeld.P99.Round(100*time.Microsecond), rep.NotHeld.P50.Round(100*time.Microsecond), rep.NotHeldCount)
+	if at := rep.ServerAtOnce; at != nil {
+		line += fmt.Sprintf("; server %.1f%% within 10 ms", 100*at.Within10ms)
+	}
+	met, _ := rep.LoadMet()
+	line += fmt.Sprintf("; %.1f%% of the held answers asked", 100*rep.HeldPerSecond/max(rep.AskedPerSecond, 1))
+	if !met {
+		line += " (load not met)"
+	}
+	if cores := rep.CPU.ServerCores(rep.Measured); cores >= 0 {
+		line += fmt.Sprintf("; server %.2f cores", cores)
+	}
+	if rep.Errors > 0 || rep.NotOK > 0 {
+		line += fmt.Sprintf("; errors %d, not OK %d", rep.Errors, rep.NotOK)
+	}
+	return line
+}
+
+// ratiosText lists ratios with two decimals.
+func ratiosText(ratios []float64) string {
+	texts := make([]string, len(ratios))
+	for i, r := range ratios {
+		texts[i] = strconv.FormatFloat(r, 'f', 2, 64)
+	}
+	return strings.Join(texts, ", ")
 }
 
 func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held int) {
