@@ -223,15 +223,35 @@ func (h *HeldCmd) runOnce(ctx context.Context, out io.Writer) (bench.HeldReport,
 }
 
 // runPairs runs --rscoord and --against alternately, --pairs times, and
-// reports each run in a line and the pairs compared.
+// reports each run in a line and the pairs compared. Every other pair runs
+// the baseline first, so that a machine slowly getting busier or quieter
+// favours neither build.
 func (h *HeldCmd) runPairs(ctx context.Context, out io.Writer) error {
+	bin := h.Rscoord
+	if bin == "" {
+		// Built once, not before each run: a build beside a run would be
+		// measured with it.
+		dir, err := os.MkdirTemp("", "rscoord-bench-held-bin-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if bin, err = rscoordBinary(ctx, "", dir); err != nil {
+			return fmt.Errorf("held: %w", err)
+		}
+	}
+	type side struct {
+		name, bin string
+		rep       *bench.HeldReport
+	}
 	var pairs []bench.HeldPair
 	for i := range h.Pairs {
 		var pair bench.HeldPair
-		for _, side := range []struct {
-			name, bin string
-			rep       *bench.HeldReport
-		}{{"rscoord", h.Rscoord, &pair.Run}, {"against", h.Against, &pair.Baseline}} {
+		order := []side{{"rscoord", bin, &pair.Run}, {"against", h.Against, &pair.Baseline}}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, side := range order {
 			one := *h
 			one.Rscoord, one.Against = side.bin, ""
 			rep, _, err := one.runOnce(ctx, out)
