@@ -240,14 +240,14 @@ func (h *HeldCmd) runPairs(ctx context.Context, out io.Writer) error {
 			return fmt.Errorf("held: %w", err)
 		}
 	}
-	type side struct {
+	type pairSide struct {
 		name, bin string
 		rep       *bench.HeldReport
 	}
 	var pairs []bench.HeldPair
 	for i := range h.Pairs {
 		var pair bench.HeldPair
-		order := []side{{"rscoord", bin, &pair.Run}, {"against", h.Against, &pair.Baseline}}
+		order := []pairSide{{"rscoord", bin, &pair.Run}, {"against", h.Against, &pair.Baseline}}
 		if i%2 == 1 {
 			order[0], order[1] = order[1], order[0]
 		}
@@ -274,9 +274,9 @@ func (h *HeldCmd) runPairs(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "not-held p99, --rscoord over --against: median %.2f (pairs: %s); lower in %d of %d pairs; load met in both runs of %d\n",
 		cmp.MedianP99Ratio, ratiosText(cmp.P99Ratios), cmp.Lower, cmp.Pairs, cmp.LoadMet)
-	for _, p := range pairs {
+	for i, p := range pairs {
 		if p.Run.Errors > 0 || p.Baseline.Errors > 0 {
-			return fmt.Errorf("held bench: requests failed (%d and %d in one pair)", p.Run.Errors, p.Baseline.Errors)
+			return fmt.Errorf("held bench: requests failed in pair %d (%d with --rscoord, %d with --against)", i+1, p.Run.Errors, p.Baseline.Errors)
 		}
 	}
 	return nil
