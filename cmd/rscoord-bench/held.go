@@ -297,7 +297,7 @@ func heldLine(rep bench.HeldReport) string {
 		line += fmt.Sprintf("; server %.2f cores", cores)
 	}
 	if rep.Errors > 0 || rep.NotOK > 0 {
-		line += fmt.Sprintf("; errors %d, not OK %d", rep.Errors, rep.NotOK)
+		line += fmt.Sprintf("; errors %d, not OK %d %v", rep.Errors, rep.NotOK, rep.NotOKByStatus)
 	}
 	return line
 }
