@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -167,24 +168,31 @@ func (s *Server) Kill() error {
 
 // Pause freezes the process (SIGSTOP): it keeps its connections but
 // answers nothing until Resume. A test pausing a server must Resume it
-// before Stop. Where the kernel says (Linux's /proc), Pause returns once
-// the process is stopped: a signal is delivered asynchronously, and a
-// test's next step must not race the stop.
+// before Stop. Where the kernel says (/proc), Pause returns once every
+// thread of the process is stopped: a signal is delivered asynchronously,
+// and a test's next step must not race the stop.
 func (s *Server) Pause() error {
 	pid, err := s.signal(syscall.SIGSTOP)
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(stopSeenTimeout)
-	for {
-		stopped, known := processStopped(pid)
-		if stopped || !known {
+	for end := time.Now().Add(stopSeenTimeout); ; time.Sleep(time.Millisecond) {
+		threads, err := procfs.AllThreads(pid)
+		if err != nil {
+			return nil // no /proc to ask (another OS): the signal is sent
+		}
+		running := 0
+		for _, t := range threads {
+			if st, err := t.Stat(); err == nil && st.State != "T" && st.State != "t" {
+				running++
+			}
+		}
+		if running == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: %s not stopped %v after SIGSTOP", s.Addr, stopSeenTimeout)
+		if time.Now().After(end) {
+			return fmt.Errorf("redistest: %s: %d threads still running %v after SIGSTOP", s.Addr, running, stopSeenTimeout)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

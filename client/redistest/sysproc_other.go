@@ -7,7 +7,3 @@ import "syscall"
 // sysProcAttr is nil off Linux: there is no parent-death signal, so a test
 // binary killed before its cleanups may leave redis-server running.
 func sysProcAttr() *syscall.SysProcAttr { return nil }
-
-// processStopped cannot tell off Linux: known is false, and Pause returns
-// once the signal is sent.
-func processStopped(int) (stopped, known bool) { return false, false }
