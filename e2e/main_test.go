@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/goleak"
 
+	"github.com/rscoord/rscoord/internal/leakcheck"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	builder = b
 	gin.SetMode(gin.ReleaseMode) // the in-process coordinators of reshard_test.go
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
+	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
 }
 
 // builder is set once by TestMain before any test runs and only read after.

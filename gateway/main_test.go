@@ -4,10 +4,11 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
-	"go.uber.org/goleak"
+
+	"github.com/rscoord/rscoord/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.ReleaseMode)
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rscoord/rscoord/internal/leakcheck"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	builder = b
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
+	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
 }
 
 // builder builds the binary for the tests that run it; set once by

@@ -14,18 +14,18 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/leakcheck"
 	"github.com/rscoord/rscoord/redisops"
 )
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.ReleaseMode)
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 func TestServesTheEmbeddedPage(t *testing.T) {
