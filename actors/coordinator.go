@@ -68,12 +68,10 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	for _, rec := range streams {
 		groups, err := cfg.Store.LoadGroups(ctx, rec.StreamPrefix)
 		if err != nil {
-			c.shutdownActors(ctx)
-			return nil, fmt.Errorf("start coordinator: load groups of %s: %w", rec.StreamPrefix, err)
+			return nil, errors.Join(fmt.Errorf("start coordinator: load groups of %s: %w", rec.StreamPrefix, err), c.shutdownActors(ctx))
 		}
 		if err := c.spawnStream(ctx, &streamInit{record: rec, groups: groups}); err != nil {
-			c.shutdownActors(ctx)
-			return nil, fmt.Errorf("start coordinator: %w", err)
+			return nil, errors.Join(fmt.Errorf("start coordinator: %w", err), c.shutdownActors(ctx))
 		}
 	}
 	logger.Info("coordinator started", slog.String("coordinatorId", cfg.CoordinatorID), slog.Int("streams", len(streams)))
@@ -123,8 +121,7 @@ func (c *Coordinator) AddStream(ctx context.Context, prefix string) error {
 			}
 		}
 		if err := c.spawnStream(ctx, &streamInit{record: rec, groups: groups}); err != nil {
-			c.dropStream(ctx, prefix)
-			return fmt.Errorf("add stream: %w", err)
+			return errors.Join(fmt.Errorf("add stream: %w", err), c.dropStream(ctx, prefix))
 		}
 		c.env.log.Info("stream loaded", slog.String("stream", prefix), slog.Int("groups", len(groups)))
 		return nil

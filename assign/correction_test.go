@@ -79,7 +79,7 @@ func TestCorrectionStartsNothing(t *testing.T) {
 	if r = c.beat(now).Response; r.Status != protocol.StatusRevokePending || len(assigned(r)) != 0 {
 		t.Fatalf("join during the round: %+v", r)
 	}
-	now = settle(t, now, cs[0], cs[1], c)
+	settle(t, now, cs[0], cs[1], c)
 	if g.CorrectionOpen || g.State != protocol.GroupStable {
 		t.Fatalf("did not settle: open %v state %s", g.CorrectionOpen, g.State)
 	}

@@ -110,14 +110,11 @@ type script struct {
 }
 
 func (s *script) do(line string) string {
-	var comments []string
 	var cmd []string
 	for _, l := range strings.Split(line, "\n") {
-		if strings.HasPrefix(l, "#") {
-			comments = append(comments, l)
-			continue
+		if !strings.HasPrefix(l, "#") {
+			cmd = strings.Fields(l)
 		}
-		cmd = strings.Fields(l)
 	}
 	if len(cmd) == 0 {
 		return "no command"

@@ -104,7 +104,6 @@ func (m *mirror) run(ctx context.Context, rev int64) {
 				}
 			}
 			m.mu.Unlock()
-			rev = resp.Header.Revision
 			m.notify()
 		}
 		rev = 0 // the watch ended: list again

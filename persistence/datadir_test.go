@@ -66,7 +66,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s = openTestPebble(t, dir)
+	openTestPebble(t, dir) // tightens on open; the test's cleanup closes it
 	check(dir)
 }
 

@@ -9,9 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,51 +20,30 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/proctest"
 )
 
-var binary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
+// builder builds publisher-pod once for the whole test binary.
+var builder *proctest.Builder
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
+	b, err := proctest.NewBuilder()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak: leaked goroutines:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	builder = b
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
 }
 
 // buildPod builds publisher-pod once per test run.
 func buildPod(t *testing.T) string {
 	t.Helper()
-	binary.once.Do(func() {
-		binary.dir, binary.err = os.MkdirTemp("", "publisher-pod-")
-		if binary.err != nil {
-			return
-		}
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		binary.path = filepath.Join(binary.dir, "publisher-pod")
-		out, err := exec.Command(goTool, "build", "-o", binary.path, ".").CombinedOutput()
-		if err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
+	bin, err := builder.Build(t.Context(), "github.com/rscoord/rscoord/cmd/publisher-pod")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binary.path
+	return bin
 }
 
 // env is a coordinator with a stream whose shards exist in Redis.
