@@ -237,3 +237,32 @@ func (a *groupActor) releaseAll(ctx actor.Context) {
 		p.to.send(assign.RetryResponse(p.req, cfg))
 	}
 }
+
+// Mailbox priorities of a group actor (protoactor's priority mailbox).
+// Heartbeats not asking to be held (joins, leaves, reports) pass the held
+// work queued before them: a member that asked to wait loses nothing by
+// waiting a little longer, and at 20,000 held members a join no longer
+// queues behind its group's held arrivals and releases. Held heartbeats,
+// the ends of their waits and the group's timers keep their order among
+// themselves; messages without a priority (admin calls, the write after a
+// change) sit between.
+const (
+	priorityHeld   = actor.DefaultPriority - 2
+	priorityAtOnce = actor.DefaultPriority + 2
+)
+
+// GetPriority puts held heartbeats behind the rest of the group's mailbox.
+func (m *heartbeatMsg) GetPriority() int8 {
+	if m.req.WaitMs > 0 {
+		return priorityHeld
+	}
+	return priorityAtOnce
+}
+
+// GetPriority puts the end of a wait behind the rest of the mailbox.
+func (*heldExpiredMsg) GetPriority() int8 { return priorityHeld }
+
+// GetPriority keeps the group's timers (expiries, fences) behind held
+// heartbeats queued before them, as in arrival order: a member whose
+// heartbeat is already in the mailbox is not expired for the wait.
+func (*tickMsg) GetPriority() int8 { return priorityHeld }

@@ -190,7 +190,8 @@ func (s *streamActor) load() (*streamInit, error) {
 }
 
 func (s *streamActor) spawnGroup(ctx actor.Context, name string, rec *persistence.GroupRecord) *actor.PID {
-	props := actor.PropsFromProducer(newGroupActor(s.env, s.prefix, name, rec))
+	// A priority mailbox: answers not held pass held work (held.go).
+	props := actor.PropsFromProducer(newGroupActor(s.env, s.prefix, name, rec), actor.WithMailbox(actor.UnboundedPriority()))
 	pid := ctx.SpawnPrefix(props, "group-"+name+"-")
 	s.groups[name] = pid
 	s.env.dir.putGroup(s.prefix, name, pid)

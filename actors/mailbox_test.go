@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rscoord/client/protocol"
+)
+
+// TestAnswersNotHeldPassHeldWork: in a group's mailbox a join passes the
+// held heartbeats queued before it, and they are still run after it.
+func TestAnswersNotHeldPassHeldWork(t *testing.T) {
+	ctx := context.Background()
+	c := start(t, pebbleStore(t))
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	joined := map[string]protocol.HeartbeatResponse{}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		joined[id] = c.Heartbeat(ctx, "orders", "orders", id, join(id))
+		if joined[id].Status != protocol.StatusOK {
+			t.Fatalf("join %s: %+v", id, joined[id])
+		}
+	}
+	pid, err := c.lookup(ctx, "orders", "orders", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The group actor decides a's heartbeat and waits there until
+	// released, while the test queues held heartbeats and then a join.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var (
+		mu      sync.Mutex
+		decided []string
+		once    sync.Once
+	)
+	c.env.testHooks.afterDecide = func(req *protocol.HeartbeatRequest) {
+		if req.MemberID == "a" {
+			once.Do(func() { close(entered); <-release })
+		}
+		mu.Lock()
+		decided = append(decided, req.MemberID)
+		mu.Unlock()
+	}
+	post := func(req *protocol.HeartbeatRequest) answerTo {
+		to := make(answerTo, 1)
+		c.env.system.Root.Send(pid, &heartbeatMsg{req: req, to: to})
+		return to
+	}
+	first := post(steady("a", joined["a"]))
+	<-entered
+	for _, id := range []string{"b", "c", "d"} {
+		req := steady(id, joined[id])
+		req.WaitMs = 1000
+		post(req)
+	}
+	newcomer := post(join("e"))
+	close(release)
+
+	for _, to := range []answerTo{first, newcomer} {
+		select {
+		case resp := <-to:
+			if resp.Status != protocol.StatusOK {
+				t.Fatalf("answer %+v", resp)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no answer")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := slices.Clone(decided)
+		mu.Unlock()
+		if len(got) == 5 {
+			if want := []string{"a", "e", "b", "c", "d"}; !slices.Equal(got, want) {
+				t.Fatalf("decided in the order %v, want %v: the join first, then the held heartbeats queued before it", got, want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decided %v, want 5 heartbeats", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
