@@ -747,7 +747,7 @@ func (c *Coordinator) askHeartbeat(ctx context.Context, pid *actor.PID, req *pro
 		return protocol.HeartbeatResponse{}, errors.New("the group actor stopped")
 	}
 	to := make(answerTo, 1)
-	proc.SendUserMessage(pid, &heartbeatMsg{req: req, to: to})
+	proc.SendUserMessage(pid, &heartbeatMsg{req: req, to: to, gone: ctx.Done()})
 	timeout := time.NewTimer(c.HeartbeatBudget(req))
 	defer timeout.Stop()
 	select {

@@ -274,6 +274,14 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 func (a *groupActor) heartbeat(ctx actor.Context, m *heartbeatMsg) {
 	cfg := a.env.cfg.Group
 	req := m.req
+	if req.WaitMs > 0 && closed(m.gone) {
+		// The asker gave up on a held heartbeat before it was taken from
+		// the mailbox (our member runtime cancels one to report something
+		// at once): its answer would reach nobody, and the request that
+		// replaced it, not held, may have passed it in the mailbox, so it
+		// would be judged against state newer than what it reports.
+		return
+	}
 	if p := a.parked[req.MemberID]; p != nil {
 		// The member asks again (its client gave up on the parked answer,
 		// or a second process uses the id): the older request is answered

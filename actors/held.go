@@ -266,3 +266,13 @@ func (*heldExpiredMsg) GetPriority() int8 { return priorityHeld }
 // heartbeats queued before them, as in arrival order: a member whose
 // heartbeat is already in the mailbox is not expired for the wait.
 func (*tickMsg) GetPriority() int8 { return priorityHeld }
+
+// closed reports whether ch is closed; a nil channel never is.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

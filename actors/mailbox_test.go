@@ -88,3 +88,49 @@ func TestAnswersNotHeldPassHeldWork(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestHeldHeartbeatOfAGoneAskerIsDropped: a held heartbeat whose asker gave
+// up before the group actor took it is not run (a report that replaced it
+// may have passed it in the mailbox); one not held is run all the same.
+func TestHeldHeartbeatOfAGoneAskerIsDropped(t *testing.T) {
+	ctx := context.Background()
+	c := start(t, pebbleStore(t))
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	first := c.Heartbeat(ctx, "orders", "orders", "a", join("a"))
+	pid, err := c.lookup(ctx, "orders", "orders", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		decided []string
+	)
+	c.env.testHooks.afterDecide = func(req *protocol.HeartbeatRequest) {
+		mu.Lock()
+		decided = append(decided, req.RequestID)
+		mu.Unlock()
+	}
+	gone := make(chan struct{})
+	close(gone)
+	held := steady("a", first)
+	held.RequestID, held.WaitMs = "held-gone", 1000
+	c.env.system.Root.Send(pid, &heartbeatMsg{req: held, to: make(answerTo, 1), gone: gone})
+	unheld := steady("a", first)
+	unheld.RequestID = "unheld-gone"
+	c.env.system.Root.Send(pid, &heartbeatMsg{req: unheld, to: make(answerTo, 1), gone: gone})
+	// A held heartbeat with an asker, queued behind both: once it is
+	// answered the actor has taken the two before it (held heartbeats keep
+	// their order among themselves).
+	last := steady("a", first)
+	last.RequestID, last.WaitMs = "last", 50
+	if resp := c.Heartbeat(ctx, "orders", "orders", "a", last); resp.Status != protocol.StatusOK {
+		t.Fatalf("last: %+v", resp)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"unheld-gone", "last"}; !slices.Equal(decided, want) {
+		t.Fatalf("decided %v, want %v", decided, want)
+	}
+}

@@ -14,6 +14,9 @@ type (
 	heartbeatMsg struct {
 		req *protocol.HeartbeatRequest
 		to  answerTo
+		// gone is closed once the asker has given up (its request's
+		// context ended); nil for an asker that never does.
+		gone <-chan struct{}
 	}
 	// tickMsg is the group's own timer firing.
 	tickMsg struct{}
