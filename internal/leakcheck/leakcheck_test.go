@@ -17,6 +17,7 @@ func TestDeadLetterLeavesTheIgnoredGoroutine(t *testing.T) {
 	// A throttle period longer than goleak's retries (well under a second)
 	// keeps the goroutine alive through both checks.
 	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(5 * time.Second))
+	defer system.Shutdown()
 	pid := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	if err := system.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatalf("stop: %v", err)
