@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	gin.SetMode(gin.ReleaseMode)
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 func TestRunHeartbeatAgainstARealCoordinator(t *testing.T) {

@@ -3,9 +3,9 @@ package memberit_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/rscoord/rscoord/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/client/producer"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/leakcheck"
 )
 
 // The Redis servers are shared by every test of the package (a cluster
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := leakcheck.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak: leaked goroutines:", err)
 			code = 1
 		}

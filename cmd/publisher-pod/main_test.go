@@ -20,6 +20,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/leakcheck"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	builder = b
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
+	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
 }
 
 // buildPod builds publisher-pod once per test run.

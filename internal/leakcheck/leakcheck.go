@@ -20,3 +20,9 @@ const actorThrottle = "github.com/asynkron/protoactor-go/actor.NewDeadLetter.New
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 	goleak.VerifyTestMain(m, append(opts, goleak.IgnoreTopFunction(actorThrottle))...)
 }
+
+// Find is goleak.Find ignoring what VerifyTestMain ignores, for a test main
+// that must stop something of its own before it looks.
+func Find(opts ...goleak.Option) error {
+	return goleak.Find(append(opts, goleak.IgnoreTopFunction(actorThrottle))...)
+}
