@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -253,39 +250,10 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 // stopped, and SIGSTOP takes effect a little after it is sent.
 func (r *chaosRun) sigstop(inc *incarnation) int64 {
 	t := r.t
-	if err := inc.proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := inc.proc.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for !allStopped(inc.proc.Pid()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not stopped 2 s after SIGSTOP", inc.label())
-		}
-		time.Sleep(time.Millisecond)
-	}
 	return time.Now().UnixNano()
-}
-
-// allStopped reports whether every thread of process pid is in the
-// stopped state (T in /proc/pid/task/*/stat).
-func allStopped(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-		if err != nil {
-			return false
-		}
-		// pid (comm) state …: comm may hold spaces, so look after the
-		// last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
-			return false
-		}
-	}
-	return true
 }
 
 // nothingKept reports whether no proxy but p's holds a refused shard

@@ -17,15 +17,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/procfs"
+	"github.com/rscoord/rscoord/internal/proctest"
 )
 
 // Timing bounds of process management.
 const (
 	// stopGrace is how long Stop waits after SIGTERM before SIGKILL.
 	stopGrace = 5 * time.Second
-	// pauseTimeout bounds how long Pause waits for every thread to stop.
-	pauseTimeout = 5 * time.Second
 	// listenTimeout bounds how long a fresh process may take to accept
 	// connections on its client port.
 	listenTimeout = 15 * time.Second
@@ -198,32 +196,15 @@ func (m *Member) Pause() error {
 	if err := m.pauseOrResume(true); err != nil {
 		return err
 	}
-	return m.awaitStopped(pauseTimeout)
-}
-
-// awaitStopped waits until /proc shows every thread of the process stopped.
-func (m *Member) awaitStopped(timeout time.Duration) error {
 	m.mu.Lock()
 	pid := m.proc.cmd.Process.Pid
 	m.mu.Unlock()
-	for end := time.Now().Add(timeout); ; time.Sleep(time.Millisecond) {
-		threads, err := procfs.AllThreads(pid)
-		if err != nil {
-			return fmt.Errorf("etcdtest: %s: threads: %w", m.Name, err)
-		}
-		running := 0
-		for _, t := range threads {
-			if st, err := t.Stat(); err == nil && st.State != "T" && st.State != "t" {
-				running++
-			}
-		}
-		if running == 0 {
-			return nil
-		}
-		if time.Now().After(end) {
-			return fmt.Errorf("etcdtest: %s: %d threads still running %v after SIGSTOP", m.Name, running, timeout)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), proctest.PauseTimeout)
+	defer cancel()
+	if err := proctest.AwaitStopped(ctx, pid); err != nil {
+		return fmt.Errorf("etcdtest: %s: %w", m.Name, err)
 	}
+	return nil
 }
 
 // Resume continues a paused process with SIGCONT.
