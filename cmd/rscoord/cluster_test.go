@@ -286,7 +286,7 @@ func TestClusterPausedOwner(t *testing.T) {
 	var before protocol.GroupResponse
 	asAdmin(t, sf.URL).JSON(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil, http.StatusOK, &before)
 
-	if err := frozen.proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := frozen.proc.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	awaitOK(t, sl, a, 15*time.Second)

@@ -152,7 +152,7 @@ func TestClusterWideLists(t *testing.T) {
 
 	// A frozen replica is not waited for: named missing after the bound.
 	frozen, asked := reps[survivors[0]], reps[survivors[1]]
-	if err := frozen.proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := frozen.proc.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	partial, took = listGroups(t, asked.url)
