@@ -50,7 +50,7 @@ func (p *Process) Pause() error {
 	ctx, cancel := context.WithTimeout(context.Background(), PauseTimeout)
 	defer cancel()
 	if err := AwaitStopped(ctx, p.Pid()); err != nil {
-		return fmt.Errorf("proctest: %s: %w", p.Name, err)
+		return fmt.Errorf("%s: %w", p.Name, err) // AwaitStopped's error names the package
 	}
 	return nil
 }
