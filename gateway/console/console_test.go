@@ -84,6 +84,10 @@ func headless(t *testing.T, browser string, timeout time.Duration, opts ...chrom
 	opts = append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		// Chromium keeps its singleton socket in a directory of its own
+		// under TMPDIR, which outlives a browser that is killed rather
+		// than closed: keep it in the test's directory so none is left.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
 	}, opts...)
