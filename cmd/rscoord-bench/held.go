@@ -50,7 +50,7 @@ type HeldCmd struct {
 	JSON      bool          `name:"json" help:"Print the report as JSON."`
 	LoadNice  int           `name:"load-nice" default:"0" help:"Run the held members in a process of their own started with nice -n N (1–19), as members on other machines: the server and the timed churn get the CPU first, the load what is left (the report says whether it kept up). 0 runs them in the bench's process."`
 	LoadProf  string        `name:"load-cpuprofile" placeholder:"FILE" help:"With --load-nice, write the held members' process's CPU profile to FILE."`
-	Profile   string        `placeholder:"DIR" help:"Save the server's CPU profile (the first 20 s of the measured phase at most), an execution trace (its first 5 s) and goroutine and heap profiles (at its start) in DIR, for go tool pprof and go tool trace."`
+	Profile   string        `placeholder:"DIR" help:"Save the server's CPU profile and what it allocated (over the first 20 s of the measured phase at most), an execution trace (its first 5 s) and goroutine and heap profiles (at its start) in DIR, for go tool pprof and go tool trace."`
 	Against   string        `placeholder:"BIN" help:"A baseline rscoord binary (the build before a change, say): run it and --rscoord alternately, --pairs times, each on a server of its own, and report each pair's not-held p99 and their ratio. Two runs minutes apart on a shared machine differ more than two builds do; the runs of a pair share its state."`
 	Pairs     int           `default:"3" help:"Pairs of runs with --against."`
 }
@@ -576,6 +576,7 @@ func (h *HeldCmd) profiler(admin *coordclient.Client, out io.Writer) func(contex
 		var wg sync.WaitGroup
 		for file, path := range map[string]string{
 			"cpu.pprof":       fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(cpu.Seconds()), 1)),
+			"allocs.pprof":    fmt.Sprintf("/debug/pprof/allocs?seconds=%d", max(int(cpu.Seconds()), 1)),
 			"trace.out":       "/debug/pprof/trace?seconds=5",
 			"goroutine.pprof": "/debug/pprof/goroutine",
 			"heap.pprof":      "/debug/pprof/heap",
