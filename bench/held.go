@@ -180,16 +180,21 @@ type HeldReport struct {
 	// it sent at once during the measured phase; nil when its /metrics
 	// did not say.
 	ServerAtOnce *ServerTimed `json:"serverAtOnce"`
+	// GroupWrites is what the server's own histogram timed of its synced
+	// writes of group records during the measured phase: an answer that
+	// changed its group (a join, a leave) is sent once one is done. Nil
+	// when its /metrics did not say.
+	GroupWrites *ServerTimed `json:"groupWrites"`
 }
 
-// ServerTimed is what a server's rscoord_heartbeat_duration_seconds{held="false"}
-// counted over a span: answers sent at once, timed from decoded request
-// to response. It leaves out the HTTP transport on both sides and every
-// wait of the bench's own processes for a CPU, so on a machine the
-// members share with the server it is the server's part of NotHeld. Its
-// percentiles are the histogram's bucket bounds (0.5 ms … 2.5 s) they
-// fall under; the count includes the held members' own requests without
-// waitMs.
+// ServerTimed is what one of the server's latency histograms counted over
+// a span. Of rscoord_heartbeat_duration_seconds{held="false"} (answers
+// sent at once, timed from decoded request to response) it leaves out the
+// HTTP transport on both sides and every wait of the bench's own
+// processes for a CPU, so on a machine the members share with the server
+// it is the server's part of NotHeld; that count includes the held
+// members' own requests without waitMs. Its percentiles are the
+// histogram's bucket bounds (0.5 ms … 2.5 s) they fall under.
 type ServerTimed struct {
 	Count int `json:"count"`
 	// P50 and P99 are upper bounds; -1 when past the last bucket.
@@ -199,34 +204,58 @@ type ServerTimed struct {
 	Within10ms float64 `json:"within10ms"`
 }
 
-// heartbeatBuckets are the cumulative counts of one series of
-// rscoord_heartbeat_duration_seconds by upper bound, +Inf included.
-type heartbeatBuckets map[float64]uint64
+// histogramBuckets are the cumulative counts of one series of a
+// histogram by upper bound, +Inf included.
+type histogramBuckets map[float64]uint64
 
-// readHeartbeatBuckets reads the held="false" series of the server's
-// heartbeat histogram.
-func readHeartbeatBuckets(ctx context.Context, c *coordclient.Client) (heartbeatBuckets, error) {
+// serverHistograms are the series of the server's histograms a held run
+// reports on, read once before and once after its measured phase.
+type serverHistograms struct {
+	// atOnce is rscoord_heartbeat_duration_seconds{held="false"}.
+	atOnce histogramBuckets
+	// groupWrites is rscoord_store_write_duration_seconds{kind="group"};
+	// empty before the server's first group write.
+	groupWrites histogramBuckets
+}
+
+// readServerHistograms reads the series serverHistograms holds from the
+// server's /metrics.
+func readServerHistograms(ctx context.Context, c *coordclient.Client) (serverHistograms, error) {
 	families, err := serverMetrics(ctx, c)
 	if err != nil {
-		return nil, err
+		return serverHistograms{}, err
 	}
-	for _, m := range families["rscoord_heartbeat_duration_seconds"].GetMetric() {
+	atOnce := histogramSeries(families, "rscoord_heartbeat_duration_seconds", "held", "false")
+	if atOnce == nil {
+		return serverHistograms{}, errors.New(`/metrics has no rscoord_heartbeat_duration_seconds{held="false"}`)
+	}
+	writes := histogramSeries(families, "rscoord_store_write_duration_seconds", "kind", "group")
+	if writes == nil {
+		writes = histogramBuckets{}
+	}
+	return serverHistograms{atOnce: atOnce, groupWrites: writes}, nil
+}
+
+// histogramSeries is the series of histogram name whose label is value,
+// or nil when /metrics has none.
+func histogramSeries(families map[string]*dto.MetricFamily, name, label, value string) histogramBuckets {
+	for _, m := range families[name].GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() != "held" || l.GetValue() != "false" || m.GetHistogram() == nil {
+			if l.GetName() != label || l.GetValue() != value || m.GetHistogram() == nil {
 				continue
 			}
-			out := heartbeatBuckets{math.Inf(1): m.GetHistogram().GetSampleCount()}
+			out := histogramBuckets{math.Inf(1): m.GetHistogram().GetSampleCount()}
 			for _, b := range m.GetHistogram().GetBucket() {
 				out[b.GetUpperBound()] = b.GetCumulativeCount()
 			}
-			return out, nil
+			return out
 		}
 	}
-	return nil, errors.New(`/metrics has no rscoord_heartbeat_duration_seconds{held="false"}`)
+	return nil
 }
 
 // timedBetween is what the histogram counted from before to after.
-func timedBetween(before, after heartbeatBuckets) ServerTimed {
+func timedBetween(before, after histogramBuckets) ServerTimed {
 	bounds := slices.Sorted(maps.Keys(after))
 	total := after[math.Inf(1)] - before[math.Inf(1)]
 	t := ServerTimed{Count: int(total), P50: -1, P99: -1}
@@ -500,7 +529,7 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	rep.LoadStart = loadAverage()
 	// Unknown rather than an error: a server without the label is still
 	// measured from this side.
-	timedBefore, timedErr := readHeartbeatBuckets(ctx, admin)
+	timedBefore, timedErr := readServerHistograms(ctx, admin)
 	serverCPU, benchCPU, loadCPUUsed := startCPU(cfg.ServerCPU), startCPU(selfCPU), startCPU(loadCPU)
 	prober.startCounting()
 	measureStart := time.Now()
@@ -532,9 +561,10 @@ func RunHeld(ctx context.Context, cfg HeldConfig) (HeldReport, error) {
 	rep.Measured = time.Since(measureStart)
 	rep.CPU = HeldCPU{Server: serverCPU.used(), Bench: benchCPU.used(), Load: loadCPUUsed.used()}
 	if timedErr == nil {
-		if timedAfter, err := readHeartbeatBuckets(ctx, admin); err == nil {
-			t := timedBetween(timedBefore, timedAfter)
-			rep.ServerAtOnce = &t
+		if timedAfter, err := readServerHistograms(ctx, admin); err == nil {
+			atOnce := timedBetween(timedBefore.atOnce, timedAfter.atOnce)
+			writes := timedBetween(timedBefore.groupWrites, timedAfter.groupWrites)
+			rep.ServerAtOnce, rep.GroupWrites = &atOnce, &writes
 		}
 	}
 	rep.LoadEnd = loadAverage()

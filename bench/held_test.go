@@ -73,22 +73,27 @@ func TestRunHeldTiny(t *testing.T) {
 	} else if at.P50 > 2*rep.NotHeld.P50+time.Millisecond {
 		t.Errorf("server-side p50 ≤ %v, the churn's %v", at.P50, rep.NotHeld.P50)
 	}
+	// Every churn join and leave changed its group, so the server wrote
+	// it at least once per join (leaves of several may share a write).
+	if w := rep.GroupWrites; w == nil || w.Count < rep.Joined || w.P99 == 0 {
+		t.Errorf("group writes %+v, %d churn members joined", w, rep.Joined)
+	}
 }
 
 func TestTimedBetween(t *testing.T) {
 	inf := math.Inf(1)
-	before := heartbeatBuckets{0.001: 10, 0.01: 20, 0.1: 30, inf: 40}
+	before := histogramBuckets{0.001: 10, 0.01: 20, 0.1: 30, inf: 40}
 	tests := []struct {
 		name  string
-		after heartbeatBuckets
+		after histogramBuckets
 		want  ServerTimed
 	}{
 		{"nothing", before, ServerTimed{P50: -1, P99: -1}},
-		{"all within 1 ms", heartbeatBuckets{0.001: 110, 0.01: 120, 0.1: 130, inf: 140},
+		{"all within 1 ms", histogramBuckets{0.001: 110, 0.01: 120, 0.1: 130, inf: 140},
 			ServerTimed{Count: 100, P50: time.Millisecond, P99: time.Millisecond, Within10ms: 1}},
-		{"half over 10 ms, 2 past the last bucket", heartbeatBuckets{0.001: 40, 0.01: 70, 0.1: 128, inf: 140},
+		{"half over 10 ms, 2 past the last bucket", histogramBuckets{0.001: 40, 0.01: 70, 0.1: 128, inf: 140},
 			ServerTimed{Count: 100, P50: 10 * time.Millisecond, P99: -1, Within10ms: 0.5}},
-		{"p99 in the 100 ms bucket", heartbeatBuckets{0.001: 10, 0.01: 117, 0.1: 129, inf: 140},
+		{"p99 in the 100 ms bucket", histogramBuckets{0.001: 10, 0.01: 117, 0.1: 129, inf: 140},
 			ServerTimed{Count: 100, P50: 10 * time.Millisecond, P99: 100 * time.Millisecond, Within10ms: 0.97}},
 	}
 	for _, tc := range tests {

@@ -350,6 +350,10 @@ func printHeld(out io.Writer, h *HeldCmd, rep bench.HeldReport, connCap, held in
 		fmt.Fprintf(out, "  the server's own timing of what it answered at once (decoded request to response, its histogram's buckets): %d answers  p50 ≤ %s  p99 ≤ %s  %.1f%% within 10 ms\n",
 			at.Count, bucketText(at.P50), bucketText(at.P99), 100*at.Within10ms)
 	}
+	if w := rep.GroupWrites; w != nil {
+		fmt.Fprintf(out, "  the server's synced group writes (an answer that changed its group waits for one): %d writes  p50 ≤ %s  p99 ≤ %s  %.1f%% within 10 ms\n",
+			w.Count, bucketText(w.P50), bucketText(w.P99), 100*w.Within10ms)
+	}
 	fmt.Fprintf(out, "  the bench's own wait for a CPU (a 10 ms sleep's lateness, inside every time it took): p50 %v  p99 %v  max %v\n",
 		rep.ProberLag.P50, rep.ProberLag.P99, rep.ProberLag.Max)
 	fmt.Fprintf(out, "  held members' answers not held (reports of revoked shards, timed in their process): %d  p50 %v  p99 %v  max %v\n",
