@@ -307,7 +307,7 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 	}
 }
 
-// view answers a live member (steps 9 and 10): memberEpoch =
+// view answers a live member (step 9): memberEpoch =
 // assignmentEpoch; REVOKE_PENDING with assigned = current ∩ (target −
 // blocked) while a correction round is open, else OK with assigned =
 // target − blocked; pending = target − assigned; granted = assigned.
@@ -370,7 +370,7 @@ func (o *op) respond(m *Member, req *protocol.HeartbeatRequest, status protocol.
 	if len(assigned) != len(target) {
 		pending = minus(target, assigned)
 	}
-	// Step 10 (ours): heartbeat fast while a hand-off is under way — shards
+	// Step 9 (ours): heartbeat fast while a hand-off is under way — shards
 	// still pending, shards held outside the target, or shards granted but
 	// not yet reported as read. The last keeps a receiving member from
 	// waiting a whole interval before it says it took its shards, which is
