@@ -21,11 +21,16 @@
 //  5. the handler, which decodes its request, calls one method of the
 //     *actors.Coordinator (which messages the owning actor) and answers.
 //
-// The heartbeat handler answers 200 with a status for everything but
-// unparseable JSON, because a non-2xx stops the reference Python client's
-// member thread. Heartbeats need MEMBER on their stream (as a member id
-// the caller is bound to) unless the server runs without member auth, when
-// the heartbeat path never looks at Authorization.
+// The heartbeat handler answers 200 with a status for every body it can
+// read as JSON, because a non-2xx stops the reference Python client's
+// member thread. It answers otherwise only for a body that is not JSON
+// (400), one over the heartbeat limit (413), one over 64 KiB that finds no
+// room in the large-body budget (429), and, with member auth on, missing or
+// bad credentials (401), a missing role or member id (403) and Basic
+// credentials from an address past its failed-password limit (429).
+// Heartbeats need MEMBER on their stream (as a member id the caller is
+// bound to) unless the server runs without member auth, when the heartbeat
+// path never looks at Authorization.
 //
 // Invariants: no package-level mutable state (limiters, metrics and the
 // authenticator belong to one server); client addresses come from the
@@ -33,6 +38,5 @@
 // change that the audit log lacks, unless the audit write itself failed
 // (logged at ERROR and counted).
 //
-// Not here yet: the console and the Redis-backed monitoring endpoints
-// (later issues); audit retention; trusted proxies.
+// Not here yet: trusted proxies.
 package gateway
