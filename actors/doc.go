@@ -24,9 +24,10 @@
 //     waited for it, each parked answer that would now say something new
 //     (assign.Unchanged) is computed afresh by running its heartbeat again
 //     and sent through step 3; the rest go out, computed afresh too, when
-//     their wait ends. Parked answers are bounded per group and answered
-//     RETRY on shutdown, a failed write, a panic, and when the same member
-//     heartbeats again.
+//     their wait ends. Parked answers are bounded by one limit across all
+//     groups (Config.MaxHeldHeartbeats; past it a heartbeat is answered at
+//     once) and answered RETRY on shutdown, a failed write, a panic, and
+//     when the same member heartbeats again.
 //
 // A group whose snapshot is corrupt or of an unknown schema fails closed:
 // heartbeats answer RETRY, admin and monitoring calls 503, and nothing is
