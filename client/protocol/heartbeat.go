@@ -102,17 +102,21 @@ type HeartbeatResponse struct {
 	MetadataVersion    int64      `json:"metadataVersion"`
 	Assignment         Assignment `json:"assignment"`
 	// MemberLeaseMs (ours) is the coordinator's member lease: a member fails
-	// closed after this long without an answer that lets it read, whatever
-	// its own setting. Present on every answer of a server speaking our
-	// extensions; zero (absent) from others.
+	// closed at the smaller of its own setting and this value
+	// (docs/protocol.md §9.4), so never later than this long without an
+	// answer that lets it read. Present on every answer of a server speaking
+	// our extensions; zero (absent) from others.
 	MemberLeaseMs int64 `json:"memberLeaseMs,omitempty"`
 	// ErrorCode (ours, optional) says why a heartbeat was refused, in the
 	// codes of error bodies: on UNKNOWN_MEMBER_ID, STREAM_NOT_FOUND when the
 	// stream does not exist and GROUP_NOT_FOUND when the group does not (and
 	// is not registered on the fly), absent when only the member is unknown;
-	// on INVALID_REQUEST, INVALID_REQUEST with Message saying what. Clients
-	// that know it can stop retrying a join that can never succeed;
-	// reference clients ignore it.
+	// on RETRY, MEMBER_ID_IN_USE when another live process holds the member
+	// id and MEMBER_LIMIT_REACHED when the group holds the most members the
+	// coordinator allows, absent on other RETRYs; on INVALID_REQUEST,
+	// INVALID_REQUEST with Message saying what. Clients that know it can
+	// stop retrying a join that can never succeed; reference clients ignore
+	// it.
 	ErrorCode ErrorCode `json:"errorCode,omitempty"`
 	// Message (ours, optional) explains ErrorCode for people.
 	Message string `json:"message,omitempty"`
