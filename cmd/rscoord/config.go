@@ -108,7 +108,7 @@ func (c *yamlConfig) Validate(app *kong.Application) error {
 		return nil
 	}
 	slices.Sort(unknown)
-	return fmt.Errorf("config file: unknown key %s: keys are serve's long flag names without dashes, e.g. \"member-lease\" (rscoord serve --help lists them)",
+	return fmt.Errorf("config file: unknown key %s: keys are serve's long flag names without the leading --, e.g. \"member-lease\" (rscoord serve --help lists them)",
 		strings.Join(unknown, ", "))
 }
 
