@@ -62,7 +62,7 @@ type CLI struct {
 	Messages MessagesCmd `cmd:"" help:"Page through the entries of one shard (nothing is delivered or acknowledged)."`
 	Audit    AuditCmd    `cmd:"" help:"Page through the audit log of admin mutations, newest first."`
 	Login    LoginCmd    `cmd:"" help:"Log in and save the token (mode 0600, under the user's config directory) for later commands."`
-	Logout   LogoutCmd   `cmd:"" help:"Forget the token saved for --server."`
+	Logout   LogoutCmd   `cmd:"" help:"Revoke the token saved for --server on the server, then forget it."`
 	Version  VersionCmd  `cmd:"" help:"Print the version of this binary and the protocol versions it speaks."`
 
 	Completion   CompletionCmd   `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
