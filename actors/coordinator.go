@@ -53,7 +53,7 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c := &Coordinator{env: &env{
 		cfg: cfg, store: cfg.Store, system: system, log: logger,
 		dir: newDirectory(), failed: newFailedGroups(), obs: cfg.Observer,
-		closing: closing, stopClosing: stopClosing,
+		closing: closing, stopClosing: stopClosing, groupCoolDown: groupRestartWindow,
 	}, routed: map[string]int64{}}
 	if cfg.Placed {
 		logger.Info("coordinator started; streams are added as this replica claims them", slog.String("coordinatorId", cfg.CoordinatorID))

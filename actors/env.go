@@ -37,6 +37,9 @@ type env struct {
 	closing     context.Context
 	stopClosing context.CancelFunc
 	work        sync.WaitGroup
+	// groupCoolDown is how long a group whose actor kept panicking fails
+	// closed before it is loaded again (streamActor.groupStopped).
+	groupCoolDown time.Duration
 	// testHooks are set by this package's tests only.
 	testHooks testHooks
 }

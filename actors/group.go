@@ -26,6 +26,9 @@ type groupActor struct {
 	// initial is the record loaded at start-up or creation; it is used by
 	// the first incarnation only, a restarted actor reloads from the store.
 	initial *persistence.GroupRecord
+	// coolDown, when positive, is how long the first incarnation fails
+	// closed before it loads the group (newCoolingGroupActor).
+	coolDown time.Duration
 
 	g        *assign.Group
 	revision uint64
@@ -118,6 +121,21 @@ func newGroupActor(e *env, prefix, name string, initial *persistence.GroupRecord
 	}
 }
 
+// newCoolingGroupActor makes a group actor that fails closed for coolDown
+// before it loads the group from the store (see streamActor.groupStopped).
+// Restarts after a panic load at once, as any group actor's do.
+func newCoolingGroupActor(e *env, prefix, name string, coolDown time.Duration) actor.Producer {
+	return func() actor.Actor {
+		a := &groupActor{env: e, prefix: prefix, name: name, coolDown: coolDown}
+		coolDown = 0
+		return a
+	}
+}
+
+// errKeptPanicking is why a group replacing one that its supervisor
+// stopped fails closed for a while.
+var errKeptPanicking = errors.New("the group's actor kept panicking and was stopped")
+
 func (a *groupActor) log() *slog.Logger {
 	return a.env.log.With(slog.String("stream", a.prefix), slog.String("group", a.name))
 }
@@ -134,6 +152,12 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
+		if a.coolDown > 0 {
+			a.failClosed(fmt.Errorf("%w; it reloads from the store in %v", errKeptPanicking, a.coolDown))
+			a.schedule(a.env.now().Add(a.coolDown))
+			a.coolDown = 0
+			return
+		}
 		a.start()
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
@@ -394,7 +418,7 @@ func (a *groupActor) wakeAfterWrite(ctx actor.Context) {
 // written before any heartbeat answer can reveal it.
 func (a *groupActor) tick(ctx actor.Context) {
 	a.timer, a.timerAt = nil, time.Time{}
-	if a.failed != nil && storeUnavailable(a.failed) && !a.deleted {
+	if a.failed != nil && (storeUnavailable(a.failed) || errors.Is(a.failed, errKeptPanicking)) && !a.deleted {
 		a.start()
 		return
 	}

@@ -59,8 +59,15 @@ type registration struct {
 }
 
 // groupSupervision restarts a failing group actor, alone, from its
-// snapshot; a group that keeps panicking is stopped rather than spinning.
-var groupSupervision = actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider)
+// snapshot; a group that keeps panicking (more than groupMaxRestarts times
+// in groupRestartWindow) is stopped rather than spinning, and the stream
+// actor puts a cooling one in its place (groupStopped).
+var groupSupervision = actor.NewOneForOneStrategy(groupMaxRestarts, groupRestartWindow, actor.DefaultDecider)
+
+const (
+	groupMaxRestarts   = 10
+	groupRestartWindow = time.Minute
+)
 
 func newStreamActor(e *env, prefix string, init *streamInit) actor.Producer {
 	return func() actor.Actor {
@@ -82,6 +89,8 @@ func (s *streamActor) Receive(ctx actor.Context) {
 		s.gone = true
 		s.stopTimer()
 		s.abandon(ctx)
+	case *actor.Terminated:
+		s.groupStopped(ctx, m.Who)
 	case *drainCheckMsg:
 		s.timer = nil
 		s.migrate(ctx, migrationStep{msg: m})
@@ -190,8 +199,36 @@ func (s *streamActor) load() (*streamInit, error) {
 }
 
 func (s *streamActor) spawnGroup(ctx actor.Context, name string, rec *persistence.GroupRecord) *actor.PID {
+	return s.spawnGroupActor(ctx, name, newGroupActor(s.env, s.prefix, name, rec))
+}
+
+// groupStopped puts a new actor in the place of a group actor that stopped
+// while the stream still has the group: its supervisor gave up on it after
+// repeated panics. Left dead, the group would answer RETRY to every member
+// and refuse every admin call until the process restarted; the new actor
+// fails closed (health DEGRADED, RETRY to heartbeats) for a restart window,
+// so that a group panicking on every message cannot spin, and then reloads
+// the group from the store. Groups deleted or stopped with the stream are
+// no longer in s.groups and are left alone.
+func (s *streamActor) groupStopped(ctx actor.Context, who *actor.PID) {
+	if s.gone {
+		return
+	}
+	for name, pid := range s.groups {
+		if pid.Equal(who) {
+			s.log().Error("group actor stopped after repeated panics; it fails closed, then reloads from the store",
+				slog.String("group", name), slog.Duration("after", s.env.groupCoolDown))
+			s.spawnGroupActor(ctx, name, newCoolingGroupActor(s.env, s.prefix, name, s.env.groupCoolDown))
+			return
+		}
+	}
+}
+
+// spawnGroupActor starts the group actor producer makes as the group name
+// of this stream.
+func (s *streamActor) spawnGroupActor(ctx actor.Context, name string, producer actor.Producer) *actor.PID {
 	// A priority mailbox: answers not held pass held work (held.go).
-	props := actor.PropsFromProducer(newGroupActor(s.env, s.prefix, name, rec), actor.WithMailbox(actor.UnboundedPriority()))
+	props := actor.PropsFromProducer(producer, actor.WithMailbox(actor.UnboundedPriority()))
 	pid := ctx.SpawnPrefix(props, "group-"+name+"-")
 	s.groups[name] = pid
 	s.env.dir.putGroup(s.prefix, name, pid)
