@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,13 +20,51 @@ type besideResult[T any] struct{ value T }
 func beside[T any](e *env, timeout time.Duration, work func(context.Context) T) *actor.Future {
 	f := actor.NewFuture(e.system, timeout+time.Second)
 	wctx, cancel := context.WithTimeout(e.closing, timeout)
-	e.work.Add(1)
-	go func() {
-		defer e.work.Done()
+	run := func() {
 		defer cancel()
 		e.system.Root.Send(f.PID(), besideResult[T]{value: work(wctx)})
-	}()
+	}
+	if !e.work.start(run) {
+		// The coordinator has closed, and with it wctx: the work gives up
+		// at once, and the actor still gets its answer.
+		run()
+	}
 	return f
+}
+
+// besideWork is the work running beside the actors, which Close waits for.
+// Once it is closed it starts no more, so that nothing is added while Close
+// waits (a stream actor still stopping may ask for more).
+type besideWork struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start runs f on a goroutine of its own and reports true, or reports
+// false and does nothing once w is closed.
+func (w *besideWork) start(f func()) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	w.wg.Go(f)
+	return true
+}
+
+// close refuses new work and returns a channel closed once the work
+// started before has ended.
+func (w *besideWork) close() <-chan struct{} {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		w.wg.Wait()
+		close(done)
+	}()
+	return done
 }
 
 // besideValue is the value of work started by beside, from the future's

@@ -205,10 +205,8 @@ func (c *Coordinator) shutdownActors(ctx context.Context) error {
 	// 2. Stop the work still running beside them (a Redis call of a
 	//    migration step, say) and wait for it within ctx.
 	c.env.stopClosing()
-	done := make(chan struct{})
-	go func() { c.env.work.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-c.env.work.close():
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("work beside the actors: %w", ctx.Err()))
 	}

@@ -36,7 +36,7 @@ type env struct {
 	// in work.
 	closing     context.Context
 	stopClosing context.CancelFunc
-	work        sync.WaitGroup
+	work        besideWork
 	// groupCoolDown is how long a group whose actor kept panicking fails
 	// closed before it is loaded again (streamActor.groupStopped).
 	groupCoolDown time.Duration
