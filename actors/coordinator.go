@@ -696,7 +696,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, prefix, group, memberID str
 		return resp
 	}
 	if err := validateNames(prefix, group); err != nil {
-		return assign.InvalidRequestResponse(req, cfg)
+		return assign.InvalidRequestResponse(req, cfg, err.Error())
 	}
 	if c.Terminating() {
 		return assign.RetryResponse(req, cfg)

@@ -298,12 +298,9 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 		resp.Message = fmt.Sprintf("the group holds %d members, the most this coordinator allows; the join is retried until one leaves", o.cfg.MaxMembers)
 		return resp
 	case answerTooFar:
-		resp := reject(req, protocol.StatusInvalidRequest, o.cfg)
-		resp.ErrorCode = protocol.CodeInvalidRequest
-		resp.Message = "metadataVersion is further ahead of the group's than a metadata correction may move it"
-		return resp
+		return InvalidRequestResponse(req, o.cfg, "metadataVersion is further ahead of the group's than a metadata correction may move it")
 	default:
-		return reject(req, protocol.StatusInvalidRequest, o.cfg)
+		return InvalidRequestResponse(req, o.cfg, fmt.Sprintf("memberEpoch %d is ahead of every epoch this member was given", req.MemberEpoch))
 	}
 }
 

@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/rscoord/rscoord/client/protocol"
@@ -10,28 +11,73 @@ import (
 // path of member pathMemberID. ok=false means: answer resp (HTTP 200, as
 // every heartbeat) and do nothing else; the member will stop and fail
 // loudly. Checked, in order: protocol version (UNSUPPORTED_PROTOCOL), then
-// body memberId equal to the path and a valid member id, non-blank
-// requestId, runtimeMaxConcurrency ≥ 1, availableConcurrency ≥ 0,
-// memberEpoch ≥ -1 (INVALID_REQUEST).
+// the problems heartbeatProblem lists (INVALID_REQUEST, with errorCode
+// INVALID_REQUEST and a message naming the problem, §9.7).
 //
 // Validate needs no group: the gateway or actor runs it before looking the
 // group up, so a malformed member never creates one.
 func Validate(req *protocol.HeartbeatRequest, pathMemberID string, cfg Config) (resp protocol.HeartbeatResponse, ok bool) {
 	if req == nil {
-		return reject(&protocol.HeartbeatRequest{MemberID: pathMemberID}, protocol.StatusInvalidRequest, cfg), false
+		return InvalidRequestResponse(&protocol.HeartbeatRequest{MemberID: pathMemberID}, cfg, "no heartbeat body"), false
 	}
-	switch {
-	case !protocol.SupportsVersion(req.ProtocolVersion):
+	if !protocol.SupportsVersion(req.ProtocolVersion) {
 		return reject(req, protocol.StatusUnsupportedProtocol, cfg), false
-	case req.MemberID != pathMemberID,
-		protocol.ValidateMemberID(req.MemberID) != nil,
-		strings.TrimSpace(req.RequestID) == "",
-		req.RuntimeConsumerCapacity.RuntimeMaxConcurrency < 1,
-		req.RuntimeConsumerCapacity.AvailableConcurrency < 0,
-		req.MemberEpoch < protocol.EpochLeave:
-		return reject(req, protocol.StatusInvalidRequest, cfg), false
+	}
+	if problem := heartbeatProblem(req, pathMemberID); problem != "" {
+		return InvalidRequestResponse(req, cfg, problem), false
 	}
 	return protocol.HeartbeatResponse{}, true
+}
+
+// heartbeatProblem says what makes req invalid, or "": the body's memberId
+// not the path's or not a valid id, a blank requestId,
+// runtimeMaxConcurrency < 1, availableConcurrency < 0, memberEpoch < -1, a
+// malformed instanceId, or a text longer than protocol.MaxTextLength (the
+// ids and names a group keeps, in memory and in the store).
+func heartbeatProblem(req *protocol.HeartbeatRequest, pathMemberID string) string {
+	capacity := req.RuntimeConsumerCapacity
+	switch {
+	case req.MemberID != pathMemberID:
+		return fmt.Sprintf("memberId %q in the body is not the path's %q", clip(req.MemberID), clip(pathMemberID))
+	case protocol.ValidateMemberID(req.MemberID) != nil:
+		return clip(protocol.ValidateMemberID(req.MemberID).Error())
+	case strings.TrimSpace(req.RequestID) == "":
+		return "requestId is blank"
+	case capacity.RuntimeMaxConcurrency < 1:
+		return fmt.Sprintf("runtimeConsumerCapacity.runtimeMaxConcurrency is %d; at least 1 is needed", capacity.RuntimeMaxConcurrency)
+	case capacity.AvailableConcurrency < 0:
+		return fmt.Sprintf("runtimeConsumerCapacity.availableConcurrency is %d; it cannot be negative", capacity.AvailableConcurrency)
+	case req.MemberEpoch < protocol.EpochLeave:
+		return fmt.Sprintf("memberEpoch is %d; the lowest is %d (leave)", req.MemberEpoch, protocol.EpochLeave)
+	}
+	if req.InstanceID != "" {
+		if err := protocol.ValidateInstanceID(req.InstanceID); err != nil {
+			return clip(err.Error())
+		}
+	}
+	texts := []struct{ field, value string }{{"requestId", req.RequestID}, {"memberName", req.MemberName}}
+	for _, p := range req.ShardProgress {
+		texts = append(texts,
+			struct{ field, value string }{"shardProgress[].streamKey", p.StreamKey},
+			struct{ field, value string }{"shardProgress[].lastDeliveredId", p.LastDeliveredID},
+			struct{ field, value string }{"shardProgress[].lastAckedId", p.LastAckedID})
+	}
+	for _, t := range texts {
+		if len(t.value) > protocol.MaxTextLength {
+			return fmt.Sprintf("%s is %d bytes long; at most %d are allowed", t.field, len(t.value), protocol.MaxTextLength)
+		}
+	}
+	return ""
+}
+
+// clip shortens a text quoted back in a message, so that a huge value does
+// not make a huge answer.
+func clip(s string) string {
+	const most = 160
+	if len(s) <= most {
+		return s
+	}
+	return s[:most] + "…"
 }
 
 // RetryResponse answers RETRY without touching any group: the store is

@@ -11,28 +11,42 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	long := strings.Repeat("x", protocol.MaxTextLength+1)
 	tests := []struct {
 		name   string
 		edit   func(r *protocol.HeartbeatRequest)
 		path   string
 		status protocol.Status // "" = accepted
+		says   string          // in the message of an INVALID_REQUEST
 	}{
-		{"valid join", func(r *protocol.HeartbeatRequest) {}, "m-1", ""},
-		{"valid leave", func(r *protocol.HeartbeatRequest) { r.MemberEpoch = -1 }, "m-1", ""},
-		{"zero available concurrency", func(r *protocol.HeartbeatRequest) { r.RuntimeConsumerCapacity.AvailableConcurrency = 0 }, "m-1", ""},
-		{"protocol 0", func(r *protocol.HeartbeatRequest) { r.ProtocolVersion = 0 }, "m-1", protocol.StatusUnsupportedProtocol},
-		{"protocol 2", func(r *protocol.HeartbeatRequest) { r.ProtocolVersion = 2 }, "m-1", protocol.StatusUnsupportedProtocol},
+		{"valid join", func(r *protocol.HeartbeatRequest) {}, "m-1", "", ""},
+		{"valid leave", func(r *protocol.HeartbeatRequest) { r.MemberEpoch = -1 }, "m-1", "", ""},
+		{"zero available concurrency", func(r *protocol.HeartbeatRequest) { r.RuntimeConsumerCapacity.AvailableConcurrency = 0 }, "m-1", "", ""},
+		{"valid instance id", func(r *protocol.HeartbeatRequest) { r.InstanceID = "0f0e-pod:7.a_b" }, "m-1", "", ""},
+		{"longest texts", func(r *protocol.HeartbeatRequest) {
+			r.MemberName, r.RequestID = long[1:], long[1:]
+			r.ShardProgress = []protocol.ShardProgress{{LastAckedID: long[1:]}}
+		}, "m-1", "", ""},
+		{"protocol 0", func(r *protocol.HeartbeatRequest) { r.ProtocolVersion = 0 }, "m-1", protocol.StatusUnsupportedProtocol, ""},
+		{"protocol 2", func(r *protocol.HeartbeatRequest) { r.ProtocolVersion = 2 }, "m-1", protocol.StatusUnsupportedProtocol, ""},
 		// The version is checked first: a v2 body may look malformed to v1.
-		{"protocol before body", func(r *protocol.HeartbeatRequest) { r.ProtocolVersion = 2; r.RequestID = "" }, "m-1", protocol.StatusUnsupportedProtocol},
-		{"body id differs from path", func(r *protocol.HeartbeatRequest) {}, "m-2", protocol.StatusInvalidRequest},
-		{"bad member id", func(r *protocol.HeartbeatRequest) { r.MemberID = "m/1" }, "m/1", protocol.StatusInvalidRequest},
-		{"hash tag member id", func(r *protocol.HeartbeatRequest) { r.MemberID = "m{1}" }, "m{1}", protocol.StatusInvalidRequest},
-		{"blank member id", func(r *protocol.HeartbeatRequest) { r.MemberID = "" }, "", protocol.StatusInvalidRequest},
-		{"too long member id", func(r *protocol.HeartbeatRequest) { r.MemberID = strings.Repeat("a", 201) }, strings.Repeat("a", 201), protocol.StatusInvalidRequest},
-		{"blank request id", func(r *protocol.HeartbeatRequest) { r.RequestID = "  " }, "m-1", protocol.StatusInvalidRequest},
-		{"max concurrency 0", func(r *protocol.HeartbeatRequest) { r.RuntimeConsumerCapacity.RuntimeMaxConcurrency = 0 }, "m-1", protocol.StatusInvalidRequest},
-		{"available -1", func(r *protocol.HeartbeatRequest) { r.RuntimeConsumerCapacity.AvailableConcurrency = -1 }, "m-1", protocol.StatusInvalidRequest},
-		{"epoch -2", func(r *protocol.HeartbeatRequest) { r.MemberEpoch = -2 }, "m-1", protocol.StatusInvalidRequest},
+		{"protocol before body", func(r *protocol.HeartbeatRequest) { r.ProtocolVersion = 2; r.RequestID = "" }, "m-1", protocol.StatusUnsupportedProtocol, ""},
+		{"body id differs from path", func(r *protocol.HeartbeatRequest) {}, "m-2", protocol.StatusInvalidRequest, `not the path's "m-2"`},
+		{"bad member id", func(r *protocol.HeartbeatRequest) { r.MemberID = "m/1" }, "m/1", protocol.StatusInvalidRequest, "character '/'"},
+		{"hash tag member id", func(r *protocol.HeartbeatRequest) { r.MemberID = "m{1}" }, "m{1}", protocol.StatusInvalidRequest, "character '{'"},
+		{"blank member id", func(r *protocol.HeartbeatRequest) { r.MemberID = "" }, "", protocol.StatusInvalidRequest, "memberId"},
+		{"too long member id", func(r *protocol.HeartbeatRequest) { r.MemberID = strings.Repeat("a", 201) }, strings.Repeat("a", 201), protocol.StatusInvalidRequest, "memberId"},
+		{"blank request id", func(r *protocol.HeartbeatRequest) { r.RequestID = "  " }, "m-1", protocol.StatusInvalidRequest, "requestId is blank"},
+		{"max concurrency 0", func(r *protocol.HeartbeatRequest) { r.RuntimeConsumerCapacity.RuntimeMaxConcurrency = 0 }, "m-1", protocol.StatusInvalidRequest, "runtimeMaxConcurrency is 0"},
+		{"available -1", func(r *protocol.HeartbeatRequest) { r.RuntimeConsumerCapacity.AvailableConcurrency = -1 }, "m-1", protocol.StatusInvalidRequest, "availableConcurrency is -1"},
+		{"epoch -2", func(r *protocol.HeartbeatRequest) { r.MemberEpoch = -2 }, "m-1", protocol.StatusInvalidRequest, "memberEpoch is -2"},
+		{"instance id with a space", func(r *protocol.HeartbeatRequest) { r.InstanceID = "a b" }, "m-1", protocol.StatusInvalidRequest, "instanceId"},
+		{"too long instance id", func(r *protocol.HeartbeatRequest) { r.InstanceID = strings.Repeat("i", 129) }, "m-1", protocol.StatusInvalidRequest, "at most 128"},
+		{"too long member name", func(r *protocol.HeartbeatRequest) { r.MemberName = long }, "m-1", protocol.StatusInvalidRequest, "memberName is 257 bytes"},
+		{"too long request id", func(r *protocol.HeartbeatRequest) { r.RequestID = long }, "m-1", protocol.StatusInvalidRequest, "requestId is 257 bytes"},
+		{"too long progress id", func(r *protocol.HeartbeatRequest) {
+			r.ShardProgress = []protocol.ShardProgress{{StreamKey: "orders:0"}, {LastDeliveredID: long}}
+		}, "m-1", protocol.StatusInvalidRequest, "shardProgress[].lastDeliveredId is 257 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +64,10 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("accepted, want %s", tc.status)
 			}
 			checkRejection(t, resp, req, tc.status)
+			if tc.status == protocol.StatusInvalidRequest &&
+				(resp.ErrorCode != protocol.CodeInvalidRequest || !strings.Contains(resp.Message, tc.says) || len(resp.Message) > 400) {
+				t.Errorf("errorCode %q, message %q: want INVALID_REQUEST saying %q, short", resp.ErrorCode, resp.Message, tc.says)
+			}
 		})
 	}
 }
@@ -105,7 +123,7 @@ func TestRetryAndUnknownResponses(t *testing.T) {
 	}{
 		{RetryResponse(req, cfg), protocol.StatusRetry},
 		{UnknownMemberResponse(req, cfg), protocol.StatusUnknownMemberID},
-		{InvalidRequestResponse(req, cfg), protocol.StatusInvalidRequest},
+		{InvalidRequestResponse(req, cfg, "why"), protocol.StatusInvalidRequest},
 	} {
 		if tc.resp.Status != tc.status || tc.resp.MemberEpoch != 5 || tc.resp.HeartbeatIntervalMs != 1500 {
 			t.Errorf("%s: %+v", tc.status, tc.resp)

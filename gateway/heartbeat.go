@@ -31,8 +31,7 @@ func (s *server) heartbeat(c *gin.Context) {
 	if problem != "" {
 		// Well-formed JSON the protocol refuses is the client's bug, told
 		// the protocol's way.
-		resp := assign.InvalidRequestResponse(&req, s.coord.GroupConfig())
-		resp.ErrorCode, resp.Message = protocol.CodeInvalidRequest, problem
+		resp := assign.InvalidRequestResponse(&req, s.coord.GroupConfig(), problem)
 		s.metrics.Heartbeat(resp.Status, false, time.Since(start))
 		c.JSON(http.StatusOK, resp)
 		return

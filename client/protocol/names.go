@@ -51,6 +51,12 @@ func validateName(field, v, extra string) error {
 	return nil
 }
 
+// MaxTextLength is the longest, in bytes, a heartbeat's requestId,
+// memberName and shard progress texts (streamKey, lastDeliveredId,
+// lastAckedId) may be: a group keeps them, in memory and in its store, for
+// every member.
+const MaxTextLength = 256
+
 // MaxInstanceIDLength is the longest member incarnation id (instanceId).
 const MaxInstanceIDLength = 128
 
