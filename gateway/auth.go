@@ -13,6 +13,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/gateway/internal/window"
 	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
@@ -48,13 +49,15 @@ func (s *server) authenticate(c *gin.Context) (auth.Principal, *authFailure) {
 		// Every endpoint checks passwords, so the per-address failure limit
 		// applies everywhere; the per-username one only at login, so that
 		// nobody can lock a working client out by failing its name.
-		if blocked, retry := s.loginAddr.Blocked(c.ClientIP()); blocked {
-			return auth.Principal{}, &authFailure{code: protocol.CodeRateLimitExceeded,
-				message: "too many failed password checks from this address; retry later", retryAfter: retry}
+		addr, err := s.loginAddr.Reserve(c.Request.Context(), c.ClientIP())
+		if err != nil {
+			return auth.Principal{}, passwordLimited(err, "too many failed password checks from this address; retry later")
 		}
+		defer addr.Release()
 		p, err := s.auth.CheckPassword(user, password)
 		if err != nil {
-			s.passwordFailed(c, user)
+			addr.Commit()
+			s.loginUser.Add(loginUserKey(c, user))
 			return auth.Principal{}, unauthorized("bad username or password")
 		}
 		return p, nil
@@ -79,11 +82,17 @@ func unauthorized(message string) *authFailure {
 	return &authFailure{code: protocol.CodeUnauthorized, message: message}
 }
 
-// passwordFailed counts a failed password check against the username
-// from this address, and against the address.
-func (s *server) passwordFailed(c *gin.Context, user string) {
-	s.loginUser.Add(loginUserKey(c, user))
-	s.loginAddr.Add(c.ClientIP())
+// passwordLimited is the 429 for a password check its failure limit
+// refused (err from [window.Limiter.Reserve]): message when the limit is
+// reached, another when the request ended while waiting for checks in
+// flight.
+func passwordLimited(err error, message string) *authFailure {
+	var limited *window.LimitError
+	if errors.As(err, &limited) {
+		return &authFailure{code: protocol.CodeRateLimitExceeded, message: message, retryAfter: limited.RetryAfter}
+	}
+	return &authFailure{code: protocol.CodeRateLimitExceeded,
+		message: "too many password checks in flight; retry later", retryAfter: time.Second}
 }
 
 // loginUserKey is the key of the per-user login limit: the username from

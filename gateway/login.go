@@ -17,7 +17,8 @@ import (
 // login issues a bearer token for {username,password}, or for the Basic
 // header when the body is empty (docs/protocol.md §4). Failed checks count
 // against the username and the client address; past either limit the
-// login answers 429 before any password is checked.
+// login answers 429 before any password is checked. Checks still running
+// count too, until they succeed.
 func (s *server) login(c *gin.Context) {
 	body, perr := s.readBodyLimit(c, maxLoginBodyBytes)
 	if perr != nil {
@@ -51,19 +52,26 @@ func (s *server) login(c *gin.Context) {
 			Roles: auth.Anonymous().Roles.Names()})
 		return
 	}
-	if blocked, retry := s.loginUser.Blocked(loginUserKey(c, req.Username)); blocked {
-		s.metrics.RateLimited(metrics.LimiterLogin)
-		tooMany(c, "too many failed logins for this user; retry later", retry)
+	// The check holds its place under both limits before it runs, so
+	// that checks running at once cannot together pass either limit. The
+	// username first, always: a check holding the address's place never
+	// waits for another, so waits cannot go round in a circle.
+	user, err := s.loginUser.Reserve(c.Request.Context(), loginUserKey(c, req.Username))
+	if err != nil {
+		s.refuseAuth(c, passwordLimited(err, "too many failed logins for this user; retry later"))
 		return
 	}
-	if blocked, retry := s.loginAddr.Blocked(c.ClientIP()); blocked {
-		s.metrics.RateLimited(metrics.LimiterLogin)
-		tooMany(c, "too many failed logins from this address; retry later", retry)
+	defer user.Release()
+	addr, err := s.loginAddr.Reserve(c.Request.Context(), c.ClientIP())
+	if err != nil {
+		s.refuseAuth(c, passwordLimited(err, "too many failed logins from this address; retry later"))
 		return
 	}
+	defer addr.Release()
 	p, err := s.auth.CheckPassword(req.Username, req.Password)
 	if err != nil {
-		s.passwordFailed(c, req.Username)
+		user.Commit()
+		addr.Commit()
 		s.refuseAuth(c, unauthorized("bad username or password"))
 		return
 	}

@@ -2,9 +2,12 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,4 +137,104 @@ func mustPrincipal(t *testing.T, s *coordtest.Server, user string) auth.Principa
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestConcurrentGuessesStayWithinTheLimit: password checks sent all at
+// once are held to the failure limits, as checks one after another are,
+// and past them the right password is refused too. Good credentials sent
+// all at once from one address all pass, however many.
+func TestConcurrentGuessesStayWithinTheLimit(t *testing.T) {
+	// A bcrypt cost above the test users' minimum, so that the checks
+	// overlap as real ones (100 ms at the default cost) do.
+	users := coordtest.TestUsers(t)
+	for i := range users {
+		hash, err := auth.HashPassword(coordtest.Password(users[i].Username), 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users[i].PasswordHash = hash
+	}
+	type request struct{ method, path, body, authorization string }
+	login := func(password string) request {
+		body, _ := json.Marshal(protocol.LoginRequest{Username: coordtest.UserReader, Password: password})
+		return request{http.MethodPost, base + "/auth/login", string(body), ""}
+	}
+	basic := func(password string) request {
+		return request{http.MethodGet, base + "/monitoring/health", "", coordtest.Basic(coordtest.UserReader, password)}
+	}
+	good := coordtest.Password(coordtest.UserReader)
+	const tries = 24
+	tests := []struct {
+		name                 string
+		userLimit, addrLimit int
+		try, after           request
+		want                 map[int]int // statuses of the tries
+		wantAfter            int
+	}{
+		{name: "login per username", userLimit: 3, addrLimit: 100, try: login("guess"), after: login(good),
+			want: map[int]int{http.StatusUnauthorized: 3, http.StatusTooManyRequests: tries - 3}, wantAfter: http.StatusTooManyRequests},
+		{name: "login per address", userLimit: 100, addrLimit: 4, try: login("guess"), after: login(good),
+			want: map[int]int{http.StatusUnauthorized: 4, http.StatusTooManyRequests: tries - 4}, wantAfter: http.StatusTooManyRequests},
+		{name: "basic per address", userLimit: 100, addrLimit: 5, try: basic("guess"), after: basic(good),
+			want: map[int]int{http.StatusUnauthorized: 5, http.StatusTooManyRequests: tries - 5}, wantAfter: http.StatusTooManyRequests},
+		// Good credentials fail no check: none is refused, even with more
+		// checks at once than the limit.
+		{name: "good basic at once", userLimit: 3, addrLimit: 3, try: basic(good), after: basic(good),
+			want: map[int]int{http.StatusOK: tries}, wantAfter: http.StatusOK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := coordtest.Start(t, "", coordtest.Options{
+				Auth: &coordtest.Auth{Users: users},
+				Gateway: gateway.Options{LoginFailureLimit: tc.userLimit, LoginAddressFailureLimit: tc.addrLimit,
+					LoginFailureWindow: time.Hour},
+			})
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: tries}}
+			defer client.CloseIdleConnections()
+			do := func(r request) (int, error) {
+				req, err := http.NewRequest(r.method, s.URL+r.path, strings.NewReader(r.body))
+				if err != nil {
+					return 0, err
+				}
+				if r.body != "" {
+					req.Header.Set("Content-Type", "application/json")
+				}
+				if r.authorization != "" {
+					req.Header.Set("Authorization", r.authorization)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				defer resp.Body.Close()
+				_, err = io.Copy(io.Discard, resp.Body)
+				return resp.StatusCode, err
+			}
+			start := make(chan struct{})
+			statuses := make([]int, tries)
+			var wg sync.WaitGroup
+			for i := range tries {
+				wg.Go(func() {
+					<-start
+					status, err := do(tc.try)
+					if err != nil {
+						t.Error(err)
+					}
+					statuses[i] = status
+				})
+			}
+			close(start)
+			wg.Wait()
+			got := map[int]int{}
+			for _, st := range statuses {
+				got[st]++
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("statuses %v, want %v", got, tc.want)
+			}
+			if status, err := do(tc.after); err != nil || status != tc.wantAfter {
+				t.Fatalf("the right password afterwards: %d %v, want %d", status, err, tc.wantAfter)
+			}
+		})
+	}
 }

@@ -77,22 +77,6 @@ func (l *Limiter) Take(key string) (ok bool, retryAfter time.Duration) {
 	return true, 0
 }
 
-// Blocked reports whether key has reached the limit in its current
-// window, without counting an event, and how long until the window ends.
-func (l *Limiter) Blocked(key string) (blocked bool, retryAfter time.Duration) {
-	if l == nil || l.limit < 1 || l.window <= 0 {
-		return false, 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	s := l.keys[key]
-	if s == nil || !now.Before(s.start.Add(l.window)) || s.count < l.limit {
-		return false, 0
-	}
-	return true, s.start.Add(l.window).Sub(now)
-}
-
 // Add counts one event of key without checking the limit (a failed
 // login, say).
 func (l *Limiter) Add(key string) {

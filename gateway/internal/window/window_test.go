@@ -36,24 +36,6 @@ func TestTake(t *testing.T) {
 	}
 }
 
-func TestBlockedAndAdd(t *testing.T) {
-	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	l := New(3, time.Minute, 0, c.now)
-	for range 3 {
-		if b, _ := l.Blocked("u"); b {
-			t.Fatal("blocked before the limit")
-		}
-		l.Add("u")
-	}
-	if b, retry := l.Blocked("u"); !b || retry != time.Minute {
-		t.Fatalf("blocked=%v retry=%v after 3 failures", b, retry)
-	}
-	c.t = c.t.Add(time.Minute)
-	if b, _ := l.Blocked("u"); b {
-		t.Fatal("still blocked after the window")
-	}
-}
-
 // TestReserveSequential: checks one after another count as Add counted
 // failed ones: refused once the failures fill the limit, successes leave
 // nothing behind.
