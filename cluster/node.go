@@ -419,8 +419,8 @@ func (n *Node) Release(ctx context.Context, unit string) error {
 	return nil
 }
 
-// Leave releases every owner key first, then the replica key, and revokes
-// the lease; the watches stop. The caller has stopped every actor. Later
+// Leave releases every owner key first, then the replica key while it is
+// still this replica's, and revokes the lease; the watches stop. The caller has stopped every actor. Later
 // calls do nothing.
 func (n *Node) Leave(ctx context.Context) error {
 	n.mu.Lock()
@@ -438,7 +438,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	for _, u := range units {
 		errs = append(errs, n.Release(ctx, u))
 	}
-	if _, err := n.cli.Delete(ctx, n.opts.replicasDir()+n.opts.ID); err != nil {
+	// Only while the key is still bound to our lease: once the lease was
+	// lost, another process may have registered under the same id, and
+	// the key is its registration.
+	key := n.opts.replicasDir() + n.opts.ID
+	if _, err := n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", n.lease)).
+		Then(clientv3.OpDelete(key)).
+		Commit(); err != nil {
 		errs = append(errs, fmt.Errorf("cluster: deregister: %w", err))
 	}
 	n.cancel()

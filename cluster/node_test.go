@@ -240,3 +240,62 @@ func TestLeaveHandsOverWithoutWaitingForTheLease(t *testing.T) {
 		t.Fatal("a valid after Leave")
 	}
 }
+
+// TestLeaveKeepsASuccessorsRegistration: a replica whose lease was lost,
+// and whose id a new process registered since, leaves without deleting
+// the new process's replica key — noticed the loss or not.
+func TestLeaveKeepsASuccessorsRegistration(t *testing.T) {
+	tests := []struct {
+		name, id string
+		notice   bool // wait until the old replica saw its lease lost
+	}{
+		{"loss unnoticed", "x1", false},
+		{"loss noticed", "x2", true},
+	}
+	c := etcdtest.NewCluster(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cli := client(t, c)
+			key := cluster.DefaultRoot + "replicas/" + tc.id
+			leaseOf := func() (clientv3.LeaseID, bool) {
+				t.Helper()
+				resp, err := cli.Get(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(resp.Kvs) == 0 {
+					return 0, false
+				}
+				return clientv3.LeaseID(resp.Kvs[0].Lease), true
+			}
+			old := join(t, client(t, c), tc.id, cluster.MinLeaseTTL)
+			lease, ok := leaseOf()
+			if !ok {
+				t.Fatal("the old replica is not registered")
+			}
+			if _, err := cli.Revoke(ctx, lease); err != nil {
+				t.Fatal(err)
+			}
+			if tc.notice {
+				select {
+				case <-old.Done():
+				case <-ctx.Done():
+					t.Fatal("the old replica never noticed its lease lost")
+				}
+			}
+			join(t, client(t, c), tc.id, 10*time.Second)
+			successor, ok := leaseOf()
+			if !ok || successor == lease {
+				t.Fatalf("successor not registered (lease %x, the old one %x)", successor, lease)
+			}
+			if err := old.Leave(ctx); err != nil {
+				t.Fatalf("old replica leaves: %v", err)
+			}
+			if got, ok := leaseOf(); !ok || got != successor {
+				t.Fatalf("after the old replica left the key is bound to lease %x (present %v), want the successor's %x", got, ok, successor)
+			}
+		})
+	}
+}
