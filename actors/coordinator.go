@@ -622,15 +622,33 @@ func (c *Coordinator) Complete(ctx context.Context, prefix, id string, req proto
 }
 
 // Groups describes every group that can answer; groups that failed closed
-// are left out here and reported by Health.
+// are left out here and reported by Health. Once ctx is done it answers
+// with the groups that answered by then, and ctx's error.
 func (c *Coordinator) Groups(ctx context.Context) (protocol.GroupsResponse, error) {
+	out := protocol.GroupsResponse{Groups: []protocol.GroupResponse{}}
+	// The asks time out at ctx's deadline too: nobody waits for their
+	// answers past it, and their futures should not outlive it.
+	timeout := c.env.cfg.AskTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(deadline))
+	}
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("list groups: %w", err)
+	}
+	if timeout <= 0 {
+		return out, fmt.Errorf("list groups: %w", context.DeadlineExceeded)
+	}
 	refs := c.env.dir.allGroups()
 	futures := make([]*actor.Future, len(refs))
 	for i, ref := range refs {
-		futures[i] = c.env.system.Root.RequestFuture(ref.pid, &getGroupMsg{}, c.env.cfg.AskTimeout)
+		futures[i] = c.env.system.Root.RequestFuture(ref.pid, &getGroupMsg{}, timeout)
 	}
-	out := protocol.GroupsResponse{Groups: []protocol.GroupResponse{}}
 	for i, f := range futures {
+		// A cancelled ctx ends the wait early; the asks left end on their
+		// own, by their timeout at the latest.
+		if waitFuture(ctx, f) != nil && ctx.Err() != nil {
+			return out, fmt.Errorf("list groups: %w", ctx.Err())
+		}
 		group, err := resultOf[protocol.GroupResponse](f)
 		if err != nil {
 			c.env.log.Warn("group left out of the list", slog.String("stream", refs[i].prefix),
@@ -639,7 +657,10 @@ func (c *Coordinator) Groups(ctx context.Context) (protocol.GroupsResponse, erro
 		}
 		out.Groups = append(out.Groups, group)
 	}
-	return out, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("list groups: %w", err)
+	}
+	return out, nil
 }
 
 // Health reports the coordinator's state: DEGRADED while any group failed

@@ -362,3 +362,71 @@ func TestHeartbeatToAStoppedGroupActorFailsAtOnce(t *testing.T) {
 		t.Fatalf("heartbeat to a stopped group actor: %v after %v, want an error at once", err, took)
 	}
 }
+
+// TestGroupsKeepsToItsContext: Groups answers by its caller's deadline,
+// or once its ctx is cancelled, with the groups that answered by then,
+// while another group's actor is busy far longer (AskTimeout is 10 s).
+func TestGroupsKeepsToItsContext(t *testing.T) {
+	const wait = 200 * time.Millisecond
+	tests := []struct {
+		name    string
+		ctx     func() (context.Context, context.CancelFunc)
+		wantErr error // nil: none or the deadline's (the busy group's ask may end first, the same instant)
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), wait)
+		}, nil},
+		{"cancelled", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(wait, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	}
+	ctx := context.Background()
+	c := start(t, pebbleStore(t))
+	// Groups asks in order of stream: a-fast answers before z-busy is
+	// waited for.
+	for _, p := range []string{"a-fast", "z-busy"} {
+		if _, err := c.CreateStream(ctx, p, protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.env.testHooks.afterDecide = func(req *protocol.HeartbeatRequest) {
+		if strings.HasPrefix(req.MemberID, "busy") {
+			entered <- struct{}{}
+			<-release
+		}
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			answered := make(chan struct{})
+			go func() {
+				defer close(answered)
+				id := fmt.Sprintf("busy%d", i)
+				c.Heartbeat(ctx, "z-busy", "z-busy", id, join(id))
+			}()
+			<-entered // z-busy's actor is inside the heartbeat now
+			gctx, cancel := tc.ctx()
+			defer cancel()
+			began := time.Now()
+			resp, err := c.Groups(gctx)
+			took := time.Since(began)
+			release <- struct{}{}
+			<-answered
+			if took > wait+2*time.Second {
+				t.Fatalf("Groups took %v with a %v ctx", took, wait)
+			}
+			if tc.wantErr != nil && !errors.Is(err, tc.wantErr) || tc.wantErr == nil && err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Groups: %v, want %v", err, tc.wantErr)
+			}
+			var names []string
+			for _, g := range resp.Groups {
+				names = append(names, g.StreamPrefix)
+			}
+			if strings.Join(names, ",") != "a-fast" {
+				t.Fatalf("groups listed: %v, want a-fast only", names)
+			}
+		})
+	}
+}
