@@ -455,9 +455,11 @@ func (c *Coordinator) Consumption(ctx context.Context, prefix, group string) (pr
 }
 
 // ProducerRouting tells a producer the stream's live shards. An unknown
-// group of a known stream is registered when auto-create is on.
-func (c *Coordinator) ProducerRouting(ctx context.Context, prefix, group string) (protocol.ProducerRoutingResponse, error) {
-	pid, err := c.lookup(ctx, prefix, group, c.env.cfg.AutoCreateGroups)
+// group of a known stream is registered when auto-create is on and the
+// caller may register one (mayRegister: the gateway's judgement of its
+// roles); otherwise it is GROUP_NOT_FOUND.
+func (c *Coordinator) ProducerRouting(ctx context.Context, prefix, group string, mayRegister bool) (protocol.ProducerRoutingResponse, error) {
+	pid, err := c.lookup(ctx, prefix, group, c.env.cfg.AutoCreateGroups && mayRegister)
 	if err != nil {
 		return protocol.ProducerRoutingResponse{}, err
 	}

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -345,4 +346,44 @@ func mustMarshal(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(raw)
+}
+
+// TestRoutingRegistersOnlyForMembersAndWriters: producer routing registers
+// an unknown group on the fly (auto-create on) only for a caller that could
+// join or create it. A READ or MONITOR credential, a dashboard's, gets
+// GROUP_NOT_FOUND and changes nothing: a registration is durable and, with
+// Redis, leaves a consumer group on every shard that a scale-in's drain
+// proof counts.
+func TestRoutingRegistersOnlyForMembersAndWriters(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, AutoCreateGroups: true})
+	s.CreateStream("orders", 4)
+	basic := func(user string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+coordtest.Password(user)))
+	}
+	for _, tc := range []struct {
+		user   string
+		status int
+	}{
+		{coordtest.UserReader, http.StatusNotFound},
+		{coordtest.UserMonitor, http.StatusNotFound},
+		{coordtest.UserMember, http.StatusOK},
+		{coordtest.UserWriter, http.StatusOK},
+		{coordtest.UserAdmin, http.StatusOK},
+	} {
+		t.Run(tc.user, func(t *testing.T) {
+			group := "by-" + tc.user
+			path := base + "/streams/orders/groups/" + group + "/producer-routing"
+			status, _, raw := send(t, s.URL, http.MethodGet, path, "", basic(tc.user))
+			if status != tc.status {
+				t.Fatalf("routing of an unknown group: %d, want %d: %s", status, tc.status, raw)
+			}
+			registered, _, raw := send(t, s.URL, http.MethodGet, base+"/streams/orders/groups/"+group, "", basic(coordtest.UserAdmin))
+			if want := tc.status == http.StatusOK; (registered == http.StatusOK) != want {
+				t.Fatalf("group registered: %d (%s), want registered %v", registered, raw, want)
+			}
+			if tc.status == http.StatusNotFound && !strings.Contains(string(raw), string(protocol.CodeGroupNotFound)) {
+				t.Fatalf("not registered, but not GROUP_NOT_FOUND: %s", raw)
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/gateway/auth"
 )
 
 func (s *server) createStream(c *gin.Context) {
@@ -41,8 +42,17 @@ func (s *server) deleteGroup(c *gin.Context) {
 	s.answer(c, http.StatusOK, resp, err)
 }
 
+// producerRouting answers a producer's routing. Only a caller that could
+// join the group or create it (MEMBER, WRITE, ADMIN) may have an unknown
+// group registered on the fly: a registration is durable, provisions a
+// Redis consumer group on every shard (which a scale-in's drain proof
+// counts), and a READ or MONITOR credential, a dashboard's, must change
+// nothing.
 func (s *server) producerRouting(c *gin.Context) {
-	resp, err := s.coord.ProducerRouting(c.Request.Context(), c.Param("prefix"), c.Param("group"))
+	prefix := c.Param("prefix")
+	p, _ := principal(c)
+	mayRegister := p.AllowedOn(auth.PermMember, prefix) || p.AllowedOn(auth.PermWrite, prefix)
+	resp, err := s.coord.ProducerRouting(c.Request.Context(), prefix, c.Param("group"), mayRegister)
 	var code protocol.ErrorCode
 	if err != nil {
 		code = protocol.CodeInternal
