@@ -397,11 +397,33 @@ func (c *Coordinator) CreateStream(ctx context.Context, prefix string, req proto
 	if err != nil {
 		return protocol.StreamResponse{}, err
 	}
+	exists := protocol.Errorf(protocol.CodeStreamPrefixAlreadyExists, fmt.Sprintf("stream %q already exists", prefix))
 	if !created {
-		return protocol.StreamResponse{}, protocol.Errorf(protocol.CodeStreamPrefixAlreadyExists,
-			fmt.Sprintf("stream %q already exists", prefix))
+		// A stream without its default group is a create that stopped
+		// while provisioning that group in Redis (or whose default group
+		// was deleted since): the same request again finishes it, as the
+		// first one's error said. A repeat that asks for another shard
+		// count is another request.
+		if _, pid, _ := c.env.dir.group(prefix, prefix); pid != nil {
+			return protocol.StreamResponse{}, exists
+		}
+		layout, err := askReply[streamLayout](ctx, c, c.env.dir.stream(prefix), &shardsMsg{})
+		if err != nil {
+			return protocol.StreamResponse{}, err
+		}
+		if req.InitialShardCount != nil && *req.InitialShardCount != layout.shardCount {
+			return protocol.StreamResponse{}, protocol.Errorf(protocol.CodeStreamPrefixAlreadyExists,
+				fmt.Sprintf("stream %q already exists with %d shards", prefix, layout.shardCount))
+		}
+		rec.ShardCount, rec.MetadataVersion = layout.shardCount, layout.metadataVersion
 	}
-	if _, err := askReply[ensured](ctx, c, c.env.dir.stream(prefix), &ensureGroupMsg{name: prefix}); err != nil {
+	// mustCreate when resuming: of two repeats at once, one finishes the
+	// create and the other is told the stream exists.
+	if _, err := askReply[ensured](ctx, c, c.env.dir.stream(prefix), &ensureGroupMsg{name: prefix, mustCreate: !created}); err != nil {
+		var perr *protocol.Error
+		if errors.As(err, &perr) && perr.Code == protocol.CodeGroupAlreadyExists {
+			return protocol.StreamResponse{}, exists
+		}
 		return protocol.StreamResponse{}, fmt.Errorf("register default group: %w", err)
 	}
 	return protocol.StreamResponse{StreamPrefix: prefix, ShardCount: rec.ShardCount, MetadataVersion: rec.MetadataVersion}, nil

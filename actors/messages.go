@@ -77,8 +77,9 @@ type layoutStatus struct {
 
 // streamLayout answers shardsMsg.
 type streamLayout struct {
-	shardCount int
-	draining   []int
+	shardCount      int
+	draining        []int
+	metadataVersion int64
 }
 
 // reply carries a value of the type its request names, or an error, back

@@ -99,7 +99,8 @@ func (s *streamActor) Receive(ctx actor.Context) {
 			ctx.Respond(reply[streamLayout]{err: err})
 			return
 		}
-		ctx.Respond(reply[streamLayout]{value: streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards)}})
+		ctx.Respond(reply[streamLayout]{value: streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards),
+			metadataVersion: s.rec.MetadataVersion}})
 	case *readyMsg:
 		ctx.Respond(reply[struct{}]{err: s.failed})
 	case *ensureGroupMsg:

@@ -150,7 +150,7 @@ func end(s Stream, id, by, reason string, now time.Time, final protocol.Migratio
 		return Decision{Migration: m}
 	case !slices.Contains(from, m.State):
 		return Decision{Err: protocol.Errorf(protocol.CodeRollbackNotAllowed,
-			fmt.Sprintf("migration %s is %s; only %v can become %s", id, m.State, from, final))}
+			fmt.Sprintf("migration %s is %s; only a migration that is %s can become %s", id, m.State, oneOf(from), final))}
 	}
 	next := s.Clone()
 	nm := next.Find(id)
@@ -369,4 +369,16 @@ func retiredKeys(s *Stream, m *Migration, cfg Config) []string {
 		}
 	}
 	return keys
+}
+
+// oneOf names states for a person: "ACTIVE", "ACTIVE or DRAINING".
+func oneOf(states []protocol.MigrationState) string {
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
