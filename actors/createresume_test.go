@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,8 +58,11 @@ func TestStreamCreateFinishedByItsRepeat(t *testing.T) {
 		return ""
 	}
 
-	if _, err := c.CreateStream(ctx, "wt", create); code(err) != protocol.CodeRedisStreamProvisioningFailed {
-		t.Fatalf("create with a shard key that is not a stream: %v, want %s", err, protocol.CodeRedisStreamProvisioningFailed)
+	_, err = c.CreateStream(ctx, "wt", create)
+	var perr *protocol.Error
+	if !errors.As(err, &perr) || perr.Code != protocol.CodeRedisStreamProvisioningFailed ||
+		!strings.Contains(perr.Message, "WRONGTYPE") || !strings.Contains(perr.Message, "repeat the request") {
+		t.Fatalf("create with a shard key that is not a stream: %v, want %s saying what Redis refused", err, protocol.CodeRedisStreamProvisioningFailed)
 	}
 	if _, err := c.Group(ctx, "wt", "wt"); code(err) != protocol.CodeGroupNotFound {
 		t.Fatalf("the default group after the failed create: %v", err)

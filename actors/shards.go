@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/reshard"
 )
 
 // shardRead is one readable shard with its live Redis facts.
@@ -33,7 +34,7 @@ func (c *Coordinator) readShards(ctx context.Context, prefix, group string) ([]s
 		key := protocol.StreamKey(prefix, out[i].index)
 		f, err := c.env.cfg.Redis.Inspect(rctx, key)
 		if err != nil {
-			return nil, 0, redisUnavailable(fmt.Errorf("read shard %s: %w", key, err))
+			return nil, 0, redisUnavailable(key, err)
 		}
 		out[i].facts = f
 	}
@@ -153,7 +154,7 @@ func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard 
 	// One entry more than asked tells whether another page follows.
 	entries, err := c.env.cfg.Redis.Range(rctx, key, cursor, int64(limit)+1, direction == protocol.DirectionBackward)
 	if err != nil {
-		return zero, redisUnavailable(fmt.Errorf("read messages of %s: %w", key, err))
+		return zero, redisUnavailable(key, err)
 	}
 	out := protocol.MessagesResponse{StreamPrefix: prefix, ConsumerGroup: group, ShardIndex: shard, StreamKey: key,
 		Direction: direction, Messages: make([]protocol.StreamMessage, 0, min(len(entries), limit))}
@@ -172,11 +173,17 @@ func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard 
 	return out, nil
 }
 
-// redisUnavailable marks a failed Redis read: the client's request was
-// fine, Redis did not answer or refused, so it is answered 503
-// REDIS_UNAVAILABLE (retry later), with err kept for the server's log.
-func redisUnavailable(err error) error {
-	return errors.Join(protocol.Errorf(protocol.CodeRedisUnavailable, "Redis did not answer the read; retry later"), err)
+// redisUnavailable marks a failed Redis read of key: the client's request
+// was fine, Redis did not answer or refused, so it is answered 503
+// REDIS_UNAVAILABLE, with err kept for the server's log. A refusal (a key
+// that is not a stream, say) is named with the key, since no retry mends
+// it.
+func redisUnavailable(key string, err error) error {
+	msg := "Redis did not answer the read; retry later"
+	if reply, ok := reshard.RedisRefusal(err); ok {
+		msg = fmt.Sprintf("Redis refused the read of %s: %s", key, reply)
+	}
+	return errors.Join(protocol.Errorf(protocol.CodeRedisUnavailable, msg), fmt.Errorf("read %s: %w", key, err))
 }
 
 // validEntryID checks the "ms-seq" shape of a stream entry id, both parts

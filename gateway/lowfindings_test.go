@@ -77,7 +77,9 @@ func TestRedisDownAnswers503(t *testing.T) {
 	g := base + "/monitoring/streams/orders/groups/orders"
 	paths := []string{g + "/shards", g + "/offsets", g + "/shards/0/messages",
 		base + "/monitoring/grafana/shards?streamPrefix=orders", base + "/monitoring/grafana/messages?streamPrefix=orders&shard=0"}
-	check503 := func(what string) {
+	// says is what the message must hold: a refusal, which waiting does
+	// not mend, names the key and what Redis said.
+	check503 := func(what string, says ...string) {
 		t.Helper()
 		for _, p := range paths {
 			status, hdr, raw := send(t, s.URL, http.MethodGet, p, "", "")
@@ -85,6 +87,11 @@ func TestRedisDownAnswers503(t *testing.T) {
 				t.Errorf("%s: %s: HTTP %d Retry-After %q: %s", what, p, status, hdr.Get("Retry-After"), raw)
 			}
 			errorBody(t, what+" "+p, raw, protocol.CodeRedisUnavailable)
+			for _, want := range says {
+				if !strings.Contains(string(raw), want) {
+					t.Errorf("%s: %s: the message does not say %q: %s", what, p, want, raw)
+				}
+			}
 		}
 	}
 
@@ -95,7 +102,7 @@ func TestRedisDownAnswers503(t *testing.T) {
 	if err := rdb.Set(ctx, "orders:0", "not a stream", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	check503("WRONGTYPE")
+	check503("WRONGTYPE", "Redis refused the read of orders:0", "WRONGTYPE")
 	if err := rdb.Del(ctx, "orders:0").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +111,7 @@ func TestRedisDownAnswers503(t *testing.T) {
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	check503("Redis stopped")
+	check503("Redis stopped", "retry later")
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}

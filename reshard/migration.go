@@ -89,8 +89,7 @@ func Provisioned(s Stream, id string, err error, now time.Time, cfg Config) Deci
 	}
 	if err != nil {
 		return Decision{
-			Err: fmt.Errorf("provision the shard streams of %s: %w", s.Prefix, errors.Join(protocol.Errorf(protocol.CodeRedisStreamProvisioningFailed,
-				"creating the shard streams in Redis failed; repeat the request once Redis answers"), err)),
+			Err:     fmt.Errorf("provision the shard streams of %s: %w", s.Prefix, errors.Join(ProvisioningFailed(err), err)),
 			Waiting: "provisioning failed; repeat the scale request to resume: " + err.Error(),
 		}
 	}
