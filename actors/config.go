@@ -47,9 +47,9 @@ type Config struct {
 	// migration. Health says NOT_CONFIGURED.
 	Redis StreamRedis
 	// ProducerRoutingLease is how long a producer may keep publishing on
-	// routing it has not refreshed: no removed shard is retired sooner
-	// than this after its scale-in became ACTIVE. Default 60s (the JVM
-	// starter refreshes every 30 s and has no lease).
+	// routing it has not refreshed: no migration leaves ACTIVE, and so no
+	// removed shard retires, sooner than this after activation. Default
+	// 60s (the JVM starter refreshes every 30 s and has no lease).
 	ProducerRoutingLease time.Duration
 	// DrainCheckInterval is how often the stream actor checks an ACTIVE or
 	// DRAINING migration against Redis. Default 5s.

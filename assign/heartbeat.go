@@ -7,7 +7,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
-// Heartbeat runs docs/protocol.md §6.1 steps 3–10 on g for a request that passed
+// Heartbeat runs docs/protocol.md §6.1 steps 3–9 on g for a request that passed
 // [Validate], at time now. It mutates g and returns the response with what
 // the actor must do before sending it (see [Result]).
 //

@@ -88,7 +88,7 @@ type CLI struct {
 	Probe         string        `placeholder:"URL" help:"Run nothing: GET URL (a running pod's /readyz) and exit 0 when it answers 200, 1 otherwise. A healthcheck for images without an HTTP client (compose.yaml)."`
 	LogLevel      slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written to stderr: debug, info, warn or error."`
 	LogFormat     string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
-	User          string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (needed when it runs with --member-auth)."`
+	User          string        `env:"RSCOORD_USER" help:"User for HTTP Basic credentials to the coordinator (a MEMBER user: needed unless it runs with --no-member-auth)."`
 	Password      string        `env:"RSCOORD_PASSWORD" help:"Password of --user."`
 	Token         string        `env:"RSCOORD_TOKEN" help:"Bearer token from POST /coord/v1/auth/login, instead of --user."`
 	// HoldOnSignal is a fault hook of the chaos suite (e2e): a pod frozen

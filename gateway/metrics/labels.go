@@ -23,7 +23,7 @@ func heartbeatStatuses() []protocol.Status {
 }
 
 func stepKinds() []string {
-	return []string{actors.StepHeartbeat, actors.StepTick, actors.StepLayout, actors.StepRestore}
+	return []string{actors.StepHeartbeat, actors.StepTick, actors.StepLayout, actors.StepRestore, actors.StepHeldAnswer}
 }
 
 // storeKinds are the record kinds of [actors.Observer.StoreWrite].
