@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rscoord/rscoord/bench"
 	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
@@ -136,98 +135,73 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// benchHTTP is the client of every bench call: many idle connections, so
-// that the throughput phases measure the servers, not dials.
-var benchTransport = func() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 256
-	return t
-}()
+// benchClients makes the coordclients of the failover bench. They share one
+// transport with many idle connections, so that the throughput phases
+// measure the servers, not dials; close closes its idle connections.
+type benchClients struct{ tr *http.Transport }
+
+func newBenchClients() benchClients {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	return benchClients{tr: tr}
+}
+
+// to is a client of urls sending authz, each call bounded by timeout.
+func (c benchClients) to(urls []string, authz string, timeout time.Duration) (*coordclient.Client, error) {
+	return coordclient.New(urls, coordclient.Options{
+		HTTPClient: &http.Client{Transport: c.tr}, Authorization: authz, UserAgent: "rscoord-bench", Timeout: timeout,
+	})
+}
+
+// close closes the idle connections of every client c made.
+func (c benchClients) close() { c.tr.CloseIdleConnections() }
 
 // awaitReady polls /readyz of p until 200.
 func awaitReady(ctx context.Context, p *proc, within time.Duration) error {
-	cli := http.Client{Transport: benchTransport, Timeout: time.Second}
+	cli, err := coordclient.New([]string{p.url}, coordclient.Options{UserAgent: "rscoord-bench", Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	defer cli.CloseIdleConnections()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if p.exited() {
 			return fmt.Errorf("%s exited (log %s)", p.name, p.log)
 		}
-		if resp, err := cli.Get(p.url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if _, err := cli.Do(ctx, http.MethodGet, "/readyz", nil, nil); err == nil {
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("%s not ready within %v (log %s)", p.name, within, p.log)
 }
 
-// beat sends one heartbeat of m to base with the Authorization authz (the
-// MEMBER's token) and applies the answer.
-func beat(ctx context.Context, cli *http.Client, base, authz string, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
+// beat sends one heartbeat of m through cli and applies the answer.
+func beat(ctx context.Context, cli *coordclient.Client, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
 	req := m.Request()
-	raw, err := json.Marshal(req)
+	hb, err := cli.Heartbeat(ctx, m.Prefix, m.Group, &req)
 	if err != nil {
-		return protocol.HeartbeatResponse{}, err
-	}
-	url := base + protocol.BasePath + "/streams/" + m.Prefix + "/groups/" + m.Group + "/members/" + m.ID + "/heartbeat"
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
-	if err != nil {
-		return protocol.HeartbeatResponse{}, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Authorization", authz)
-	resp, err := cli.Do(hreq)
-	if err != nil {
-		return protocol.HeartbeatResponse{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return protocol.HeartbeatResponse{}, fmt.Errorf("heartbeat: %d %s", resp.StatusCode, body)
-	}
-	var hb protocol.HeartbeatResponse
-	if err := json.NewDecoder(resp.Body).Decode(&hb); err != nil {
 		return hb, err
 	}
 	m.Apply(req, hb)
 	return hb, nil
 }
 
-// createStream creates prefix with shards shards through base, as the
-// bootstrap admin.
-func createStream(ctx context.Context, base, prefix string, shards int) error {
-	raw, _ := json.Marshal(protocol.CreateRequest{InitialShardCount: &shards, RequestedBy: "bench"})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+protocol.BasePath+"/streams/"+prefix, bytes.NewReader(raw))
+// settle joins members through base with the Authorization authz (the
+// MEMBER's token) and beats them until a whole sweep is OK with nothing
+// pending or revoking.
+func settle(ctx context.Context, cs benchClients, base, authz string, members []*coordtest.Member, conns int) error {
+	cli, err := cs.to([]string{base}, authz, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", credtest.AdminAuth())
-	resp, err := (&http.Client{Transport: benchTransport, Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		body, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("create stream %s: %d %s", prefix, resp.StatusCode, body)
-	}
-	return nil
-}
-
-// settle joins members through base and beats them until a whole sweep
-// is OK with nothing pending or revoking.
-func settle(ctx context.Context, base, authz string, members []*coordtest.Member, conns int) error {
-	cli := &http.Client{Transport: benchTransport, Timeout: 10 * time.Second}
 	for range 100 {
 		var quiet atomic.Bool
 		quiet.Store(true)
 		var errs atomic.Value
 		forMembers(members, conns, func(m *coordtest.Member) {
 			before := len(m.Owned)
-			hb, err := beat(ctx, cli, base, authz, m)
+			hb, err := beat(ctx, cli, m)
 			if err != nil {
 				errs.Store(err)
 				return
@@ -260,13 +234,17 @@ func forMembers(members []*coordtest.Member, conns int, do func(*coordtest.Membe
 	wg.Wait()
 }
 
-// steady beats members through base closed loop, conns workers, for d,
-// and returns OK answers per second; any other answer is an error.
-func steady(ctx context.Context, base, authz string, members []*coordtest.Member, conns int, d time.Duration) (float64, error) {
-	cli := &http.Client{Transport: benchTransport, Timeout: 10 * time.Second}
+// steady beats members through base with the Authorization authz closed
+// loop, conns workers sharing one client, for d, and returns OK answers
+// per second; any other answer is an error.
+func steady(ctx context.Context, cs benchClients, base, authz string, members []*coordtest.Member, conns int, d time.Duration) (float64, error) {
+	cli, err := cs.to([]string{base}, authz, 10*time.Second)
+	if err != nil {
+		return 0, err
+	}
 	return steadyWith(ctx, members, conns, d, func(int) beatFunc {
 		return func(ctx context.Context, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
-			return beat(ctx, cli, base, authz, m)
+			return beat(ctx, cli, m)
 		}
 	})
 }
@@ -277,14 +255,12 @@ type beatFunc func(ctx context.Context, m *coordtest.Member) (protocol.Heartbeat
 // steadyEveryURL is steady with one coordclient per worker given urls, as
 // members given every replica are: each follows the owner hint of its
 // answers. atOwner is how many of them call owner first at the end.
-func steadyEveryURL(ctx context.Context, urls []string, owner, authz string, members []*coordtest.Member, conns int, d time.Duration) (perSecond float64, atOwner, clients int, err error) {
+func steadyEveryURL(ctx context.Context, cs benchClients, urls []string, owner, authz string, members []*coordtest.Member, conns int, d time.Duration) (perSecond float64, atOwner, clients int, err error) {
 	var mu sync.Mutex
 	var all []*coordclient.Client
 	var newErr error
 	perSecond, err = steadyWith(ctx, members, conns, d, func(int) beatFunc {
-		cc, err := coordclient.New(urls, coordclient.Options{
-			HTTPClient: &http.Client{Transport: benchTransport}, Authorization: authz, Timeout: 10 * time.Second,
-		})
+		cc, err := cs.to(urls, authz, 10*time.Second)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -295,12 +271,7 @@ func steadyEveryURL(ctx context.Context, urls []string, owner, authz string, mem
 		}
 		all = append(all, cc)
 		return func(ctx context.Context, m *coordtest.Member) (protocol.HeartbeatResponse, error) {
-			req := m.Request()
-			hb, err := cc.Heartbeat(ctx, m.Prefix, m.Group, &req)
-			if err == nil {
-				m.Apply(req, hb)
-			}
-			return hb, err
+			return beat(ctx, cc, m)
 		}
 	})
 	if err == nil {
@@ -359,20 +330,14 @@ const benchStream = "bench"
 // clusterOwner asks base which replica runs the bench's stream: the
 // holder of its owner key, or, while nobody holds it (not created yet, or
 // moving), the live replica rendezvous hashing places it on.
-func clusterOwner(ctx context.Context, base string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+protocol.BasePath+"/monitoring/cluster", nil)
+func clusterOwner(ctx context.Context, cs benchClients, base string) (string, error) {
+	admin, err := cs.to([]string{base}, credtest.AdminAuth(), 5*time.Second)
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Authorization", credtest.AdminAuth())
-	resp, err := (&http.Client{Transport: benchTransport, Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
 	var view protocol.ClusterResponse
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&view) != nil {
-		return "", fmt.Errorf("cluster view of %s: %d", base, resp.StatusCode)
+	if _, err := admin.Do(ctx, http.MethodGet, coordclient.MonitoringPath("cluster"), nil, &view); err != nil {
+		return "", fmt.Errorf("cluster view: %w", err)
 	}
 	var live []cluster.Replica
 	for _, r := range view.Replicas {
@@ -392,25 +357,32 @@ func clusterOwner(ctx context.Context, base string) (string, error) {
 	return placed.ID, nil
 }
 
+// createStream creates prefix with shards shards through base, as the
+// bootstrap admin.
+func createStream(ctx context.Context, cs benchClients, base, prefix string, shards int) error {
+	admin, err := cs.to([]string{base}, credtest.AdminAuth(), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	return bench.CreateStream(ctx, admin, prefix, shards)
+}
+
 // memberToken signs in at base as the MEMBER user, as members do, and
 // returns the Authorization of its token: every replica accepts it (one
 // users file, one token secret).
-func memberToken(ctx context.Context, base string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+protocol.BasePath+"/auth/login", nil)
+func memberToken(ctx context.Context, cs benchClients, base string) (string, error) {
+	cli, err := cs.to([]string{base}, "", 10*time.Second)
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Authorization", credtest.MemberAuth())
-	resp, err := (&http.Client{Transport: benchTransport, Timeout: 10 * time.Second}).Do(req)
+	login, err := cli.Login(ctx, credtest.MemberUser, credtest.MemberPassword)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("sign-in of %s: %w", credtest.MemberUser, err)
 	}
-	defer resp.Body.Close()
-	var login protocol.LoginResponse
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&login) != nil || login.AccessToken == "" {
-		return "", fmt.Errorf("sign-in of %s at %s: %d", credtest.MemberUser, base, resp.StatusCode)
+	if login.AccessToken == "" {
+		return "", fmt.Errorf("sign-in of %s at %s: no access token", credtest.MemberUser, base)
 	}
-	return "Bearer " + login.AccessToken, nil
+	return coordclient.BearerAuth(login.AccessToken), nil
 }
 
 // Run runs the failover bench.
@@ -447,6 +419,8 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			}
 		}
 	}()
+	cs := newBenchClients()
+	defer cs.close()
 	start := func(name string, args ...string) (*proc, error) {
 		port, err := freePort()
 		if err != nil {
@@ -496,7 +470,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 	}
-	owner, err := clusterOwner(ctx, replicas["r2"].url)
+	owner, err := clusterOwner(ctx, cs, replicas["r2"].url)
 	if err != nil {
 		return err
 	}
@@ -514,11 +488,11 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		return ms
 	}
 	singleMembers, clusterMembers := newMembers(), newMembers()
-	singleToken, err := memberToken(ctx, single.url)
+	singleToken, err := memberToken(ctx, cs, single.url)
 	if err != nil {
 		return fmt.Errorf("failover: %w", err)
 	}
-	clusterToken, err := memberToken(ctx, standby.url)
+	clusterToken, err := memberToken(ctx, cs, standby.url)
 	if err != nil {
 		return fmt.Errorf("failover: %w", err)
 	}
@@ -526,10 +500,10 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 		url, token string
 		members    []*coordtest.Member
 	}{{single.url, singleToken, singleMembers}, {replicas[owner].url, clusterToken, clusterMembers}} {
-		if err := createStream(ctx, t.url, benchStream, f.Shards); err != nil {
+		if err := createStream(ctx, cs, t.url, benchStream, f.Shards); err != nil {
 			return err
 		}
-		if err := settle(ctx, t.url, t.token, t.members, f.Conns); err != nil {
+		if err := settle(ctx, cs, t.url, t.token, t.members, f.Conns); err != nil {
 			return err
 		}
 	}
@@ -559,14 +533,14 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			t := targets[(i+r)%len(targets)]
 			// Members idle through the other phases may have outlived their
 			// lease: settle again, untimed.
-			if err := settle(ctx, t.url, t.token, t.members, f.Conns); err != nil {
+			if err := settle(ctx, cs, t.url, t.token, t.members, f.Conns); err != nil {
 				return err
 			}
 			var perSecond float64
 			if t.name == "everyURL" {
-				perSecond, rep.EveryURLAtOwner, rep.EveryURLClients, err = steadyEveryURL(ctx, everyURL, replicas[owner].url, t.token, t.members, f.Conns, f.Duration)
+				perSecond, rep.EveryURLAtOwner, rep.EveryURLClients, err = steadyEveryURL(ctx, cs, everyURL, replicas[owner].url, t.token, t.members, f.Conns, f.Duration)
 			} else {
-				perSecond, err = steady(ctx, t.url, t.token, t.members, f.Conns, f.Duration)
+				perSecond, err = steady(ctx, cs, t.url, t.token, t.members, f.Conns, f.Duration)
 			}
 			if err != nil {
 				return fmt.Errorf("failover: %s phase: %w", t.name, err)
@@ -581,22 +555,27 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 
 	// Failovers: SIGKILL the owner, beat one member through the other
 	// replicas until an OK answer, restart the killed one as a stand-by.
-	cli := &http.Client{Transport: benchTransport, Timeout: 2 * time.Second}
 	probe := clusterMembers[0]
 	asker := standby // a live replica that says who owns
 	for trial := range f.Trials {
-		owner, err := clusterOwner(ctx, asker.url)
+		owner, err := clusterOwner(ctx, cs, asker.url)
 		if err != nil {
 			return fmt.Errorf("failover: trial %d: %w", trial+1, err)
 		}
 		victim := replicas[owner]
 		var others []*proc
+		var through []*coordclient.Client // a client of each of others
 		for _, name := range []string{"r1", "r2", "r3"} {
 			if name != owner {
+				cli, err := cs.to([]string{replicas[name].url}, clusterToken, 2*time.Second)
+				if err != nil {
+					return fmt.Errorf("failover: trial %d: %w", trial+1, err)
+				}
 				others = append(others, replicas[name])
+				through = append(through, cli)
 			}
 		}
-		if _, err := beat(ctx, cli, others[0].url, clusterToken, probe); err != nil {
+		if _, err := beat(ctx, through[0], probe); err != nil {
 			return fmt.Errorf("failover: trial %d: heartbeat before the kill: %w", trial+1, err)
 		}
 		killed := time.Now()
@@ -606,7 +585,7 @@ func (f *FailoverCmd) Run(ctx context.Context, out io.Writer) error {
 			if time.Since(killed) > 60*time.Second || ctx.Err() != nil {
 				return fmt.Errorf("failover: trial %d: no OK heartbeat within 60 s of the owner's SIGKILL", trial+1)
 			}
-			hb, err := beat(ctx, cli, others[i%2].url, clusterToken, probe)
+			hb, err := beat(ctx, through[i%2], probe)
 			if err == nil && hb.Status == protocol.StatusOK {
 				took = time.Since(killed)
 				break

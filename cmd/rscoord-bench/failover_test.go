@@ -25,7 +25,6 @@ func TestFailoverBenchSmall(t *testing.T) {
 	cmd := FailoverCmd{Trials: 2, Members: 20, Shards: 20, Conns: 4, Duration: time.Second, Rounds: 1, JSON: true}
 	var out bytes.Buffer
 	err := cmd.Run(ctx, &out)
-	benchTransport.CloseIdleConnections()
 	if err != nil {
 		t.Fatalf("failover bench: %v\n%s", err, out.String())
 	}
