@@ -27,12 +27,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/rscoord/rscoord/client/coordclient"
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // CLI is the demo's command line.
@@ -109,10 +111,15 @@ func run(ctx context.Context, cli CLI, out io.Writer) (err error) {
 		"--redis", cli.Redis, "--users", usersFile); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, base+"/healthz", 30*time.Second); err != nil {
+	coord, err := newClient(base, adminPassword)
+	if err != nil {
+		return err
+	}
+	defer coord.CloseIdleConnections()
+	if err := waitHealthy(ctx, coord, 30*time.Second); err != nil {
 		return fmt.Errorf("coordinator: %w (see %s)", err, filepath.Join(cli.Dir, "rscoord.log"))
 	}
-	if err := createStream(ctx, base, adminPassword, cli.Stream, cli.Shards); err != nil {
+	if err := createStream(ctx, coord, cli.Stream, cli.Shards); err != nil {
 		return err
 	}
 	memberEnv := []string{"RSCOORD_USER=" + memberUser, "RSCOORD_PASSWORD=" + memberPassword}
@@ -310,46 +317,39 @@ Press Ctrl-C to stop everything the demo started.
 `, base, pw, d.cli.Dir, d.cli.Redis, d.cli.Stream, d.cli.Shards, d.cli.Consumers, d.cli.Rate, adminPassword)
 }
 
-// waitHTTP polls url until it answers 200.
-func waitHTTP(ctx context.Context, url string, within time.Duration) error {
+// newClient is the demo's client of the coordinator at base, as the
+// admin with adminPassword.
+func newClient(base, adminPassword string) (*coordclient.Client, error) {
+	return coordclient.New([]string{base}, coordclient.Options{
+		Authorization: coordclient.BasicAuth("admin", adminPassword),
+		UserAgent:     "rscoord-demo",
+		Timeout:       10 * time.Second,
+	})
+}
+
+// waitHealthy polls the coordinator's /healthz until it answers 200.
+func waitHealthy(ctx context.Context, c *coordclient.Client, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		_, err := c.Do(ctx, http.MethodGet, "/healthz", nil, nil)
+		if err == nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer 200 within %s", url, within)
+			return fmt.Errorf("%s/healthz did not answer 200 within %s: %w", c.URL(), within, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
 // createStream creates the stream (and its group of the same name).
-func createStream(ctx context.Context, base, adminPassword, stream string, shards int) error {
-	body := fmt.Sprintf(`{"initialShardCount":%d,"requestedBy":"rscoord-demo","reason":"demo"}`, shards)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/coord/v1/streams/"+stream, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth("admin", adminPassword)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+func createStream(ctx context.Context, c *coordclient.Client, stream string, shards int) error {
+	_, err := c.Do(ctx, http.MethodPost, coordclient.StreamPath(stream),
+		protocol.CreateRequest{InitialShardCount: &shards, RequestedBy: "rscoord-demo", Reason: "demo"}, nil)
 	if err != nil {
 		return fmt.Errorf("create stream %s: %w", stream, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("create stream %s: %d %s", stream, resp.StatusCode, strings.TrimSpace(string(raw)))
 	}
 	return nil
 }
