@@ -375,7 +375,10 @@ func (c *childLoad) call(ctx context.Context, m heldLoadMsg, want string) (heldL
 		switch {
 		case !ok:
 			<-c.done
-			return heldLoadMsg{}, fmt.Errorf("held: the load process ended before it answered %s: %v", m.Step, c.waitErr)
+			if c.waitErr == nil {
+				return heldLoadMsg{}, fmt.Errorf("held: the load process exited 0 before it answered %s", m.Step)
+			}
+			return heldLoadMsg{}, fmt.Errorf("held: the load process ended before it answered %s: %w", m.Step, c.waitErr)
 		case r.Step == "error":
 			return r, fmt.Errorf("held: load process: %s", r.Error)
 		case r.Step != want:

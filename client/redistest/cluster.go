@@ -251,7 +251,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for cluster %v to be healthy: %w: %v", c.Addrs, ctx.Err(), problem)
+			return fmt.Errorf("wait for cluster %v to be healthy: %w: %w", c.Addrs, ctx.Err(), problem)
 		case <-tick.C:
 		}
 	}

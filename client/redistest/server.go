@@ -327,20 +327,25 @@ func (s *Server) awaitReady(ctx context.Context, p *process) error {
 		case <-p.done:
 			return s.exitedError(p)
 		case <-ctx.Done():
-			return fmt.Errorf("wait for redis-server on %s: %w (last error: %v): %s", s.Addr, ctx.Err(), last, s.logTail())
+			return fmt.Errorf("wait for redis-server on %s: %w (last error: %w): %s", s.Addr, ctx.Err(), last, s.logTail())
 		case <-tick.C:
 		}
 	}
 }
 
-// exitedError describes a process that exited during start-up. A
-// configuration error is not errExited: another port would not help.
+// exitedError describes a process that exited during start-up, wrapping
+// what Wait returned. A configuration error is not errExited: another port
+// would not help.
 func (s *Server) exitedError(p *process) error {
 	tail := s.logTail()
-	if strings.Contains(tail, "FATAL CONFIG") {
-		return fmt.Errorf("redis-server on %s rejected its configuration (%v): %s", s.Addr, p.err, tail)
+	status := p.err
+	if status == nil {
+		status = errors.New("exit status 0")
 	}
-	return fmt.Errorf("%w on %s (%v): %s", errExited, s.Addr, p.err, tail)
+	if strings.Contains(tail, "FATAL CONFIG") {
+		return fmt.Errorf("redis-server on %s rejected its configuration (%w): %s", s.Addr, status, tail)
+	}
+	return fmt.Errorf("%w on %s (%w): %s", errExited, s.Addr, status, tail)
 }
 
 // infoServer sends INFO server on a fresh connection and returns the bulk

@@ -260,7 +260,10 @@ func (d *demo) wait(ctx context.Context) error {
 		fmt.Fprintln(d.out, "Stopping the demo (--stop-after)…")
 		return nil
 	case c := <-exited:
-		return fmt.Errorf("%s exited on its own (%v); see %s", c.name, c.err, c.log)
+		if c.err == nil {
+			return fmt.Errorf("%s exited on its own (exit status 0); see %s", c.name, c.log)
+		}
+		return fmt.Errorf("%s exited on its own (%w); see %s", c.name, c.err, c.log)
 	}
 }
 

@@ -121,6 +121,16 @@ func (m *Member) start(ctx context.Context) error {
 	return nil
 }
 
+// exitedError is errExited for p, which has exited, wrapping what Wait
+// returned.
+func (m *Member) exitedError(p *process) error {
+	status := p.err
+	if status == nil {
+		status = errors.New("exit status 0")
+	}
+	return fmt.Errorf("%w: %s (%w): %s", errExited, m.Name, status, m.LogTail())
+}
+
 // awaitListen polls the client port until it accepts a connection, the
 // process exits (errExited) or ctx or listenTimeout ends.
 func (m *Member) awaitListen(ctx context.Context, p *process) error {
@@ -139,14 +149,14 @@ func (m *Member) awaitListen(ctx context.Context, p *process) error {
 			_ = conn.Close()
 			select {
 			case <-p.done: // someone else listens on our port
-				return fmt.Errorf("%w: %s (%v): %s", errExited, m.Name, p.err, m.LogTail())
+				return m.exitedError(p)
 			default:
 				return nil
 			}
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%w: %s (%v): %s", errExited, m.Name, p.err, m.LogTail())
+			return m.exitedError(p)
 		case <-ctx.Done():
 			return fmt.Errorf("etcdtest: %s does not listen on %s: %w: %s", m.Name, m.ClientURL, ctx.Err(), m.LogTail())
 		case <-tick.C:

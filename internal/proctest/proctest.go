@@ -142,7 +142,10 @@ func (p *Process) WaitForLine(timeout time.Duration, match func(line string) boo
 			if line, err := p.lastChance(match); err == nil {
 				return line, nil
 			}
-			return "", fmt.Errorf("%s exited (%v) before the expected line; output:\n%s", p.Name, p.err, p.Output())
+			if p.err == nil {
+				return "", fmt.Errorf("%s exited 0 before the expected line; output:\n%s", p.Name, p.Output())
+			}
+			return "", fmt.Errorf("%s exited (%w) before the expected line; output:\n%s", p.Name, p.err, p.Output())
 		case <-deadline:
 			return "", fmt.Errorf("%s printed no expected line in %v; output:\n%s", p.Name, timeout, p.Output())
 		}
