@@ -176,9 +176,10 @@ func WithHTTPClient(client *http.Client) Opt {
 	return optFunc(func(c *config) { c.httpClient = client })
 }
 
-// WithLogger sets the logger of the runtime, protoactor's and go-redis's
-// included (go-redis has one logger per process: Run points it at the
-// logger of the last Runtime started). Default slog.Default().
+// WithLogger sets the logger of the runtime, protoactor's included.
+// go-redis's own lines are not among them: go-redis has one logger per
+// process, which the program sets (see [RedisLogger]). Default
+// slog.Default().
 func WithLogger(log *slog.Logger) Opt {
 	return optFunc(func(c *config) { c.log = log })
 }

@@ -4,22 +4,30 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// redisLogger sends go-redis's own log lines (dial failures, pool
-// trouble) to the Runtime's slog logger at WARN, instead of the standard
-// library logger on stderr.
-type redisLogger struct{ log *slog.Logger }
+// RedisLogger is a go-redis logger that writes go-redis's own log lines
+// (dial failures, pool trouble) to a slog logger at WARN, tagged
+// component=go-redis, instead of the standard library logger on stderr.
+//
+// The runtime does not install it: go-redis has one logger per process
+// (redis.SetLogger), not one per client, so where its lines go is the
+// program's choice, made once in main:
+//
+//	redis.SetLogger(member.NewRedisLogger(log))
+type RedisLogger struct{ log *slog.Logger }
 
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, fmt.Sprintf(format, v...))
+// NewRedisLogger returns a RedisLogger writing to log; nil means
+// slog.Default().
+func NewRedisLogger(log *slog.Logger) *RedisLogger {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &RedisLogger{log: log.With(slog.String("component", "go-redis"))}
 }
 
-// routeRedisLogs makes go-redis log through log. go-redis has one logger
-// per process (redis.SetLogger), not one per client: the last Runtime
-// started in a process decides where its lines go.
-func routeRedisLogs(log *slog.Logger) {
-	redis.SetLogger(redisLogger{log: log.With(slog.String("component", "go-redis"))})
+// Printf logs one go-redis line at WARN; it is go-redis's logging
+// interface.
+func (l *RedisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...))
 }

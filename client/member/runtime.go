@@ -112,9 +112,12 @@ const probeTimeout = 5 * time.Second
 
 // Run joins the group with every logical member and reads until ctx is
 // cancelled; then every member leaves gracefully and Run returns. It
-// returns an error when a member had to stop (the coordinator answered
-// UNSUPPORTED_PROTOCOL or INVALID_REQUEST): the other members then leave
-// too. Run may be called once.
+// returns an error when a member had to stop for what no retry heals, and
+// the other members then leave too: *StreamNotFoundError (the coordinator
+// does not know the stream), *GroupNotFoundError, *AuthError (credentials
+// missing, refused or without the MEMBER role) and *ProtocolError
+// (UNSUPPORTED_PROTOCOL or INVALID_REQUEST); find them with errors.As.
+// Run may be called once.
 //
 // Start-up, in order:
 //
@@ -142,8 +145,6 @@ func (r *Runtime) Run(ctx context.Context) error {
 	cfg := &r.cfg
 	log := cfg.log.With(slog.String("stream", cfg.stream), slog.String("group", cfg.group))
 	cfg.log = log
-
-	routeRedisLogs(log)
 
 	// 1. XACKDEL probe.
 	// Without ctx's cancellation: a Run whose context is already done

@@ -150,7 +150,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) (code int) {
 	if cli.LogFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, logOpts)
 	}
-	if err := cli.Run(ctx, slog.New(handler)); err != nil {
+	log := slog.New(handler)
+	// go-redis's own lines (dial failures, pool trouble) in the pod's log
+	// format: its logger is one per process, so the program sets it.
+	redis.SetLogger(member.NewRedisLogger(log))
+	if err := cli.Run(ctx, log); err != nil {
 		fmt.Fprintf(stderr, "consumer-pod: %v\n", err)
 		return exitError
 	}
