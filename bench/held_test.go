@@ -2,8 +2,7 @@ package bench
 
 import (
 	"context"
-	"io"
-	"log"
+	"log/slog"
 	"math"
 	"net"
 	"os"
@@ -112,7 +111,7 @@ func TestRunHeldTinyOverH2C(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Group: assign.Config{
 		HeartbeatInterval: 400 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond,
 	}})
-	srv := gateway.NewHTTPServer(s.HTTP.Config.Handler, gateway.HTTPLimits{HTTP2: true}, log.New(io.Discard, "", 0), nil)
+	srv := gateway.NewHTTPServer(s.HTTP.Config.Handler, gateway.HTTPLimits{HTTP2: true}, slog.New(slog.DiscardHandler), nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

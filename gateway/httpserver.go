@@ -5,7 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -103,9 +103,14 @@ type HTTPServer struct {
 	held  *heldConns
 }
 
-// NewHTTPServer returns a server of handler under limits. evicted, when
-// not nil, is called each time an idle connection is closed to make room.
-func NewHTTPServer(handler http.Handler, limits HTTPLimits, errorLog *log.Logger, evicted func()) *HTTPServer {
+// NewHTTPServer returns a server of handler under limits. The server's own
+// errors (a failed TLS handshake, a bad request line, a handler's panic)
+// go to log at WARN; nil means slog.Default(). evicted, when not nil, is
+// called each time an idle connection is closed to make room.
+func NewHTTPServer(handler http.Handler, limits HTTPLimits, log *slog.Logger, evicted func()) *HTTPServer {
+	if log == nil {
+		log = slog.Default()
+	}
 	limits = limits.withDefaults()
 	conns := connlimit.New(limits.MaxConnections, evicted)
 	held := &heldConns{max: limits.MaxHeldConnections}
@@ -118,7 +123,7 @@ func NewHTTPServer(handler http.Handler, limits HTTPLimits, errorLog *log.Logger
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
 		ConnState:         conns.ConnState,
 		ConnContext:       held.connContext,
-		ErrorLog:          errorLog,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if limits.HTTP2 {
 		// The HTTP/2 connection reports StateActive while a stream is

@@ -3,10 +3,10 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,7 +28,7 @@ func serveLimited(t *testing.T, limits gateway.HTTPLimits, evicted func()) (addr
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	srv = gateway.NewHTTPServer(gateway.New(s.Coord, gateway.Options{Logger: quietLog()}),
-		limits, log.New(io.Discard, "", 0), evicted)
+		limits, quietLog(), evicted)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +216,57 @@ func TestHeartbeatBodyLimit(t *testing.T) {
 	if status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("admin body over 1 MiB: %d %.300s", status, raw)
 	}
+}
+
+// TestHTTPServerErrorsGoToTheLogger: what net/http logs of the server
+// itself (here a handler's panic) reaches the slog logger given to
+// NewHTTPServer, at WARN.
+func TestHTTPServerErrorsGoToTheLogger(t *testing.T) {
+	records := make(chan slog.Record, 16)
+	panics := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") })
+	srv := gateway.NewHTTPServer(panics, gateway.HTTPLimits{}, slog.New(recordHandler{records}), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	defer func() {
+		_ = srv.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	if resp, err := client.Get("http://" + ln.Addr().String() + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a panicking handler answered %d", resp.StatusCode)
+	}
+	select {
+	case r := <-records:
+		if r.Level != slog.LevelWarn || !strings.Contains(r.Message, "panic serving") || !strings.Contains(r.Message, "boom") {
+			t.Errorf("logged %v %q, want the panic at WARN", r.Level, r.Message)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing logged of the handler's panic")
+	}
+}
+
+// recordHandler is a slog handler passing every record to its channel
+// (dropping records when it is full).
+type recordHandler struct{ c chan slog.Record }
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h recordHandler) WithGroup(string) slog.Handler            { return h }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.c <- r.Clone():
+	default:
+	}
+	return nil
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

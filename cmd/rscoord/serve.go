@@ -330,7 +330,7 @@ func (s *ServeCmd) listen(handler http.Handler, log *slog.Logger) (*gateway.HTTP
 		ReadHeaderTimeout: s.HTTPReadHeaderTimeout, ReadTimeout: s.HTTPReadTimeout,
 		WriteTimeout: s.HTTPWriteTimeout, IdleTimeout: s.HTTPIdleTimeout,
 		MaxConnections: s.maxConnections(log), HTTP2: s.HTTP2, MaxConcurrentStreams: s.HTTP2MaxStreams,
-	}, slog.NewLogLogger(log.Handler(), slog.LevelWarn), nil)
+	}, log, nil)
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen on %s: %w", s.Listen, err)
