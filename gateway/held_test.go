@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -49,6 +50,60 @@ func postBackground(s *coordtest.Server, prefix, group string, req protocol.Hear
 		a.err = json.NewDecoder(httpResp.Body).Decode(&a.resp)
 	}()
 	return out
+}
+
+// postParked is postBackground for a heartbeat asking to be held that
+// returns once the group has taken it (recorded it and, as it tells the
+// member nothing new, parked its answer), so that what the test does next
+// reaches the group after it.
+func postParked(t *testing.T, s *coordtest.Server, prefix, group string, req protocol.HeartbeatRequest) <-chan heldAnswer {
+	t.Helper()
+	before := lastHeartbeats(t, s, prefix, group, req.MemberID)
+	out := postBackground(s, prefix, group, req)
+	awaitTaken(t, s, prefix, group, before)
+	return out
+}
+
+// lastHeartbeats is lastHeartbeat of each of ids, for awaitTaken.
+func lastHeartbeats(t *testing.T, s *coordtest.Server, prefix, group string, ids ...string) map[string]time.Time {
+	t.Helper()
+	out := make(map[string]time.Time, len(ids))
+	for _, id := range ids {
+		out[id] = lastHeartbeat(t, s, prefix, group, id)
+	}
+	return out
+}
+
+// awaitTaken polls the group until it has recorded a heartbeat of every
+// member of before later than the time it has there, failing after 5s.
+func awaitTaken(t *testing.T, s *coordtest.Server, prefix, group string, before map[string]time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for id, at := range before {
+		for !lastHeartbeat(t, s, prefix, group, id).After(at) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the group did not take %s's heartbeat within 5s", id)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// lastHeartbeat is when the group last recorded a heartbeat of member id
+// (zero when never). The group's actor answers it, so a heartbeat it
+// reports was handled before: taken, and held or answered.
+func lastHeartbeat(t *testing.T, s *coordtest.Server, prefix, group, id string) time.Time {
+	t.Helper()
+	ms, err := s.Coord.Members(context.Background(), prefix, group)
+	if err != nil {
+		t.Fatalf("members of %s/%s: %v", prefix, group, err)
+	}
+	for _, m := range ms.Members {
+		if m.MemberID == id && m.LastHeartbeatAt != nil {
+			return *m.LastHeartbeatAt
+		}
+	}
+	return time.Time{}
 }
 
 func wait(t *testing.T, ch <-chan heldAnswer, within time.Duration) heldAnswer {
@@ -179,8 +234,7 @@ func TestHeldHeartbeatIsReleasedByTheNextOneAndByShutdown(t *testing.T) {
 
 	first := a.Request()
 	first.WaitMs = 3000
-	held := postBackground(s, "orders", "orders", first)
-	time.Sleep(200 * time.Millisecond)
+	held := postParked(t, s, "orders", "orders", first)
 	// The member asks again (its client gave up): the older request is
 	// answered RETRY at once, the newer one normally.
 	second := a.Request()
@@ -193,8 +247,7 @@ func TestHeldHeartbeatIsReleasedByTheNextOneAndByShutdown(t *testing.T) {
 
 	third := a.Request()
 	third.WaitMs = 3000
-	held = postBackground(s, "orders", "orders", third)
-	time.Sleep(200 * time.Millisecond)
+	held = postParked(t, s, "orders", "orders", third)
 	start := time.Now()
 	s.Coord.BeginShutdown()
 	got := wait(t, held, time.Second)
@@ -218,8 +271,7 @@ func TestHeldHeartbeatsShareOneServerWideBudget(t *testing.T) {
 
 	reqA := a.Request()
 	reqA.WaitMs = 1500
-	heldA := postBackground(s, "orders", "orders", reqA)
-	time.Sleep(200 * time.Millisecond) // a's heartbeat is parked first
+	heldA := postParked(t, s, "orders", "orders", reqA) // a's heartbeat is parked first
 
 	// The budget is spent: b, in another group, is answered at once.
 	reqB := b.Request()
@@ -264,8 +316,7 @@ func TestHeldHeartbeatStaysHeldWhenAJoinLeavesItsShards(t *testing.T) {
 	req := a.Request()
 	req.WaitMs = 1500
 	start := time.Now()
-	held := postBackground(s, "orders", "orders", req)
-	time.Sleep(200 * time.Millisecond)
+	held := postParked(t, s, "orders", "orders", req)
 
 	// Two shards, three members: the newcomer gets nothing.
 	c := coordtest.NewMember("c", "orders", "orders")

@@ -120,6 +120,15 @@ func protoOf(c *http.Client) int {
 	return 1
 }
 
+// idsOf are the ids of ms.
+func idsOf(ms []*coordtest.Member) []string {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
 // settledMembers are n members that converged on one stream of 2n shards.
 func settledMembers(t *testing.T, s *coordtest.Server, n int) []*coordtest.Member {
 	t.Helper()
@@ -143,6 +152,7 @@ func TestHTTP2HeldHeartbeatsShareOneConnectionPastTheWriteTimeout(t *testing.T) 
 	url, srv, _ := serveHTTP(t, s, gateway.HTTPLimits{HTTP2: true, WriteTimeout: 500 * time.Millisecond})
 	c := h2cClient(t)
 
+	before := lastHeartbeats(t, s, "orders", "orders", idsOf(ms)...)
 	start := time.Now()
 	var answers []<-chan heldAnswer
 	reqs := make([]protocol.HeartbeatRequest, len(ms))
@@ -151,7 +161,7 @@ func TestHTTP2HeldHeartbeatsShareOneConnectionPastTheWriteTimeout(t *testing.T) 
 		reqs[i].WaitMs = 1500
 		answers = append(answers, postVia(c, url, "", m, reqs[i]))
 	}
-	time.Sleep(500 * time.Millisecond)
+	awaitTaken(t, s, "orders", "orders", before)
 	if open, held := srv.OpenConnections(), srv.HeldConnections(); open != 1 || held != 1 {
 		t.Fatalf("%d held heartbeats over HTTP/2: %d connections open, %d busy with held answers; want 1 and 1", len(ms), open, held)
 	}
@@ -189,13 +199,14 @@ func TestHeldAnswersPinAtMostMaxHeldConnections(t *testing.T) {
 	url, srv, _ := serveHTTP(t, s, gateway.HTTPLimits{HTTP2: true, MaxHeldConnections: 1})
 
 	h2 := h2cClient(t)
+	before := lastHeartbeats(t, s, "orders", "orders", idsOf(ms[:2])...)
 	var held []<-chan heldAnswer
 	for _, m := range ms[:2] {
 		req := m.Request()
 		req.WaitMs = 1500
 		held = append(held, postVia(h2, url, "", m, req))
 	}
-	time.Sleep(300 * time.Millisecond)
+	awaitTaken(t, s, "orders", "orders", before)
 	if n := srv.HeldConnections(); n != 1 {
 		t.Fatalf("two held answers on one HTTP/2 connection pin %d connections, want 1", n)
 	}
@@ -292,13 +303,14 @@ func TestHTTP2ShutdownReleasesHeldAnswers(t *testing.T) {
 	ms := settledMembers(t, s, 2)
 	url, _, stop := serveHTTP(t, s, gateway.HTTPLimits{HTTP2: true})
 	c := h2cClient(t)
+	before := lastHeartbeats(t, s, "orders", "orders", idsOf(ms)...)
 	var held []<-chan heldAnswer
 	for _, m := range ms {
 		req := m.Request()
 		req.WaitMs = 3000
 		held = append(held, postVia(c, url, "", m, req))
 	}
-	time.Sleep(300 * time.Millisecond)
+	awaitTaken(t, s, "orders", "orders", before)
 
 	start := time.Now()
 	s.Coord.BeginShutdown()
