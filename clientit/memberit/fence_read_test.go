@@ -23,6 +23,7 @@ import (
 // readSpan is one XREADGROUP of a consumer, from its call to its return.
 type readSpan struct {
 	consumer   string
+	block      bool // it blocks for new entries (BLOCK)
 	start, end time.Time
 	ids        []string // entries it returned
 }
@@ -50,6 +51,11 @@ func (l *readLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		sp := &readSpan{start: time.Now()}
 		if len(args) > 3 {
 			sp.consumer, _ = args[3].(string)
+		}
+		for _, a := range args {
+			if s, ok := a.(string); ok && strings.EqualFold(s, "block") {
+				sp.block = true
+			}
 		}
 		l.mu.Lock()
 		l.reads = append(l.reads, sp)
@@ -82,6 +88,18 @@ func (l *readLog) startedBefore(consumer string, t time.Time) []readSpan {
 		}
 	}
 	return out
+}
+
+// blocking reports whether a blocking read of consumer is under way.
+func (l *readLog) blocking(consumer string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, sp := range l.reads {
+		if sp.consumer == consumer && sp.block && sp.end.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // beat is one heartbeat a member sent, with the status it was answered.
@@ -230,7 +248,7 @@ func TestFencedMemberRejoinsAfterItsReadsEnd(t *testing.T) {
 
 	// 1. Idle shard: the read in flight at the fence blocks for up to
 	// 1.5 s more; the rejoin waits for it.
-	time.Sleep(300 * time.Millisecond) // a blocking read is surely under way
+	eventually(t, 10*time.Second, "a blocking read under way", func() bool { return reads.blocking(consumer) })
 	fencedAt, rejoinAt := fence("1")
 	for _, sp := range reads.startedBefore(consumer, fencedAt) {
 		if sp.end.IsZero() || sp.end.After(rejoinAt) {
@@ -244,7 +262,7 @@ func TestFencedMemberRejoinsAfterItsReadsEnd(t *testing.T) {
 	// Redis hands it to that read. It must not reach the handler under
 	// the ended ownership, nor be acknowledged; it comes back from the
 	// pending list after the rejoin.
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, 10*time.Second, "a blocking read under way", func() bool { return reads.blocking(consumer) })
 	var lateID string
 	published := make(chan struct{})
 	mu.Lock()

@@ -3,6 +3,7 @@ package memberit_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -100,6 +101,19 @@ func (o *ownership) handled(m *member.Message, start time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls = append(o.calls, call{member: m.MemberID, shard: m.Shard, start: start, end: time.Now()})
+}
+
+// handledSince reports whether each of members started handling a record
+// at or after since.
+func (o *ownership) handledSince(since time.Time, members ...string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, m := range members {
+		if !slices.ContainsFunc(o.calls, func(c call) bool { return c.member == m && !c.start.Before(since) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // owners maps every shard currently owned to its owner.
@@ -219,12 +233,14 @@ func TestNoOverlapWhileMembersComeAndGo(t *testing.T) {
 
 	e.start("rs-c", handler, opts...)
 	eventually(t, 10*time.Second, "c takes its share", func() bool { return own.covers(shards, "rs-a-m0", "rs-b-m0", "rs-c-m0") })
-	time.Sleep(200 * time.Millisecond)
+	since := time.Now()
+	eventually(t, 10*time.Second, "a, b and c each handling records", func() bool { return own.handledSince(since, "rs-a-m0", "rs-b-m0", "rs-c-m0") })
 	if err := a.stop(t); err != nil {
 		t.Fatalf("a's Run: %v", err)
 	}
 	eventually(t, 10*time.Second, "b and c own everything", func() bool { return own.covers(shards, "rs-b-m0", "rs-c-m0") })
-	time.Sleep(200 * time.Millisecond)
+	since = time.Now()
+	eventually(t, 10*time.Second, "b and c each handling records", func() bool { return own.handledSince(since, "rs-b-m0", "rs-c-m0") })
 	stopPub()
 	total := <-published
 	eventually(t, 15*time.Second, "every record handled", func() bool { return rec.distinct() == total })

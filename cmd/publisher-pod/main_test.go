@@ -106,6 +106,20 @@ func readLog(t *testing.T, path string) []publishedLine {
 	return lines
 }
 
+// recordsInRedis is the number of records in the shard streams of e.
+func recordsInRedis(t *testing.T, e *env) int64 {
+	t.Helper()
+	var n int64
+	for i := range e.shards {
+		l, err := e.rdb.XLen(context.Background(), protocol.StreamKey(e.prefix, i)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += l
+	}
+	return n
+}
+
 // checkLogMatchesRedis requires the published log and the shard streams to
 // hold exactly the same records, with unique eventIds, and returns how many.
 func checkLogMatchesRedis(t *testing.T, e *env, lines []publishedLine) int {
@@ -199,7 +213,15 @@ func TestSIGTERMFlushesLog(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// SIGTERM once the pod is publishing: some records are in Redis.
+	for deadline := time.Now().Add(30 * time.Second); recordsInRedis(t, e) < 10; {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("publisher-pod published nothing within 30 s\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
