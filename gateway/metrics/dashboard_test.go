@@ -19,14 +19,20 @@ import (
 // their _bucket, _sum and _count series.
 func declared(t *testing.T) map[string]bool {
 	t.Helper()
+	// Every descriptor is taken before any is checked: a t.Fatalf inside
+	// the range would leave Describe blocked on its send.
 	ch := make(chan *prometheus.Desc)
 	go func() {
 		metrics.New().Registry().Describe(ch)
 		close(ch)
 	}()
+	var descs []*prometheus.Desc
+	for d := range ch {
+		descs = append(descs, d)
+	}
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	out := map[string]bool{}
-	for d := range ch {
+	for _, d := range descs {
 		m := fq.FindStringSubmatch(d.String())
 		if m == nil {
 			t.Fatalf("descriptor without a name: %s", d)
