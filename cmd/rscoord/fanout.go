@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/gateway"
@@ -197,11 +198,7 @@ func (f *front) ask(ctx context.Context, r *http.Request, t cluster.Replica) ([]
 	case len(body) > maxFanOutBody:
 		return nil, fmt.Errorf("its answer is over %d bytes", maxFanOutBody)
 	case resp.StatusCode != http.StatusOK:
-		var e protocol.ErrorBody
-		if json.Unmarshal(body, &e) == nil && e.Message != "" {
-			return nil, fmt.Errorf("answered %d %s: %s", resp.StatusCode, e.ErrorCode, e.Message)
-		}
-		return nil, fmt.Errorf("answered %d", resp.StatusCode)
+		return nil, fmt.Errorf("answered %w", coordclient.DecodeError(resp, body))
 	}
 	return body, nil
 }
