@@ -65,6 +65,7 @@ func TestErrorBodies(t *testing.T) {
 		{"malformed json", "POST", "/streams/fresh", `{"requestedBy":`, "", 400, protocol.CodeInvalidRequest},
 		{"wrong field type", "POST", "/streams/fresh", `{"initialShardCount":"four","requestedBy":"ops"}`, "", 400, protocol.CodeInvalidRequest},
 		{"no requestedBy", "POST", "/streams/fresh", `{}`, "", 400, protocol.CodeInvalidRequest},
+		{"array body", "POST", "/streams/fresh", `[{"requestedBy":"ops"}]`, "", 400, protocol.CodeInvalidRequest},
 		{"zero shards", "POST", "/streams/fresh", `{"initialShardCount":0,"requestedBy":"ops"}`, "", 400, protocol.CodeInvalidRequest},
 		{"too many shards", "POST", "/streams/fresh", `{"initialShardCount":100001,"requestedBy":"ops"}`, "", 400, protocol.CodeInvalidRequest},
 		{"hash tag prefix", "POST", "/streams/%7Borders%7D", `{"requestedBy":"ops"}`, "", 400, protocol.CodeInvalidRequest},
@@ -107,6 +108,10 @@ func TestErrorBodies(t *testing.T) {
 			if resp.StatusCode != tc.status || body.ErrorCode != tc.code || body.Message == "" ||
 				body.Status != protocol.StatusName(tc.status) {
 				t.Fatalf("got %d %+v, want %d %s", resp.StatusCode, body, tc.status, tc.code)
+			}
+			// Messages are for the client: no Go type of the server's.
+			if strings.Contains(body.Message, "protocol.") {
+				t.Fatalf("message names a Go type: %q", body.Message)
 			}
 		})
 	}

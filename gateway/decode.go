@@ -187,6 +187,10 @@ func jsonProblem(err error) string {
 	switch {
 	case errors.As(err, &syntax):
 		return fmt.Sprintf("%s (at byte %d)", syntax.Error(), syntax.Offset)
+	case errors.As(err, &typ) && typ.Field == "":
+		// The body itself has the wrong shape (an array, a string): the
+		// Go type it missed means nothing to a client.
+		return fmt.Sprintf("the body must be a JSON object, not %s", typ.Value)
 	case errors.As(err, &typ):
 		return fmt.Sprintf("field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
 	default:

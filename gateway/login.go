@@ -94,7 +94,14 @@ func (s *server) logout(c *gin.Context) {
 		c.Status(http.StatusNoContent) // no tokens to revoke
 		return
 	}
-	scheme, value, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
+	header := strings.TrimSpace(c.GetHeader("Authorization"))
+	if header == "" {
+		// No credentials at all is what every other route calls 401,
+		// challenge included; 400 is for credentials of the wrong kind.
+		s.refuseAuth(c, unauthorized("credentials required: send Authorization: Bearer <accessToken>"))
+		return
+	}
+	scheme, value, _ := strings.Cut(header, " ")
 	if !strings.EqualFold(scheme, "bearer") {
 		abortWith(c, protocol.CodeInvalidRequest, "logout revokes a bearer token: send Authorization: Bearer <accessToken>")
 		return

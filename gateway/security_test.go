@@ -146,6 +146,12 @@ func TestLogout(t *testing.T) {
 	if status, _, _ := send(t, s.URL, "POST", base+"/auth/logout", "", coordtest.Basic(coordtest.UserReader, coordtest.Password(coordtest.UserReader))); status != http.StatusBadRequest {
 		t.Fatalf("logout with Basic: %d", status)
 	}
+	// No credentials at all: 401 with its challenge, as on every route.
+	status, hdr, raw := send(t, s.URL, "POST", base+"/auth/logout", "", "")
+	if status != http.StatusUnauthorized {
+		t.Fatalf("logout without credentials: %d %s", status, raw)
+	}
+	checkRefusal(t, status, hdr, raw, "logout without credentials")
 	s.Stop()
 	s = coordtest.Start(t, dir, coordtest.Options{Auth: &coordtest.Auth{Secret: secret, Users: users}})
 	if status, _, _ := send(t, s.URL, "GET", health, "", "Bearer "+t1); status != http.StatusUnauthorized {

@@ -34,12 +34,13 @@ func validateName(field, v, extra string) error {
 	if len(v) > MaxNameLength {
 		return fmt.Errorf("%s is %d characters long; at most %d are allowed", field, len(v), MaxNameLength)
 	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
+	// By rune, so that a character outside ASCII is named whole, not by
+	// its first byte.
+	for i, c := range v {
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		case c == '.' || c == '_' || c == ':' || c == '-':
-		case extra != "" && c == extra[0]:
+		case extra != "" && c == rune(extra[0]):
 		default:
 			allowed := "[A-Za-z0-9._:-]"
 			if extra != "" {

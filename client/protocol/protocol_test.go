@@ -14,29 +14,34 @@ func TestValidateNames(t *testing.T) {
 		check    func(string) error
 		value    string
 		wantFail bool
+		says     string // in the error
 	}{
-		{"prefix ok", ValidateStreamPrefix, "orders.v1:eu-west_1", false},
-		{"prefix max length", ValidateStreamPrefix, long, false},
-		{"prefix too long", ValidateStreamPrefix, long + "a", true},
-		{"prefix blank", ValidateStreamPrefix, "", true},
-		{"prefix hash tag", ValidateStreamPrefix, "{orders}", true},
-		{"prefix at sign", ValidateStreamPrefix, "a@b", true},
-		{"prefix space", ValidateStreamPrefix, "a b", true},
-		{"prefix unicode", ValidateStreamPrefix, "é", true},
-		{"group at sign", ValidateConsumerGroup, "billing@eu", false},
-		{"group slash", ValidateConsumerGroup, "a/b", true},
-		{"group blank", ValidateConsumerGroup, "", true},
-		{"member ok", ValidateMemberID, "10.0.0.7-m0", false},
-		{"member brace", ValidateMemberID, "m{0}", true},
-		{"prefix dot", ValidateStreamPrefix, ".", true},
-		{"group dot dot", ValidateConsumerGroup, "..", true},
-		{"member three dots", ValidateMemberID, "...", false},
+		{"prefix ok", ValidateStreamPrefix, "orders.v1:eu-west_1", false, ""},
+		{"prefix max length", ValidateStreamPrefix, long, false, ""},
+		{"prefix too long", ValidateStreamPrefix, long + "a", true, ""},
+		{"prefix blank", ValidateStreamPrefix, "", true, ""},
+		{"prefix hash tag", ValidateStreamPrefix, "{orders}", true, ""},
+		{"prefix at sign", ValidateStreamPrefix, "a@b", true, ""},
+		{"prefix space", ValidateStreamPrefix, "a b", true, ""},
+		{"prefix unicode", ValidateStreamPrefix, "café", true, "character 'é' at 3"},
+		{"member slash", ValidateMemberID, "a/b", true, "character '/' at 1"},
+		{"group at sign", ValidateConsumerGroup, "billing@eu", false, ""},
+		{"group slash", ValidateConsumerGroup, "a/b", true, ""},
+		{"group blank", ValidateConsumerGroup, "", true, ""},
+		{"member ok", ValidateMemberID, "10.0.0.7-m0", false, ""},
+		{"member brace", ValidateMemberID, "m{0}", true, ""},
+		{"prefix dot", ValidateStreamPrefix, ".", true, ""},
+		{"group dot dot", ValidateConsumerGroup, "..", true, ""},
+		{"member three dots", ValidateMemberID, "...", false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.check(tc.value)
 			if (err != nil) != tc.wantFail {
 				t.Fatalf("validate(%q) = %v, want failure %v", tc.value, err, tc.wantFail)
+			}
+			if tc.says != "" && !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("validate(%q) = %v, want it to say %q", tc.value, err, tc.says)
 			}
 		})
 	}
