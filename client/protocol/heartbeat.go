@@ -7,6 +7,8 @@ import "time"
 // the wire); everywhere else OwnerEpoch is zero and left out, and a request
 // may carry it (echoed by a client) without effect.
 type Shard struct {
+	// ShardIndex is the zero-based shard number; the shard's Redis key is
+	// "{streamPrefix}:{shardIndex}".
 	ShardIndex int `json:"shardIndex"`
 	// OwnerEpoch is the shard's ownership token (docs/protocol.md, ownership
 	// tokens): a positive counter per (group, shard), raised each time the
@@ -36,17 +38,37 @@ func Indexes(shards []Shard) []int {
 
 // HeartbeatRequest is the body of POST …/members/{memberId}/heartbeat.
 type HeartbeatRequest struct {
-	ProtocolVersion int    `json:"protocolVersion"`
-	RequestID       string `json:"requestId"`
-	MemberID        string `json:"memberId"`
-	MemberName      string `json:"memberName"`
+	// ProtocolVersion is the protocol version the member speaks (1); one
+	// outside [MinVersion, MaxVersion] is answered UNSUPPORTED_PROTOCOL.
+	ProtocolVersion int `json:"protocolVersion"`
+	// RequestID names this request, non-blank, at most MaxTextLength
+	// bytes; the answer echoes it as responseTo. A join's is kept to tell
+	// a replayed join without instanceId (docs/protocol.md §9.2).
+	RequestID string `json:"requestId"`
+	// MemberID must equal the path's memberId. It is also the member's
+	// Redis consumer name.
+	MemberID string `json:"memberId"`
+	// MemberName is a display name (a service name, say), at most
+	// MaxTextLength bytes; monitoring shows the last one sent.
+	MemberName string `json:"memberName"`
 	// MemberEpoch is 0 to join, -1 to leave, else the epoch of the last response.
-	MemberEpoch             int64            `json:"memberEpoch"`
-	MetadataVersion         int64            `json:"metadataVersion"`
+	MemberEpoch int64 `json:"memberEpoch"`
+	// MetadataVersion is the metadataVersion of the last answer, 0 on a join.
+	MetadataVersion int64 `json:"metadataVersion"`
+	// RuntimeConsumerCapacity is the member's worker capacity, shown in
+	// monitoring; assignment does not use it (shards are balanced by count).
 	RuntimeConsumerCapacity ConsumerCapacity `json:"runtimeConsumerCapacity"`
-	OwnedShards             []Shard          `json:"ownedShards"`
-	RevokingShards          []RevokingShard  `json:"revokingShards"`
-	ShardProgress           []ShardProgress  `json:"shardProgress"`
+	// OwnedShards are the shards the member reads now. One outside the
+	// member's authority fences it (docs/protocol.md §6.1 step 6); a
+	// join's report is ignored.
+	OwnedShards []Shard `json:"ownedShards"`
+	// RevokingShards are the shards the member is giving up, with how far
+	// it got; each non-terminal one stays blocked for other members.
+	RevokingShards []RevokingShard `json:"revokingShards"`
+	// ShardProgress is the member's consumption on each shard it holds,
+	// for monitoring only (not durable). A shard outside the member's
+	// authority fences it, as in OwnedShards.
+	ShardProgress []ShardProgress `json:"shardProgress"`
 	// InstanceID (ours, optional) names the member's incarnation: 1–128
 	// characters of [A-Za-z0-9._:-], random per process start, the same on
 	// every heartbeat of that process. The coordinator stores the one of the
@@ -62,16 +84,26 @@ type HeartbeatRequest struct {
 
 // ConsumerCapacity is a member's local worker capacity.
 type ConsumerCapacity struct {
+	// RuntimeMaxConcurrency is the member's worker count, at least 1. It is
+	// one member's capacity and never creates members (docs/protocol.md §8).
 	RuntimeMaxConcurrency int `json:"runtimeMaxConcurrency"`
-	AvailableConcurrency  int `json:"availableConcurrency"`
+	// AvailableConcurrency is how many of those workers are idle now, at
+	// least 0; monitoring shows the difference as active workers.
+	AvailableConcurrency int `json:"availableConcurrency"`
 }
 
 // RevokingShard reports a shard the member is giving up.
 type RevokingShard struct {
-	Shard    Shard       `json:"shard"`
-	State    RevokeState `json:"state"`
-	InFlight int         `json:"inFlight"`
-	AckedAt  *time.Time  `json:"ackedAt,omitempty"`
+	// Shard is the shard being given up.
+	Shard Shard `json:"shard"`
+	// State is REVOKING, DRAINING or REVOKED.
+	State RevokeState `json:"state"`
+	// InFlight is the number of the shard's records still in the member's
+	// handlers. REVOKED with InFlight 0 is terminal: the member let go.
+	InFlight int `json:"inFlight"`
+	// AckedAt (optional) is when the member let go. Informational: the
+	// coordinator does not use it and ignores one that does not parse.
+	AckedAt *time.Time `json:"ackedAt,omitempty"`
 }
 
 // Terminal reports whether the member has fully let go of the shard.
@@ -79,28 +111,54 @@ func (r RevokingShard) Terminal() bool { return r.State == RevokeRevoked && r.In
 
 // ShardProgress is a member's consumption progress on one shard.
 type ShardProgress struct {
-	Shard           Shard     `json:"shard"`
-	StreamKey       string    `json:"streamKey"`
-	LastDeliveredID string    `json:"lastDeliveredId"`
-	LastAckedID     string    `json:"lastAckedId"`
-	PendingCount    int64     `json:"pendingCount"`
-	UpdatedAt       time.Time `json:"updatedAt"`
+	// Shard is the shard the progress is on.
+	Shard Shard `json:"shard"`
+	// StreamKey is the shard's Redis key, at most MaxTextLength bytes.
+	StreamKey string `json:"streamKey"`
+	// LastDeliveredID is the id of the last entry the member read from the
+	// shard, at most MaxTextLength bytes.
+	LastDeliveredID string `json:"lastDeliveredId"`
+	// LastAckedID is the id of the last entry the member acknowledged, at
+	// most MaxTextLength bytes.
+	LastAckedID string `json:"lastAckedId"`
+	// PendingCount is how many entries the member read and has not yet
+	// acknowledged, as the member counts them.
+	PendingCount int64 `json:"pendingCount"`
+	// UpdatedAt is when the member last saw progress, by its clock.
+	// Informational: a time that does not parse is ignored (the zero time).
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // HeartbeatResponse is the answer to every heartbeat (always HTTP 200).
 type HeartbeatResponse struct {
-	ResponseTo  string `json:"responseTo"`
-	Status      Status `json:"status"`
-	MemberID    string `json:"memberId"`
-	MemberEpoch int64  `json:"memberEpoch"`
+	// ResponseTo is the request's requestId.
+	ResponseTo string `json:"responseTo"`
+	// Status says what the member must do (docs/protocol.md §6).
+	Status Status `json:"status"`
+	// MemberID is the member the answer is for.
+	MemberID string `json:"memberId"`
+	// MemberEpoch is the epoch the member sends next, unless Status makes
+	// it rejoin with 0: -1 after a leave; answers carrying no group state
+	// echo the request's.
+	MemberEpoch int64 `json:"memberEpoch"`
 	// HeartbeatIntervalMs is always positive: clients sleep on it.
 	HeartbeatIntervalMs int64 `json:"heartbeatIntervalMs"`
 	// RebalanceTimeoutMs is always positive.
-	RebalanceTimeoutMs int64      `json:"rebalanceTimeoutMs"`
-	GroupEpoch         int64      `json:"groupEpoch"`
-	AssignmentEpoch    int64      `json:"assignmentEpoch"`
-	MetadataVersion    int64      `json:"metadataVersion"`
-	Assignment         Assignment `json:"assignment"`
+	RebalanceTimeoutMs int64 `json:"rebalanceTimeoutMs"`
+	// GroupEpoch is the group's epoch, raised by every membership or
+	// layout change; 0 in answers carrying no group state (RETRY,
+	// UNKNOWN_MEMBER_ID, INVALID_REQUEST, UNSUPPORTED_PROTOCOL).
+	GroupEpoch int64 `json:"groupEpoch"`
+	// AssignmentEpoch is the epoch of the group's target assignment; 0 in
+	// answers carrying no group state.
+	AssignmentEpoch int64 `json:"assignmentEpoch"`
+	// MetadataVersion is the group's metadata version, which the member
+	// sends back on its next heartbeat; 0 in answers carrying no group
+	// state.
+	MetadataVersion int64 `json:"metadataVersion"`
+	// Assignment is what the member may read; its shard lists are empty
+	// unless Status is OK, SYNC_METADATA or REVOKE_PENDING.
+	Assignment Assignment `json:"assignment"`
 	// MemberLeaseMs (ours) is the coordinator's member lease: a member fails
 	// closed at the smaller of its own setting and this value
 	// (docs/protocol.md §9.4), so never later than this long without an
@@ -125,9 +183,14 @@ type HeartbeatResponse struct {
 // Assignment is what a member may read (assigned) and what it will get once
 // other members let go (pending).
 type Assignment struct {
-	AssignedShards  []Shard `json:"assignedShards"`
-	PendingShards   []Shard `json:"pendingShards"`
-	MetadataVersion int64   `json:"metadataVersion"`
+	// AssignedShards are the shards the member may read, each with its
+	// ownerEpoch (docs/protocol.md §9.3).
+	AssignedShards []Shard `json:"assignedShards"`
+	// PendingShards are shards of the member's target that another member
+	// still holds: not readable yet, assigned once released.
+	PendingShards []Shard `json:"pendingShards"`
+	// MetadataVersion is the same as the answer's metadataVersion.
+	MetadataVersion int64 `json:"metadataVersion"`
 }
 
 // EmptyAssignment is an assignment with no shards, arrays present.
