@@ -5,11 +5,18 @@ import "time"
 // Health answers GET /monitoring/health.
 type Health struct {
 	// Status is UP, DEGRADED or DOWN.
-	Status        string          `json:"status"`
-	CoordinatorID string          `json:"coordinatorId"`
-	Redis         ComponentHealth `json:"redis"`
-	Loop          ComponentHealth `json:"loop"`
-	Store         ComponentHealth `json:"store"`
+	Status string `json:"status"`
+	// CoordinatorID names the answering coordinator process ("rscoord-"
+	// and an id that changes with every start).
+	CoordinatorID string `json:"coordinatorId"`
+	// Redis is UP, DOWN when a ping fails (Message says why), or
+	// NOT_CONFIGURED without --redis.
+	Redis ComponentHealth `json:"redis"`
+	// Loop is UP, or DOWN once shutdown began.
+	Loop ComponentHealth `json:"loop"`
+	// Store is UP, DEGRADED while groups failed closed (Message names
+	// them), or DOWN when the store reports an error.
+	Store ComponentHealth `json:"store"`
 	// Replicas is, in cluster mode, the health of every replica the
 	// answering one asked (itself included), each with its status, or
 	// DOWN with why when it did not answer in time. Empty when the server
@@ -20,10 +27,14 @@ type Health struct {
 // ReplicaHealth is one coordinator replica's part of a cluster-wide
 // GET /monitoring/health.
 type ReplicaHealth struct {
-	ID           string `json:"id"`
+	// ID is the replica's id (--replica-id).
+	ID string `json:"id"`
+	// AdvertiseURL is the URL the replica is reached at (--advertise-url).
 	AdvertiseURL string `json:"advertiseUrl"`
 	// Status is the replica's own status, or DOWN when it did not answer.
-	Status  string `json:"status"`
+	Status string `json:"status"`
+	// Message names the replica's components that are not UP, or why it
+	// did not answer; empty when all is well.
 	Message string `json:"message,omitempty"`
 }
 
@@ -38,27 +49,42 @@ const (
 
 // ComponentHealth is the health of one part of the server.
 type ComponentHealth struct {
-	Status  string `json:"status"`
+	// Status is one of the health statuses above.
+	Status string `json:"status"`
+	// Message says what is wrong, for people; absent when nothing is.
 	Message string `json:"message,omitempty"`
 }
 
 // Session answers GET /monitoring/session.
 type Session struct {
-	Authenticated bool     `json:"authenticated"`
-	Username      string   `json:"username"`
-	Roles         []string `json:"roles"`
+	// Authenticated is true for Basic or Bearer credentials; false with
+	// authentication off, where every caller is the anonymous ADMIN.
+	Authenticated bool `json:"authenticated"`
+	// Username is the caller's user name ("anonymous" with
+	// authentication off).
+	Username string `json:"username"`
+	// Roles are every role the caller holds, on every stream or only on
+	// some, in the order of docs/protocol.md §4.
+	Roles []string `json:"roles"`
 }
 
 // Compatibility answers GET /monitoring/compatibility.
 type Compatibility struct {
-	CurrentCoordinationVersion    int          `json:"currentCoordinationVersion"`
+	// CurrentCoordinationVersion is the protocol version this server
+	// speaks now (CurrentVersion).
+	CurrentCoordinationVersion int `json:"currentCoordinationVersion"`
+	// SupportedCoordinationVersions are the protocolVersion values a
+	// heartbeat may carry.
 	SupportedCoordinationVersions VersionRange `json:"supportedCoordinationVersions"`
-	CoordinationVersions          []int        `json:"coordinationVersions"`
+	// CoordinationVersions lists every supported version, ascending.
+	CoordinationVersions []int `json:"coordinationVersions"`
 }
 
 // VersionRange is an inclusive range of protocol versions.
 type VersionRange struct {
+	// Min is the lowest version in the range.
 	Min int `json:"min"`
+	// Max is the highest version in the range.
 	Max int `json:"max"`
 }
 
@@ -77,6 +103,9 @@ func CurrentCompatibility() Compatibility {
 
 // GroupsResponse answers GET /monitoring/groups.
 type GroupsResponse struct {
+	// Groups are the groups the coordinator runs, sorted by stream and
+	// group; a group that failed closed or did not answer in time is left
+	// out.
 	Groups []GroupResponse `json:"groups"`
 	// MissingReplicas is, in cluster mode, every replica whose groups are
 	// missing from Groups because it did not answer in time; empty when
@@ -88,7 +117,9 @@ type GroupsResponse struct {
 // missing (cluster mode): each replica lists only the groups it runs, and
 // the replica asked gathers them from every other.
 type MissingReplica struct {
-	ID           string `json:"id"`
+	// ID is the replica's id (--replica-id).
+	ID string `json:"id"`
+	// AdvertiseURL is the URL the replica is reached at (--advertise-url).
 	AdvertiseURL string `json:"advertiseUrl"`
 	// Units are the placement units (stream/<prefix>) whose owner key it
 	// holds: the streams whose groups are missing.
@@ -99,34 +130,78 @@ type MissingReplica struct {
 
 // MembersResponse answers GET …/members.
 type MembersResponse struct {
+	// Members are the group's members by member id, terminal ones
+	// included until the stale-member retention prunes them.
 	Members []Member `json:"members"`
 }
 
 // Member describes one member of a group.
 type Member struct {
-	MemberID              string          `json:"memberId"`
-	MemberName            string          `json:"memberName"`
-	State                 MemberState     `json:"state"`
-	MemberEpoch           int64           `json:"memberEpoch"`
-	MetadataVersion       int64           `json:"metadataVersion"`
-	RuntimeMaxConcurrency int             `json:"runtimeMaxConcurrency"`
-	ActiveConsumerWorkers int             `json:"activeConsumerWorkers"`
-	CurrentAssignment     []Shard         `json:"currentAssignment"`
-	GrantedAssignment     []Shard         `json:"grantedAssignment"`
-	Revoking              []Shard         `json:"revoking"`
-	LastHeartbeatAt       *time.Time      `json:"lastHeartbeatAt"`
-	MemberLeaseExpiresAt  *time.Time      `json:"memberLeaseExpiresAt"`
-	RebalanceTimeoutMs    int64           `json:"rebalanceTimeoutMs"`
-	RebalanceDeadlineAt   *time.Time      `json:"rebalanceDeadlineAt"`
-	ShardProgress         []ShardProgress `json:"shardProgress"`
+	// MemberID is the member's id, also its Redis consumer name.
+	MemberID string `json:"memberId"`
+	// MemberName is the memberName it last sent.
+	MemberName string `json:"memberName"`
+	// State is the member's lifecycle state. A member whose lease passed
+	// is dead whatever State says, until the coordinator expires it.
+	State MemberState `json:"state"`
+	// MemberEpoch is the member's epoch (raised when it is fenced or
+	// expires); -1 while LEAVING, as its answers say.
+	MemberEpoch int64 `json:"memberEpoch"`
+	// MetadataVersion is the metadataVersion it last sent (the group's,
+	// after a join).
+	MetadataVersion int64 `json:"metadataVersion"`
+	// RuntimeMaxConcurrency is its last reported worker count.
+	RuntimeMaxConcurrency int `json:"runtimeMaxConcurrency"`
+	// ActiveConsumerWorkers is its last reported busy workers:
+	// runtimeMaxConcurrency minus availableConcurrency, at least 0.
+	ActiveConsumerWorkers int `json:"activeConsumerWorkers"`
+	// CurrentAssignment are the shards it last reported owning; a fenced
+	// or expired member keeps them until they are released
+	// (docs/protocol.md §9.1).
+	CurrentAssignment []Shard `json:"currentAssignment"`
+	// GrantedAssignment are the shards its last answer let it read. It may
+	// read them before reporting them, so they are kept from other members
+	// like its current ones.
+	GrantedAssignment []Shard `json:"grantedAssignment"`
+	// Revoking are the shards it reports giving up and has not yet
+	// reported terminal.
+	Revoking []Shard `json:"revoking"`
+	// LastHeartbeatAt is when its last heartbeat was recorded; null until
+	// it heartbeats to the coordinator that loaded the group (a restart,
+	// a failover).
+	LastHeartbeatAt *time.Time `json:"lastHeartbeatAt"`
+	// MemberLeaseExpiresAt is when its lease ends without another
+	// heartbeat; null when unknown (a terminal member loaded from the
+	// store).
+	MemberLeaseExpiresAt *time.Time `json:"memberLeaseExpiresAt"`
+	// RebalanceTimeoutMs is the coordinator's rebalance timeout in
+	// milliseconds, the same for every member.
+	RebalanceTimeoutMs int64 `json:"rebalanceTimeoutMs"`
+	// RebalanceDeadlineAt is set while it must give up shards it holds
+	// outside its target: still holding them past it, it is fenced. Null
+	// when there is none.
+	RebalanceDeadlineAt *time.Time `json:"rebalanceDeadlineAt"`
+	// ShardProgress is its last reported progress, by shard index. Not
+	// durable: empty after a restart until it heartbeats.
+	ShardProgress []ShardProgress `json:"shardProgress"`
 }
 
 // AssignmentsResponse answers GET …/assignments. Maps are memberId → shards.
 type AssignmentsResponse struct {
-	TargetAssignment    map[string][]Shard `json:"targetAssignment"`
-	CurrentAssignments  map[string][]Shard `json:"currentAssignments"`
-	RevokeProgress      map[string][]Shard `json:"revokeProgress"`
-	InvariantViolations []string           `json:"invariantViolations"`
+	// TargetAssignment is what the coordinator wants each live member to
+	// hold; every live member is listed, [] when it gets nothing.
+	TargetAssignment map[string][]Shard `json:"targetAssignment"`
+	// CurrentAssignments is what each member last reported owning: live
+	// and LEAVING members, and terminal ones still holding shards (they
+	// may read until their lease lapses).
+	CurrentAssignments map[string][]Shard `json:"currentAssignments"`
+	// RevokeProgress is what each member is still giving up; members
+	// giving up nothing are left out.
+	RevokeProgress map[string][]Shard `json:"revokeProgress"`
+	// InvariantViolations names, in words, every broken invariant of the
+	// group (a shard granted to two members, say); empty when healthy.
+	// Anything here is a coordinator bug.
+	InvariantViolations []string `json:"invariantViolations"`
 	// OwnerEpochs (ours) lists every shard that was ever granted with its
 	// current ownership token (ownerEpoch), by shard index. The shards of
 	// currentAssignments carry the same token while their member holds
@@ -136,54 +211,89 @@ type AssignmentsResponse struct {
 
 // ConsumptionResponse answers GET …/consumption.
 type ConsumptionResponse struct {
+	// Progress lists every member's last reported progress, by member id
+	// then shard. Not durable: empty after a restart until members
+	// heartbeat.
 	Progress []ConsumptionRow `json:"progress"`
 }
 
 // ConsumptionRow is one member's progress on one shard.
 type ConsumptionRow struct {
-	StreamPrefix    string      `json:"streamPrefix"`
-	ConsumerGroup   string      `json:"consumerGroup"`
-	MemberID        string      `json:"memberId"`
-	MemberName      string      `json:"memberName"`
-	MemberState     MemberState `json:"memberState"`
-	Shard           Shard       `json:"shard"`
-	StreamKey       string      `json:"streamKey"`
-	LastDeliveredID string      `json:"lastDeliveredId"`
-	LastAckedID     string      `json:"lastAckedId"`
-	PendingCount    int64       `json:"pendingCount"`
-	UpdatedAt       time.Time   `json:"updatedAt"`
+	// StreamPrefix is the group's stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group.
+	ConsumerGroup string `json:"consumerGroup"`
+	// MemberID is the reporting member.
+	MemberID string `json:"memberId"`
+	// MemberName is the memberName it last sent.
+	MemberName string `json:"memberName"`
+	// MemberState is the member's state now.
+	MemberState MemberState `json:"memberState"`
+	// Shard is the shard the progress is on.
+	Shard Shard `json:"shard"`
+	// StreamKey is the key the member reported, or the shard's key when
+	// it sent none.
+	StreamKey string `json:"streamKey"`
+	// LastDeliveredID is, as reported, the last entry the member read.
+	LastDeliveredID string `json:"lastDeliveredId"`
+	// LastAckedID is, as reported, the last entry the member acknowledged.
+	LastAckedID string `json:"lastAckedId"`
+	// PendingCount is, as reported, how many entries the member read and
+	// has not acknowledged.
+	PendingCount int64 `json:"pendingCount"`
+	// UpdatedAt is the report's time, by the member's clock.
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // MigrationsResponse answers GET …/migrations.
 type MigrationsResponse struct {
-	Migrations         []Migration `json:"migrations"`
-	ActiveReshardingID *string     `json:"activeReshardingId"`
+	// Migrations are every migration of the stream, oldest first.
+	Migrations []Migration `json:"migrations"`
+	// ActiveReshardingID names the migration not yet DEPRECATED or
+	// ROLLED_BACK; null when there is none.
+	ActiveReshardingID *string `json:"activeReshardingId"`
 }
 
 // ShardsResponse answers GET …/shards (ours): every readable shard of the
 // stream as Redis shows it now.
 type ShardsResponse struct {
-	StreamPrefix  string       `json:"streamPrefix"`
-	ConsumerGroup string       `json:"consumerGroup"`
-	ShardCount    int          `json:"shardCount"`
-	Shards        []ShardState `json:"shards"`
+	// StreamPrefix is the stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group whose pending counts and lag are shown.
+	ConsumerGroup string `json:"consumerGroup"`
+	// ShardCount is the number of shards producers route to; draining
+	// shards are not counted.
+	ShardCount int `json:"shardCount"`
+	// Shards are shards 0 … ShardCount−1, then the draining ones.
+	Shards []ShardState `json:"shards"`
 }
 
 // ShardState is one shard stream, read live from Redis.
 type ShardState struct {
-	ShardIndex int    `json:"shardIndex"`
-	StreamKey  string `json:"streamKey"`
-	RedisSlot  int    `json:"redisSlot"`
+	// ShardIndex is the shard's index.
+	ShardIndex int `json:"shardIndex"`
+	// StreamKey is the shard's Redis key.
+	StreamKey string `json:"streamKey"`
+	// RedisSlot is the Redis Cluster slot of StreamKey.
+	RedisSlot int `json:"redisSlot"`
 	// Draining is true for a removed shard of a scale-in not yet retired.
 	Draining bool `json:"draining"`
 	// Exists is false when the key is missing in Redis.
-	Exists          bool   `json:"exists"`
-	Length          int64  `json:"length"`
+	Exists bool `json:"exists"`
+	// Length is the number of entries in the stream; 0 when the key is
+	// missing.
+	Length int64 `json:"length"`
+	// LastGeneratedID is the id of the newest entry ever added to the
+	// stream; empty when the key is missing.
 	LastGeneratedID string `json:"lastGeneratedId"`
-	// Pending and Lag are those of this consumer group on the shard; Lag is
-	// null when Redis cannot tell (entries deleted in between, Redis 7.0).
-	Pending int64  `json:"pending"`
-	Lag     *int64 `json:"lag"`
+	// Pending is how many entries this consumer group was delivered and
+	// has not acknowledged; 0 when the key or the group's Redis consumer
+	// group is missing.
+	Pending int64 `json:"pending"`
+	// Lag is how many entries this consumer group has not yet been
+	// delivered; null when Redis cannot tell (entries deleted in between,
+	// Redis 7.0) or the key or the group's Redis consumer group is missing.
+	Lag *int64 `json:"lag"`
 	// Owners are the members currently reporting the shard as owned.
 	Owners []string `json:"owners"`
 }
@@ -191,20 +301,36 @@ type ShardState struct {
 // OffsetsResponse answers GET …/offsets: where this consumer group stands
 // on every readable shard.
 type OffsetsResponse struct {
-	StreamPrefix  string        `json:"streamPrefix"`
-	ConsumerGroup string        `json:"consumerGroup"`
-	Offsets       []ShardOffset `json:"offsets"`
+	// StreamPrefix is the stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group whose positions are shown.
+	ConsumerGroup string `json:"consumerGroup"`
+	// Offsets are the live shards by index, then the draining ones.
+	Offsets []ShardOffset `json:"offsets"`
 }
 
 // ShardOffset is one consumer group's position on one shard.
 type ShardOffset struct {
-	ShardIndex      int    `json:"shardIndex"`
-	StreamKey       string `json:"streamKey"`
+	// ShardIndex is the shard's index.
+	ShardIndex int `json:"shardIndex"`
+	// StreamKey is the shard's Redis key.
+	StreamKey string `json:"streamKey"`
+	// LastGeneratedID is the id of the newest entry ever added to the
+	// stream; empty when the key is missing.
 	LastGeneratedID string `json:"lastGeneratedId"`
+	// LastDeliveredID is the id of the last entry delivered to this
+	// consumer group; empty when the key or the group's Redis consumer
+	// group is missing.
 	LastDeliveredID string `json:"lastDeliveredId"`
-	EntriesRead     int64  `json:"entriesRead"`
-	Pending         int64  `json:"pending"`
-	// Lag is null when Redis cannot tell.
+	// EntriesRead is the consumer group's entries-read counter (XINFO
+	// GROUPS); 0 when Redis does not know it or the group is missing.
+	EntriesRead int64 `json:"entriesRead"`
+	// Pending is how many entries this consumer group was delivered and
+	// has not acknowledged; 0 when the key or the group is missing.
+	Pending int64 `json:"pending"`
+	// Lag is how many entries this consumer group has not yet been
+	// delivered; null when Redis cannot tell or the key or the group is
+	// missing.
 	Lag *int64 `json:"lag"`
 }
 
@@ -218,18 +344,31 @@ const (
 // a shard stream's entries, for dashboards. NextCursor is null on the last
 // page; pass it back as cursor for the next one.
 type MessagesResponse struct {
-	StreamPrefix  string          `json:"streamPrefix"`
-	ConsumerGroup string          `json:"consumerGroup"`
-	ShardIndex    int             `json:"shardIndex"`
-	StreamKey     string          `json:"streamKey"`
-	Direction     string          `json:"direction"`
-	Messages      []StreamMessage `json:"messages"`
-	NextCursor    *string         `json:"nextCursor"`
+	// StreamPrefix is the stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group of the path; entries are read without
+	// it, so nothing is delivered or acknowledged.
+	ConsumerGroup string `json:"consumerGroup"`
+	// ShardIndex is the shard read.
+	ShardIndex int `json:"shardIndex"`
+	// StreamKey is the shard's Redis key.
+	StreamKey string `json:"streamKey"`
+	// Direction is FORWARD (oldest first) or BACKWARD (newest first).
+	Direction string `json:"direction"`
+	// Messages are at most limit entries after (FORWARD) or before
+	// (BACKWARD) the cursor, or from the start or end without one, in
+	// Direction's order.
+	Messages []StreamMessage `json:"messages"`
+	// NextCursor is the id of the page's last entry, to pass back as
+	// cursor; null when no entry follows.
+	NextCursor *string `json:"nextCursor"`
 }
 
 // StreamMessage is one stream entry; field values are strings.
 type StreamMessage struct {
-	ID     string         `json:"id"`
+	// ID is the entry id, "ms-seq".
+	ID string `json:"id"`
+	// Fields are the entry's field-value pairs; {} when it has none.
 	Fields map[string]any `json:"fields"`
 }
 
