@@ -5,36 +5,63 @@ import "time"
 // CreateRequest is the body of POST /streams/{p} and POST /streams/{p}/groups/{g}.
 type CreateRequest struct {
 	// InitialShardCount defaults to the server's default shard count when nil.
-	InitialShardCount *int   `json:"initialShardCount,omitempty"`
-	RequestedBy       string `json:"requestedBy"`
-	Reason            string `json:"reason,omitempty"`
+	InitialShardCount *int `json:"initialShardCount,omitempty"`
+	// RequestedBy names who asks; required and non-blank: the audit log
+	// records it.
+	RequestedBy string `json:"requestedBy"`
+	// Reason (optional) is recorded in the audit log.
+	Reason string `json:"reason,omitempty"`
 }
 
 // StreamResponse answers stream creation.
 type StreamResponse struct {
-	StreamPrefix    string `json:"streamPrefix"`
-	ShardCount      int    `json:"shardCount"`
-	MetadataVersion int64  `json:"metadataVersion"`
+	// StreamPrefix is the stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ShardCount is the stream's shard count.
+	ShardCount int `json:"shardCount"`
+	// MetadataVersion is the version of the stream's shard layout, not a
+	// group's metadataVersion.
+	MetadataVersion int64 `json:"metadataVersion"`
 }
 
 // GroupResponse describes one consumer group.
 type GroupResponse struct {
-	StreamPrefix             string         `json:"streamPrefix"`
-	ConsumerGroup            string         `json:"consumerGroup"`
-	State                    GroupState     `json:"state"`
-	GroupEpoch               int64          `json:"groupEpoch"`
-	AssignmentEpoch          int64          `json:"assignmentEpoch"`
-	MetadataVersion          int64          `json:"metadataVersion"`
-	ShardCount               int            `json:"shardCount"`
-	ActiveMigration          *Migration     `json:"activeMigration"`
-	TargetAssignmentSummary  map[string]int `json:"targetAssignmentSummary"`
+	// StreamPrefix is the group's stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group's name, also its Redis consumer group.
+	ConsumerGroup string `json:"consumerGroup"`
+	// State is EMPTY (no live member), RECONCILING (some member does not
+	// yet hold exactly its target) or STABLE.
+	State GroupState `json:"state"`
+	// GroupEpoch is raised by every membership or layout change; it never
+	// goes down, also across a delete and re-create of the group.
+	GroupEpoch int64 `json:"groupEpoch"`
+	// AssignmentEpoch is the epoch of the current target assignment.
+	AssignmentEpoch int64 `json:"assignmentEpoch"`
+	// MetadataVersion is raised by membership, assignment, layout and
+	// migration changes; it never goes down.
+	MetadataVersion int64 `json:"metadataVersion"`
+	// ShardCount is the number of shards producers route to; draining
+	// shards are not counted.
+	ShardCount int `json:"shardCount"`
+	// ActiveMigration is the stream's migration in progress; null when
+	// there is none.
+	ActiveMigration *Migration `json:"activeMigration"`
+	// TargetAssignmentSummary maps every live member to the number of
+	// shards in its target.
+	TargetAssignmentSummary map[string]int `json:"targetAssignmentSummary"`
+	// CurrentAssignmentSummary maps every live or LEAVING member to the
+	// number of shards it last reported owning.
 	CurrentAssignmentSummary map[string]int `json:"currentAssignmentSummary"`
 }
 
 // DeleteGroupRequest is the body of DELETE /streams/{p}/groups/{g}.
 type DeleteGroupRequest struct {
+	// RequestedBy names who asks; required and non-blank: the audit log
+	// records it.
 	RequestedBy string `json:"requestedBy"`
-	Reason      string `json:"reason"`
+	// Reason (optional) is recorded in the audit log.
+	Reason string `json:"reason"`
 	// Force deletes the group even while live members exist.
 	Force bool `json:"force,omitempty"`
 }
@@ -42,24 +69,39 @@ type DeleteGroupRequest struct {
 // ScaleRequest is the body of POST /streams/{p}/scale.
 type ScaleRequest struct {
 	// TargetShardCount is required; 0 is a valid target (retire every shard).
-	TargetShardCount *int       `json:"targetShardCount"`
-	RequestedBy      string     `json:"requestedBy"`
-	Reason           string     `json:"reason"`
-	DeprecatedAfter  *time.Time `json:"deprecatedAfter,omitempty"`
+	TargetShardCount *int `json:"targetShardCount"`
+	// RequestedBy names who asks; required and non-blank: the audit log
+	// records it.
+	RequestedBy string `json:"requestedBy"`
+	// Reason (optional) is recorded in the audit log.
+	Reason string `json:"reason"`
+	// DeprecatedAfter (optional) keeps the migration ACTIVE, and so open
+	// to rollback, at least until this time (besides the producer routing
+	// lease).
+	DeprecatedAfter *time.Time `json:"deprecatedAfter,omitempty"`
 }
 
 // ScaleResponse answers a stream-wide scale.
 type ScaleResponse struct {
-	StreamPrefix           string      `json:"streamPrefix"`
-	TargetShardCount       int         `json:"targetShardCount"`
-	AffectedConsumerGroups []string    `json:"affectedConsumerGroups"`
-	Migrations             []Migration `json:"migrations"`
+	// StreamPrefix is the stream scaled.
+	StreamPrefix string `json:"streamPrefix"`
+	// TargetShardCount is the shard count asked for.
+	TargetShardCount int `json:"targetShardCount"`
+	// AffectedConsumerGroups are every group of the stream, sorted: they
+	// share the shard keys, so all of them take the new layout.
+	AffectedConsumerGroups []string `json:"affectedConsumerGroups"`
+	// Migrations holds the stream's one migration once per affected
+	// group, in the same order.
+	Migrations []Migration `json:"migrations"`
 }
 
 // OperatorRequest is the body of rollback and complete.
 type OperatorRequest struct {
+	// RequestedBy names who asks; required and non-blank: the audit log
+	// records it.
 	RequestedBy string `json:"requestedBy"`
-	Reason      string `json:"reason"`
+	// Reason (optional) is recorded in the audit log.
+	Reason string `json:"reason"`
 }
 
 // NoopReshardingID names the migration answered for a scale to the current count.
@@ -67,12 +109,20 @@ const NoopReshardingID = "noop"
 
 // Migration is one resharding of a stream, as seen by one group.
 type Migration struct {
-	ReshardingID   string         `json:"reshardingId"`
-	FromShardCount int            `json:"fromShardCount"`
-	ToShardCount   int            `json:"toShardCount"`
-	State          MigrationState `json:"state"`
-	CreatedAt      time.Time      `json:"createdAt"`
-	UpdatedAt      time.Time      `json:"updatedAt"`
+	// ReshardingID names the migration within its stream (rs-1, rs-2, …),
+	// or is "noop" for a scale to the current count.
+	ReshardingID string `json:"reshardingId"`
+	// FromShardCount is the shard count before the scale.
+	FromShardCount int `json:"fromShardCount"`
+	// ToShardCount is the shard count the scale moves to.
+	ToShardCount int `json:"toShardCount"`
+	// State is where the migration stands (docs/protocol.md §7).
+	State MigrationState `json:"state"`
+	// CreatedAt is when the scale was first asked for.
+	CreatedAt time.Time `json:"createdAt"`
+	// UpdatedAt is when the migration last changed: its state, or a
+	// removed shard that retired.
+	UpdatedAt time.Time `json:"updatedAt"`
 	// Detail (ours, additive) says what the migration waits for or how it
 	// ended: "redis not configured", the shards whose drain is not yet
 	// proven, an operator's reason. Empty when there is nothing to say.
@@ -81,19 +131,31 @@ type Migration struct {
 
 // ProducerRoutingResponse tells a producer where keys go.
 type ProducerRoutingResponse struct {
-	StreamPrefix     string        `json:"streamPrefix"`
-	ConsumerGroup    string        `json:"consumerGroup"`
-	MetadataVersion  int64         `json:"metadataVersion"`
-	ShardCount       int           `json:"shardCount"`
-	StreamKeyPattern string        `json:"streamKeyPattern"`
-	Shards           []RoutedShard `json:"shards"`
+	// StreamPrefix is the stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group asked about.
+	ConsumerGroup string `json:"consumerGroup"`
+	// MetadataVersion is the group's metadata version: a producer that
+	// sees a newer one refreshes its routing.
+	MetadataVersion int64 `json:"metadataVersion"`
+	// ShardCount is what [Route] takes: keys go to shards 0 …
+	// ShardCount−1. It is 0 after a scale to 0: there is nowhere to
+	// publish.
+	ShardCount int `json:"shardCount"`
+	// StreamKeyPattern is "{streamPrefix}:{shardIndex}", for display.
+	StreamKeyPattern string `json:"streamKeyPattern"`
+	// Shards are exactly shards 0 … ShardCount−1, never a draining one.
+	Shards []RoutedShard `json:"shards"`
 }
 
 // RoutedShard is one shard a producer may write to.
 type RoutedShard struct {
-	ShardIndex int    `json:"shardIndex"`
-	StreamKey  string `json:"streamKey"`
-	RedisSlot  int    `json:"redisSlot"`
+	// ShardIndex is the shard's index.
+	ShardIndex int `json:"shardIndex"`
+	// StreamKey is the Redis key to XADD the shard's records to.
+	StreamKey string `json:"streamKey"`
+	// RedisSlot is the Redis Cluster slot of StreamKey.
+	RedisSlot int `json:"redisSlot"`
 }
 
 // NewProducerRouting lists shards 0..shardCount-1 of prefix for group.
