@@ -43,7 +43,10 @@ type ClusterResponse struct {
 
 // ClusterReplica is one coordinator replica.
 type ClusterReplica struct {
-	ID           string `json:"id"`
+	// ID is the replica's id (--replica-id, by default its advertise URL
+	// without the scheme).
+	ID string `json:"id"`
+	// AdvertiseURL is the URL the replica is reached at (--advertise-url).
 	AdvertiseURL string `json:"advertiseUrl"`
 	// Live: its registration key (bound to its etcd lease) exists.
 	Live bool `json:"live"`
@@ -57,10 +60,13 @@ type ClusterReplica struct {
 
 // ClusterGroup is one group and the replica that runs it.
 type ClusterGroup struct {
-	StreamPrefix  string `json:"streamPrefix"`
+	// StreamPrefix is the group's stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group.
 	ConsumerGroup string `json:"consumerGroup"`
-	// Owner is the id of the replica running the group, OwnerURL its
-	// advertise URL.
-	Owner    string `json:"owner"`
+	// Owner is the id of the replica running the group; empty while no
+	// replica holds the stream's owner key (between two owners).
+	Owner string `json:"owner"`
+	// OwnerURL is that replica's advertise URL; empty when Owner is.
 	OwnerURL string `json:"ownerUrl"`
 }
