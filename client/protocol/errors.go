@@ -80,9 +80,12 @@ func (c ErrorCode) HTTPStatus() int {
 // ErrorBody is the body of every non-2xx answer.
 type ErrorBody struct {
 	// Status is the HTTP reason phrase in upper snake case, e.g. "CONFLICT".
-	Status    string    `json:"status"`
+	Status string `json:"status"`
+	// ErrorCode says what failed (docs/protocol.md §3); clients branch on
+	// it.
 	ErrorCode ErrorCode `json:"errorCode"`
-	Message   string    `json:"message"`
+	// Message explains the failure for people; clients should not parse it.
+	Message string `json:"message"`
 }
 
 // NewErrorBody builds the error body for code with a human message.
@@ -104,11 +107,15 @@ func StatusName(code int) string {
 // Error is a failure that carries its protocol error code, so that every
 // layer can return it and the gateway can answer it without guessing.
 type Error struct {
-	Code    ErrorCode
+	// Code is the protocol error code; [ErrorCode.HTTPStatus] gives the
+	// HTTP status the gateway answers it with.
+	Code ErrorCode
+	// Message is the human text of the error body.
 	Message string
 }
 
 // Errorf is a shorthand for building an *Error.
 func Errorf(code ErrorCode, message string) *Error { return &Error{Code: code, Message: message} }
 
+// Error returns the code and the message as "CODE: message".
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
