@@ -20,48 +20,90 @@ import (
 
 // GrafanaGroupRow is one group.
 type GrafanaGroupRow struct {
-	StreamPrefix    string `json:"streamPrefix"`
-	ConsumerGroup   string `json:"consumerGroup"`
-	State           string `json:"state"`
-	GroupEpoch      int64  `json:"groupEpoch"`
-	AssignmentEpoch int64  `json:"assignmentEpoch"`
-	MetadataVersion int64  `json:"metadataVersion"`
-	ShardCount      int    `json:"shardCount"`
-	Members         int    `json:"members"`
+	// StreamPrefix is the group's stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group.
+	ConsumerGroup string `json:"consumerGroup"`
+	// State is EMPTY, RECONCILING or STABLE.
+	State string `json:"state"`
+	// GroupEpoch is the group's epoch, as in GroupResponse.
+	GroupEpoch int64 `json:"groupEpoch"`
+	// AssignmentEpoch is the epoch of the group's target assignment.
+	AssignmentEpoch int64 `json:"assignmentEpoch"`
+	// MetadataVersion is the group's metadata version.
+	MetadataVersion int64 `json:"metadataVersion"`
+	// ShardCount is the number of shards producers route to, draining
+	// ones not counted.
+	ShardCount int `json:"shardCount"`
+	// Members is the number of live (ACTIVE or STARTING) members.
+	Members int `json:"members"`
+	// ActiveMigration is "<reshardingId> <state>" of the stream's
+	// migration in progress, "" when there is none.
 	ActiveMigration string `json:"activeMigration"`
 }
 
 // GrafanaMemberRow is one member of one group.
 type GrafanaMemberRow struct {
-	StreamPrefix   string     `json:"streamPrefix"`
-	ConsumerGroup  string     `json:"consumerGroup"`
-	MemberID       string     `json:"memberId"`
-	MemberName     string     `json:"memberName"`
-	State          string     `json:"state"`
-	MemberEpoch    int64      `json:"memberEpoch"`
-	CurrentShards  int        `json:"currentShards"`
-	Current        string     `json:"current"`
-	Revoking       string     `json:"revoking"`
-	LastHeartbeat  *time.Time `json:"lastHeartbeatAt"`
+	// StreamPrefix is the group's stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group.
+	ConsumerGroup string `json:"consumerGroup"`
+	// MemberID is the member's id.
+	MemberID string `json:"memberId"`
+	// MemberName is the memberName it last sent.
+	MemberName string `json:"memberName"`
+	// State is the member's state; terminal members are listed until
+	// pruned.
+	State string `json:"state"`
+	// MemberEpoch is the member's epoch; -1 while LEAVING.
+	MemberEpoch int64 `json:"memberEpoch"`
+	// CurrentShards is how many shards it last reported owning.
+	CurrentShards int `json:"currentShards"`
+	// Current lists those shard indexes, comma-separated, ascending.
+	Current string `json:"current"`
+	// Revoking lists the shards it is still giving up, comma-separated,
+	// ascending.
+	Revoking string `json:"revoking"`
+	// LastHeartbeat is when its last heartbeat was recorded; null until it
+	// heartbeats to the coordinator that loaded the group.
+	LastHeartbeat *time.Time `json:"lastHeartbeatAt"`
+	// LeaseExpiresAt is when its lease ends without another heartbeat;
+	// null when unknown.
 	LeaseExpiresAt *time.Time `json:"memberLeaseExpiresAt"`
 }
 
 // GrafanaAssignmentRow is one shard of one group: its target owner and
 // who reports reading or revoking it.
 type GrafanaAssignmentRow struct {
-	StreamPrefix  string `json:"streamPrefix"`
+	// StreamPrefix is the group's stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group.
 	ConsumerGroup string `json:"consumerGroup"`
-	Shard         int    `json:"shard"`
-	StreamKey     string `json:"streamKey"`
-	Target        string `json:"target"`
-	Current       string `json:"current"`
-	Revoking      string `json:"revoking"`
-	Settled       bool   `json:"settled"`
+	// Shard is the shard's index. Only shards some member targets, holds
+	// or gives up have a row.
+	Shard int `json:"shard"`
+	// StreamKey is the shard's Redis key.
+	StreamKey string `json:"streamKey"`
+	// Target lists the members whose target holds the shard, sorted and
+	// comma-separated (one when healthy); "" when none.
+	Target string `json:"target"`
+	// Current lists the members that report owning the shard, sorted and
+	// comma-separated.
+	Current string `json:"current"`
+	// Revoking lists the members still giving the shard up, sorted and
+	// comma-separated.
+	Revoking string `json:"revoking"`
+	// Settled is true when Current equals Target and nobody is giving the
+	// shard up.
+	Settled bool `json:"settled"`
 }
 
 // GrafanaOption is one value of a dashboard variable.
 type GrafanaOption struct {
-	Text  string `json:"__text"`
+	// Text is the label the picker shows; the same as Value.
+	Text string `json:"__text"`
+	// Value is the stream prefix, group name or shard index the variable
+	// takes.
 	Value string `json:"__value"`
 }
 
@@ -243,26 +285,48 @@ func (s *server) grafanaShardOptions(c *gin.Context) {
 
 // GrafanaShardRow is one readable shard of one group, read live from Redis.
 type GrafanaShardRow struct {
-	StreamPrefix    string `json:"streamPrefix"`
-	ConsumerGroup   string `json:"consumerGroup"`
-	Shard           int    `json:"shard"`
-	StreamKey       string `json:"streamKey"`
-	RedisSlot       int    `json:"redisSlot"`
-	Draining        bool   `json:"draining"`
-	Length          int64  `json:"length"`
-	Pending         int64  `json:"pending"`
-	Lag             *int64 `json:"lag"`
+	// StreamPrefix is the group's stream.
+	StreamPrefix string `json:"streamPrefix"`
+	// ConsumerGroup is the group whose pending count and lag are shown.
+	ConsumerGroup string `json:"consumerGroup"`
+	// Shard is the shard's index.
+	Shard int `json:"shard"`
+	// StreamKey is the shard's Redis key.
+	StreamKey string `json:"streamKey"`
+	// RedisSlot is the Redis Cluster slot of StreamKey.
+	RedisSlot int `json:"redisSlot"`
+	// Draining is true for a removed shard of a scale-in not yet retired.
+	Draining bool `json:"draining"`
+	// Length is the number of entries in the stream; 0 when the key is
+	// missing.
+	Length int64 `json:"length"`
+	// Pending is how many entries the group was delivered and has not
+	// acknowledged; 0 when the key or its Redis consumer group is missing.
+	Pending int64 `json:"pending"`
+	// Lag is how many entries the group has not yet been delivered; null
+	// when Redis cannot tell or the key or its Redis consumer group is
+	// missing.
+	Lag *int64 `json:"lag"`
+	// LastGeneratedID is the id of the newest entry ever added; "" when
+	// the key is missing.
 	LastGeneratedID string `json:"lastGeneratedId"`
-	Owners          string `json:"owners"`
+	// Owners lists the members that report owning the shard, sorted and
+	// comma-separated.
+	Owners string `json:"owners"`
 }
 
 // GrafanaMessageRow is one stream entry, its fields flattened to JSON text.
 type GrafanaMessageRow struct {
-	StreamPrefix string         `json:"streamPrefix"`
-	Shard        int            `json:"shard"`
-	StreamKey    string         `json:"streamKey"`
-	ID           string         `json:"id"`
-	Fields       map[string]any `json:"fields"`
+	// StreamPrefix is the stream read.
+	StreamPrefix string `json:"streamPrefix"`
+	// Shard is the shard read.
+	Shard int `json:"shard"`
+	// StreamKey is the shard's Redis key.
+	StreamKey string `json:"streamKey"`
+	// ID is the entry id ("ms-seq"); rows come newest first.
+	ID string `json:"id"`
+	// Fields are the entry's field-value pairs; values are strings.
+	Fields map[string]any `json:"fields"`
 }
 
 func (s *server) grafanaShards(c *gin.Context) {
