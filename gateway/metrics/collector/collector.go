@@ -19,29 +19,50 @@ import (
 
 // Source is what a round reads; *actors.Coordinator implements it.
 type Source interface {
+	// Health reports the coordinator's health; a round reads only the
+	// Redis status: NOT_CONFIGURED, UP, or anything else for down.
 	Health(ctx context.Context) protocol.Health
+	// Groups lists the groups to read. On an error the round logs it and
+	// still reads the groups returned.
 	Groups(ctx context.Context) (protocol.GroupsResponse, error)
+	// Shards reads one group's shards live from Redis; a round calls it
+	// only while Redis is UP. On an error the group has no shard series
+	// that round.
 	Shards(ctx context.Context, prefix, group string) (protocol.ShardsResponse, error)
+	// Members lists one group's members; owning members with a known last
+	// heartbeat and lease become liveness series.
 	Members(ctx context.Context, prefix, group string) (protocol.MembersResponse, error)
 }
 
 // Sink receives a round's results; *metrics.Metrics implements it.
 type Sink interface {
+	// SetShardStats replaces every shard series with stats, the shards of
+	// the groups read this round.
 	SetShardStats(stats []metrics.ShardStat)
+	// SetMemberLiveness replaces every member liveness series with
+	// members.
 	SetMemberLiveness(members []metrics.MemberLiveness)
+	// CollectionDone ends a round: redisUp is nil when Redis is not
+	// configured, else whether its status was UP; took is the round's
+	// duration; failedGroups counts the groups whose members or shards
+	// could not be read.
 	CollectionDone(redisUp *bool, took time.Duration, failedGroups int)
 }
 
 // Config configures [Run].
 type Config struct {
+	// Source is what rounds read; required.
 	Source Source
-	Sink   Sink
+	// Sink receives each round's results; required.
+	Sink Sink
 	// Interval is the time between the starts of two rounds.
 	Interval time.Duration
 	// Timeout bounds one round; it must not exceed Interval. Groups not
 	// read in time have no shard series until a later round reads them.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// Logger receives a round's warnings (groups that could not be
+	// listed or read) and, at debug level, why; nil discards them.
+	Logger *slog.Logger
 }
 
 func (c Config) validate() error {
