@@ -17,18 +17,18 @@ const (
 
 // Replica roles in [ClusterReplica] (cluster mode, --store etcd).
 const (
-	// RoleOwner: the replica holds the owner key and runs the groups.
+	// RoleOwner: the replica holds the owner key of at least one stream
+	// and runs that stream's groups.
 	RoleOwner = "OWNER"
-	// RoleStandby: the replica forwards requests to the owner and takes
-	// over when the owner's etcd lease lapses.
+	// RoleStandby: the replica holds no owner key; requests about a
+	// stream are forwarded to the replica that runs it.
 	RoleStandby = "STANDBY"
 )
 
 // ClusterResponse is GET /coord/v1/monitoring/cluster: the coordinator
 // replicas as the answering replica sees them in etcd, and who owns each
-// group. A stand-by forwards this request to the owner, so the answer is
-// the owner's view; the header X-Rscoord-Forwarded-By then names the
-// stand-by.
+// group. The replica asked answers from what etcd holds; the request is
+// never forwarded.
 type ClusterResponse struct {
 	// Store is the store engine: "etcd".
 	Store string `json:"store"`
