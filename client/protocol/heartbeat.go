@@ -3,8 +3,9 @@ package protocol
 import "time"
 
 // Shard is a shard on the wire: {"shardIndex": 3}. In the assignedShards
-// of an OK heartbeat answer it also carries OwnerEpoch (ours, optional on
-// the wire); everywhere else OwnerEpoch is zero and left out, and a request
+// of a heartbeat answer, and in the assignments view's currentAssignments
+// and ownerEpochs, it also carries OwnerEpoch (ours, optional on the
+// wire); everywhere else OwnerEpoch is zero and left out, and a request
 // may carry it (echoed by a client) without effect.
 type Shard struct {
 	// ShardIndex is the zero-based shard number; the shard's Redis key is
