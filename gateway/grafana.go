@@ -315,7 +315,8 @@ type GrafanaShardRow struct {
 	Owners string `json:"owners"`
 }
 
-// GrafanaMessageRow is one stream entry, its fields flattened to JSON text.
+// GrafanaMessageRow is one stream entry of one shard, with its fields as a
+// JSON object.
 type GrafanaMessageRow struct {
 	// StreamPrefix is the stream read.
 	StreamPrefix string `json:"streamPrefix"`
