@@ -64,7 +64,7 @@ type HeartbeatRequest struct {
 	// join's report is ignored.
 	OwnedShards []Shard `json:"ownedShards"`
 	// RevokingShards are the shards the member is giving up, with how far
-	// it got; each non-terminal one stays blocked for other members.
+	// it got; one not yet terminal is kept from other members.
 	RevokingShards []RevokingShard `json:"revokingShards"`
 	// ShardProgress is the member's consumption on each shard it holds,
 	// for monitoring only (not durable). A shard outside the member's
@@ -138,9 +138,9 @@ type HeartbeatResponse struct {
 	Status Status `json:"status"`
 	// MemberID is the member the answer is for.
 	MemberID string `json:"memberId"`
-	// MemberEpoch is the epoch the member sends next, unless Status makes
-	// it rejoin with 0: -1 after a leave; answers carrying no group state
-	// echo the request's.
+	// MemberEpoch is the epoch to carry on the next heartbeat, unless
+	// Status makes the member rejoin with 0; -1 in a leave's answer.
+	// Answers carrying no group state echo the request's.
 	MemberEpoch int64 `json:"memberEpoch"`
 	// HeartbeatIntervalMs is always positive: clients sleep on it.
 	HeartbeatIntervalMs int64 `json:"heartbeatIntervalMs"`

@@ -49,7 +49,7 @@ const (
 
 // ComponentHealth is the health of one part of the server.
 type ComponentHealth struct {
-	// Status is one of the health statuses above.
+	// Status is UP, DEGRADED, DOWN or NOT_CONFIGURED.
 	Status string `json:"status"`
 	// Message says what is wrong, for people; absent when nothing is.
 	Message string `json:"message,omitempty"`
@@ -152,8 +152,9 @@ type Member struct {
 	MetadataVersion int64 `json:"metadataVersion"`
 	// RuntimeMaxConcurrency is its last reported worker count.
 	RuntimeMaxConcurrency int `json:"runtimeMaxConcurrency"`
-	// ActiveConsumerWorkers is its last reported busy workers:
-	// runtimeMaxConcurrency minus availableConcurrency, at least 0.
+	// ActiveConsumerWorkers is how many of its workers were busy at its
+	// last report: runtimeMaxConcurrency minus availableConcurrency, at
+	// least 0.
 	ActiveConsumerWorkers int `json:"activeConsumerWorkers"`
 	// CurrentAssignment are the shards it last reported owning; a fenced
 	// or expired member keeps them until they are released
@@ -234,9 +235,11 @@ type ConsumptionRow struct {
 	// StreamKey is the key the member reported, or the shard's key when
 	// it sent none.
 	StreamKey string `json:"streamKey"`
-	// LastDeliveredID is, as reported, the last entry the member read.
+	// LastDeliveredID is, as reported, the id of the last entry the
+	// member read.
 	LastDeliveredID string `json:"lastDeliveredId"`
-	// LastAckedID is, as reported, the last entry the member acknowledged.
+	// LastAckedID is, as reported, the id of the last entry the member
+	// acknowledged.
 	LastAckedID string `json:"lastAckedId"`
 	// PendingCount is, as reported, how many entries the member read and
 	// has not acknowledged.
