@@ -21,6 +21,7 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redisconn"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/gateway"
@@ -478,10 +479,10 @@ func redactRedis(specs []string) []string {
 	return out
 }
 
-// validate reports every problem of the security flags at once; the
-// coordinator checks its own settings when it starts.
+// validate reports every problem of the flags at once; the coordinator
+// checks its own settings again when it starts.
 func (s *ServeCmd) validate() error {
-	var errs []error
+	errs := s.validateTiming()
 	if s.ProducerRoutingLease <= 0 {
 		errs = append(errs, fmt.Errorf("--producer-routing-lease %v must be positive", s.ProducerRoutingLease))
 	}
@@ -564,6 +565,44 @@ func (s *ServeCmd) validate() error {
 	}
 	errs = append(errs, s.StoreFlags.validate(s.MemberLease)...)
 	return errors.Join(errs...)
+}
+
+// validateTiming checks the group timing and size flags. The library
+// (assign.Config, actors.Config) reads a zero or negative value as "the
+// default", which suits a caller that leaves a field unset; on the command
+// line --member-lease 0s is a mistake, and serving with 15s instead would
+// hide it.
+func (s *ServeCmd) validateTiming() []error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--heartbeat-interval", s.HeartbeatInterval}, {"--member-lease", s.MemberLease},
+		{"--rebalance-timeout", s.RebalanceTimeout}, {"--stale-member-retention", s.StaleMemberRetention},
+		{"--shutdown-timeout", s.ShutdownTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be positive", d.name, d.v))
+		}
+	}
+	// A reconciling group is answered the shorter reconcile interval, which
+	// must not exceed the steady one (actors.Config.Validate).
+	if s.HeartbeatInterval > 0 && s.HeartbeatInterval < protocol.DefaultReconcileHeartbeatInterval {
+		errs = append(errs, fmt.Errorf("--heartbeat-interval %v must be at least %v (the interval answered while a group reconciles)",
+			s.HeartbeatInterval, protocol.DefaultReconcileHeartbeatInterval))
+	}
+	if s.HeartbeatInterval > 0 && s.MemberLease > 0 && s.MemberLease <= s.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("--member-lease %v must be longer than --heartbeat-interval %v: a member would expire between two heartbeats",
+			s.MemberLease, s.HeartbeatInterval))
+	}
+	if s.DefaultShards < 1 || s.DefaultShards > protocol.MaxShardCount {
+		errs = append(errs, fmt.Errorf("--default-shards %d must be between 1 and %d", s.DefaultShards, protocol.MaxShardCount))
+	}
+	if s.MaxCorrectionStep < 1 {
+		errs = append(errs, fmt.Errorf("--max-correction-step %d must be at least 1", s.MaxCorrectionStep))
+	}
+	return errs
 }
 
 // authenticator sets up authentication: the token secret and the

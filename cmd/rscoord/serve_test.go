@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -134,8 +135,75 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "RSCOORD_DATA_DIR="+t.TempDir(), "RSCOORD_MEMBER_LEASE=1s", "RSCOORD_HEARTBEAT_INTERVAL=2s")
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "member lease") {
+	if err == nil || !strings.Contains(string(out), "--member-lease 1s must be longer than --heartbeat-interval 2s") {
 		t.Fatalf("a lease shorter than the interval from the environment must be refused; got err=%v:\n%s", err, out)
+	}
+}
+
+// TestServeFlagBounds checks that serve refuses a zero or negative timing
+// or size flag, naming it, instead of serving with the library's default
+// (which reads zero as "unset"), and accepts the edges that are valid.
+func TestServeFlagBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" means accepted
+	}{
+		{"defaults", nil, ""},
+		{"zero lease", []string{"--member-lease", "0s"}, "--member-lease 0s must be positive"},
+		{"negative lease", []string{"--member-lease=-1s"}, "--member-lease -1s must be positive"},
+		{"zero interval", []string{"--heartbeat-interval", "0s"}, "--heartbeat-interval 0s must be positive"},
+		{"interval below the reconcile interval", []string{"--heartbeat-interval", "100ms"}, "--heartbeat-interval 100ms must be at least 200ms"},
+		{"interval at the reconcile interval", []string{"--heartbeat-interval", "200ms", "--member-lease", "1s"}, ""},
+		{"lease not longer than the interval", []string{"--heartbeat-interval", "5s", "--member-lease", "5s"}, "--member-lease 5s must be longer than --heartbeat-interval 5s"},
+		{"zero rebalance timeout", []string{"--rebalance-timeout", "0s"}, "--rebalance-timeout 0s must be positive"},
+		{"zero retention", []string{"--stale-member-retention", "0s"}, "--stale-member-retention 0s must be positive"},
+		{"negative retention", []string{"--stale-member-retention=-5m"}, "--stale-member-retention -5m0s must be positive"},
+		{"zero shutdown timeout", []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout 0s must be positive"},
+		{"zero default shards", []string{"--default-shards", "0"}, "--default-shards 0 must be between 1 and 100000"},
+		{"too many default shards", []string{"--default-shards", "100001"}, "--default-shards 100001 must be between 1 and 100000"},
+		{"one default shard", []string{"--default-shards", "1"}, ""},
+		{"zero correction step", []string{"--max-correction-step", "0"}, "--max-correction-step 0 must be at least 1"},
+		{"negative correction step", []string{"--max-correction-step=-3"}, "--max-correction-step -3 must be at least 1"},
+		{"zero token TTL, as before", []string{"--token-ttl", "0s"}, "--token-ttl 0s must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := parseServe(t, append([]string{"serve"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("%v refused: %v", tc.args, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("%v: error %v, want one saying %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBinaryRefusesZeroFlags runs the binary with zero timing flags: it
+// exits 1 before serving, every flag named, none replaced by its default.
+func TestBinaryRefusesZeroFlags(t *testing.T) {
+	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
+		"--member-lease", "0s", "--default-shards", "0", "--shutdown-timeout", "0s")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitError {
+		t.Fatalf("exit %v, want code %d:\n%s", err, exitError, out)
+	}
+	for _, want := range []string{"--member-lease 0s must be positive", "--default-shards 0 must be between", "--shutdown-timeout 0s must be positive"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "rscoord listening") {
+		t.Errorf("served with a refused flag:\n%s", out)
 	}
 }
 
