@@ -30,7 +30,7 @@ func TestVersionFlagAndBareHelp(t *testing.T) {
 		t.Errorf("--version: %+v", res)
 	}
 	res = runCLI(context.Background())
-	if res.code != 0 || !strings.Contains(res.stdout, "Usage: rscoord") || !strings.Contains(res.stdout, "stream list") {
+	if res.code != exitUsage || res.stdout != "" || !strings.Contains(res.stderr, "Usage: rscoord") || !strings.Contains(res.stderr, "stream list") {
 		t.Errorf("bare rscoord: %+v", res)
 	}
 }

@@ -15,7 +15,8 @@
 // (/coord/v1, docs/protocol.md §5), with --user/--password or --token
 // credentials. They print tables on stdout, or the JSON
 // answer with --json, and on failure one line on stderr and a non-zero exit
-// code: 1 for a failed command, 2 for a command line that does not parse.
+// code: 1 for a failed command, 2 for a command line that does not parse
+// (a bare rscoord too: its usage goes to stderr).
 package main
 
 import (
@@ -212,8 +213,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // stdout; errors, one line each, to stderr.
 func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	if len(args) == 0 {
-		// A bare rscoord shows what it can do.
-		args = []string{"--help"}
+		// A bare rscoord shows what it can do, on stderr, and exits as a
+		// command line that does not parse: a script that lost its
+		// command must not see success, nor usage text as its output.
+		if code := runWithInput(ctx, []string{"--help"}, stdin, stderr, stderr); code != exitOK {
+			return code
+		}
+		return exitUsage
 	}
 	var cli CLI
 	parser, err := newParser(ctx, &cli, stdin, stdout, stderr)

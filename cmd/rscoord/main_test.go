@@ -215,7 +215,7 @@ func TestUsage(t *testing.T) {
 				"group get", "group delete", "group members", "group assignments", "version"}},
 		{name: "command help shows admin flags", args: []string{"group", "members", "--help"}, wantCode: 0,
 			wantOut: []string{"<prefix>", "<group>", "--server", "RSCOORD_SERVER", "--json", "--timeout=10s"}},
-		{name: "no command shows help", args: nil, wantCode: 0, wantOut: []string{"Usage: rscoord", "stream list", "login", "completion"}},
+		{name: "no command shows help on stderr", args: nil, wantCode: exitUsage, wantErr: "Usage: rscoord"},
 		{name: "unknown command", args: []string{"nope"}, wantCode: exitUsage, wantErr: "nope"},
 		{name: "missing argument", args: []string{"group", "get", "orders"}, wantCode: exitUsage, wantErr: "<group>"},
 		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: []string{"rscoord ", "protocol versions 1..1"}},
