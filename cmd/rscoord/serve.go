@@ -127,6 +127,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := s.logger()
+	routeRedisLogs(log)
 	if s.Store == "etcd" {
 		return s.runCluster(ctx, log)
 	}
