@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -63,5 +64,55 @@ func TestEvery404IsAnErrorBody(t *testing.T) {
 			continue
 		}
 		errorBody(t, what, raw, tc.want)
+	}
+}
+
+// TestNoRedirects checks that a path with an extra trailing slash, or a
+// case or cleanup gin could "fix", is not redirected (a 301 or 307 with an
+// HTML body) but answered 404 or 405 with the JSON error body of §3, by a
+// client that does not follow redirects.
+func TestNoRedirects(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	s.CreateStream("abc", 2)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	const b = protocol.BasePath
+	for _, tc := range []struct {
+		method, path string
+		wantStatus   int
+		wantCode     protocol.ErrorCode
+	}{
+		{"GET", b + "/monitoring/groups/", http.StatusNotFound, protocol.CodeNotFound},
+		{"POST", b + "/streams/abc/", http.StatusNotFound, protocol.CodeNotFound},
+		{"GET", b + "/streams/abc/groups/abc/", http.StatusNotFound, protocol.CodeNotFound},
+		{"POST", b + "/streams/abc/groups/abc/members/m/heartbeat/", http.StatusNotFound, protocol.CodeNotFound},
+		{"GET", "/healthz/", http.StatusNotFound, protocol.CodeNotFound},
+		{"GET", "/HEALTHZ", http.StatusNotFound, protocol.CodeNotFound},
+		{"GET", b + "/Monitoring/Groups", http.StatusNotFound, protocol.CodeNotFound},
+		{"GET", "/debug/pprof", http.StatusNotFound, protocol.CodeNotFound},
+		{"DELETE", "/openapi.yaml/", http.StatusNotFound, protocol.CodeNotFound},
+	} {
+		what := tc.method + " " + tc.path
+		req, err := http.NewRequest(tc.method, s.URL+tc.path, strings.NewReader(`{"requestedBy":"ops"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", s.Authorization)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != tc.wantStatus || resp.Header.Get("Location") != "" ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("%s: HTTP %d %q Location %q, want %d with a JSON error body: %.200s", what, resp.StatusCode,
+				resp.Header.Get("Content-Type"), resp.Header.Get("Location"), tc.wantStatus, raw)
+			continue
+		}
+		errorBody(t, what, raw, tc.wantCode)
 	}
 }

@@ -141,6 +141,12 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	if err := r.SetTrustedProxies(nil); err != nil {
 		panic(err) // cannot happen: nil is a valid list
 	}
+	// No redirects: gin would answer a path with an extra or missing
+	// trailing slash with a 301 or 307 and an HTML body, where every
+	// non-2xx answer carries the JSON error body (docs/protocol.md §3).
+	// Such a path gets the 404 or 405 below instead.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = true
 	r.NoRoute(notFound)
 	r.NoMethod(methodNotAllowed)
