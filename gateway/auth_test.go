@@ -81,7 +81,9 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"GET", "/debug/pprof/cmdline", "", auth.PermAdmin, 200},
 		{"GET", "/openapi.yaml", "", 0, 200},
 		{"GET", "/healthz", "", 0, 200},
+		{"HEAD", "/healthz", "", 0, 200},
 		{"GET", "/readyz", "", 0, 200},
+		{"HEAD", "/readyz", "", 0, 200},
 		{"GET", "/console", "", 0, 200},
 		{"GET", "/console/app.js", "", 0, 200},
 	}

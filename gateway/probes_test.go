@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
@@ -51,4 +54,61 @@ func TestProbes(t *testing.T) {
 	}
 	probe("/readyz", http.StatusServiceUnavailable, `{"status":"NOT_READY"}`)
 	probe("/healthz", http.StatusOK, `{"status":"UP"}`)
+}
+
+// TestProbesAnswerHEAD checks that the probes answer HEAD, which some load
+// balancers send, as they answer GET but without a body, and without
+// credentials; other methods stay 405.
+func TestProbesAnswerHEAD(t *testing.T) {
+	var notReady atomic.Bool
+	s := coordtest.Start(t, "", coordtest.Options{
+		Auth: &coordtest.Auth{},
+		Gateway: gateway.Options{Ready: func(context.Context) error {
+			if notReady.Load() {
+				return errors.New("not yet")
+			}
+			return nil
+		}},
+	})
+	for _, tc := range []struct {
+		method, path string
+		notReady     bool
+		want         int
+	}{
+		{http.MethodHead, "/healthz", false, http.StatusOK},
+		{http.MethodHead, "/readyz", false, http.StatusOK},
+		{http.MethodHead, "/readyz", true, http.StatusServiceUnavailable},
+		{http.MethodHead, "/healthz", true, http.StatusOK},
+		{http.MethodPut, "/healthz", false, http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/readyz", false, http.StatusMethodNotAllowed},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			notReady.Store(tc.notReady)
+			req, err := http.NewRequest(tc.method, s.URL+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%d %s, want %d", resp.StatusCode, raw, tc.want)
+			}
+			if tc.method == http.MethodHead && (len(raw) != 0 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")) {
+				t.Errorf("HEAD answer: body %q, Content-Type %q; want no body and GET's JSON type", raw, resp.Header.Get("Content-Type"))
+			}
+			if resp.StatusCode == http.StatusMethodNotAllowed {
+				if allow := resp.Header.Get("Allow"); !strings.Contains(allow, http.MethodHead) {
+					t.Errorf("Allow %q lacks HEAD", allow)
+				}
+				errorBody(t, tc.method+" "+tc.path, raw, protocol.CodeMethodNotAllowed)
+			}
+		})
+	}
 }

@@ -50,7 +50,7 @@ func TestProtocolDocCoversEveryRoute(t *testing.T) {
 }
 
 // docRoute finds "METHOD /path" in the document, as written in its tables.
-var docRoute = regexp.MustCompile("`(GET|POST|PUT|PATCH|DELETE) (/[^\\s`?]*)")
+var docRoute = regexp.MustCompile("`(GET|HEAD|POST|PUT|PATCH|DELETE) (/[^\\s`?]*)")
 
 func documentedRoutes(doc string) map[string]bool {
 	out := map[string]bool{}

@@ -81,9 +81,13 @@ func (s *server) routes() []route {
 		{http.MethodGet, "/openapi.yaml", 0, "", serveOpenAPI},
 		// Runtime profiles show the whole process: ADMIN only.
 		{http.MethodGet, "/debug/pprof/*profile", auth.PermAdmin, "", servePprof},
-		// Probes need no credentials and answer no details.
+		// Probes need no credentials and answer no details. Some load
+		// balancers probe with HEAD: the same answer, its body dropped by
+		// net/http (gin routes HEAD only where told to).
 		{http.MethodGet, "/healthz", 0, "", healthz},
+		{http.MethodHead, "/healthz", 0, "", healthz},
 		{http.MethodGet, "/readyz", 0, "", s.readyz},
+		{http.MethodHead, "/readyz", 0, "", s.readyz},
 		// The console page needs no credentials: every call it makes
 		// carries the token its sign-in obtained.
 		{http.MethodGet, "/console", 0, "", consolePage},

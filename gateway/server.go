@@ -164,7 +164,7 @@ func (s *server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	level := slog.LevelInfo
-	if c.Request.Method == http.MethodGet || c.FullPath() == heartbeatRoute {
+	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead || c.FullPath() == heartbeatRoute {
 		level = slog.LevelDebug
 	}
 	// Asked first: the attributes of a line not written would still be
