@@ -1,11 +1,20 @@
 package gateway_test
 
 import (
+	"io"
+	"log/slog"
+	"maps"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/gateway"
 )
 
 // TestPprofAdminOnly checks /debug/pprof: 401 without credentials, 403 for
@@ -53,5 +62,129 @@ func TestPprofAdminOnly(t *testing.T) {
 		if status != tc.status || !strings.Contains(string(raw), tc.want) || len(raw) == 0 {
 			t.Errorf("GET %s as admin: %d %.200q, want %d containing %q", tc.path, status, raw, tc.status, tc.want)
 		}
+	}
+}
+
+// startLimitedServer serves the gateway of s behind a real HTTP server
+// with writeTimeout, as rscoord serve does (coordtest's test server has
+// no write timeout).
+func startLimitedServer(t *testing.T, s *coordtest.Server, writeTimeout time.Duration) string {
+	t.Helper()
+	h := gateway.New(s.Coord, gateway.Options{Auth: s.Auth, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := gateway.NewHTTPServer(h, gateway.HTTPLimits{WriteTimeout: writeTimeout}, nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// TestPprofSeconds checks ?seconds of the CPU profile, the trace and the
+// delta profiles on a server whose write timeout is 3 s: a value that is
+// not a positive number, or not below the write timeout (the default 30 s
+// of the CPU profile included), answers 400 INVALID_REQUEST with an error
+// body, not net/http/pprof's plain text.
+func TestPprofSeconds(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	url := startLimitedServer(t, s, 3*time.Second)
+	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
+	for _, tc := range []struct {
+		path, wantMessage string
+		want              int
+	}{
+		{"/debug/pprof/profile", "write timeout 3s", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=3", "write timeout 3s", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=99999999999999", "write timeout 3s", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=0", "positive whole number", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=-1", "positive whole number", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=1.5", "positive whole number", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=ten", "positive whole number", http.StatusBadRequest},
+		{"/debug/pprof/profile?seconds=1", "", http.StatusOK},
+		{"/debug/pprof/trace?seconds=NaN", "positive number", http.StatusBadRequest},
+		{"/debug/pprof/trace?seconds=Inf", "positive number", http.StatusBadRequest},
+		{"/debug/pprof/trace?seconds=3.5", "write timeout 3s", http.StatusBadRequest},
+		{"/debug/pprof/trace?seconds=0.2", "", http.StatusOK},
+		{"/debug/pprof/trace", "", http.StatusOK},
+		{"/debug/pprof/heap?seconds=3", "write timeout 3s", http.StatusBadRequest},
+		{"/debug/pprof/heap?seconds=x", "positive whole number", http.StatusBadRequest},
+		{"/debug/pprof/heap?seconds=1", "", http.StatusOK},
+	} {
+		status, hdr, raw := send(t, url, http.MethodGet, tc.path, "", admin)
+		if status != tc.want {
+			t.Errorf("GET %s: %d %.200q, want %d", tc.path, status, raw, tc.want)
+			continue
+		}
+		if status != http.StatusOK {
+			if !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") || !strings.Contains(string(raw), tc.wantMessage) {
+				t.Errorf("GET %s: %q %s, want a JSON error body saying %q", tc.path, hdr.Get("Content-Type"), raw, tc.wantMessage)
+			}
+			errorBody(t, "GET "+tc.path, raw, protocol.CodeInvalidRequest)
+		}
+	}
+}
+
+// TestPprofOneCPUProfileAtATime sends two CPU profile requests at once:
+// the runtime takes one CPU profile per process, so one gets the profile
+// and the other 429 RATE_LIMIT_EXCEEDED with Retry-After (the time the
+// first has left) and an error body, not net/http/pprof's plain-text 500.
+// The same holds for the execution trace. Once the first ends, the next
+// is served.
+func TestPprofOneCPUProfileAtATime(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	url := startLimitedServer(t, s, 10*time.Second)
+	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
+	for _, path := range []string{"/debug/pprof/profile?seconds=2", "/debug/pprof/trace?seconds=2"} {
+		t.Run(path, func(t *testing.T) {
+			type answer struct {
+				status int
+				hdr    http.Header
+				raw    []byte
+				err    error
+			}
+			answers := make(chan answer, 2)
+			for range 2 {
+				go func() { // no t.Fatal off the test's goroutine
+					req, err := http.NewRequest(http.MethodGet, url+path, nil)
+					if err != nil {
+						answers <- answer{err: err}
+						return
+					}
+					req.Header.Set("Authorization", admin)
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						answers <- answer{err: err}
+						return
+					}
+					defer resp.Body.Close()
+					raw, err := io.ReadAll(resp.Body)
+					answers <- answer{resp.StatusCode, resp.Header, raw, err}
+				}()
+			}
+			got := map[int]answer{}
+			for range 2 {
+				a := <-answers
+				if a.err != nil {
+					t.Fatal(a.err)
+				}
+				got[a.status] = a
+			}
+			ok, busy := got[http.StatusOK], got[http.StatusTooManyRequests]
+			if len(got) != 2 || ok.status == 0 || busy.status == 0 {
+				t.Fatalf("answers %v, want one 200 and one 429", slices.Collect(maps.Keys(got)))
+			}
+			if len(ok.raw) == 0 {
+				t.Error("the profile served is empty")
+			}
+			errorBody(t, "GET "+path+" while another runs", busy.raw, protocol.CodeRateLimitExceeded)
+			if ra, err := strconv.Atoi(busy.hdr.Get("Retry-After")); err != nil || ra < 1 || ra > 2 {
+				t.Errorf("Retry-After %q, want 1 or 2 (seconds the running one has left)", busy.hdr.Get("Retry-After"))
+			}
+			status, _, raw := send(t, url, http.MethodGet, strings.Replace(path, "seconds=2", "seconds=1", 1), "", admin)
+			if status != http.StatusOK {
+				t.Errorf("GET %s after the first ended: %d %.200q", path, status, raw)
+			}
+		})
 	}
 }
