@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -190,10 +191,11 @@ func (s *ServeCmd) runCluster(ctx context.Context, log *slog.Logger) error {
 		HeartbeatInterval: s.HeartbeatInterval, MemberLease: s.MemberLease, RebalanceTimeout: s.RebalanceTimeout,
 	}, max(2*s.HeartbeatInterval, 5*time.Second), peers)
 	f.advertise = strings.TrimSuffix(s.AdvertiseURL, "/")
-	srv, ln, err := s.listen(f, log)
+	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return fmt.Errorf("serve: listen on %s: %w", s.Listen, err)
 	}
+	srv := s.httpServer(f, log)
 	log.Info("replica listening", slog.String("address", ln.Addr().String()), slog.String("replica", f.self),
 		slog.String("advertiseUrl", s.AdvertiseURL))
 	served := make(chan error, 1)

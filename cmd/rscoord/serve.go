@@ -173,6 +173,21 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)
 	}
+	// The address is taken before anything that cannot be undone: a first
+	// start prints the generated admin password once, and a start that
+	// then failed on an address in use would have spent it.
+	var ln net.Listener
+	if f == nil {
+		if ln, err = net.Listen("tcp", s.Listen); err != nil {
+			return errors.Join(fmt.Errorf("serve: listen on %s: %w", s.Listen, err), store.Close())
+		}
+		// Every return before the server serves on it closes it.
+		defer func() {
+			if ln != nil {
+				ln.Close()
+			}
+		}()
+	}
 	// A replica whose lease is lost stops: its writes are refused already,
 	// and a fresh process rejoins as a standby.
 	ctx, stop := context.WithCancelCause(ctx)
@@ -263,15 +278,11 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 		go rep.publishGauges(ctx, m)
 		log.Info("rscoord listening", slog.String("address", s.Listen), slog.String("replica", rep.node.Self().ID))
 	} else {
-		var ln net.Listener
-		srv, ln, err = s.listen(handler, log)
-		if err != nil {
-			closeCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
-			defer cancel()
-			return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(closeCtx), store.Close())
-		}
+		srv = s.httpServer(handler, log)
 		log.Info("rscoord listening", slog.String("address", ln.Addr().String()), slog.String("dataDir", s.DataDir))
-		go func() { served <- srv.Serve(ln) }()
+		serving := ln
+		ln = nil // the server closes it from now on
+		go func() { served <- srv.Serve(serving) }()
 	}
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	pruned := make(chan struct{})
@@ -326,18 +337,13 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	return nil
 }
 
-// listen opens the API's listener with the HTTP limits of the flags.
-func (s *ServeCmd) listen(handler http.Handler, log *slog.Logger) (*gateway.HTTPServer, net.Listener, error) {
-	srv := gateway.NewHTTPServer(handler, gateway.HTTPLimits{
+// httpServer is the API's HTTP server with the HTTP limits of the flags.
+func (s *ServeCmd) httpServer(handler http.Handler, log *slog.Logger) *gateway.HTTPServer {
+	return gateway.NewHTTPServer(handler, gateway.HTTPLimits{
 		ReadHeaderTimeout: s.HTTPReadHeaderTimeout, ReadTimeout: s.HTTPReadTimeout,
 		WriteTimeout: s.HTTPWriteTimeout, IdleTimeout: s.HTTPIdleTimeout,
 		MaxConnections: s.maxConnections(log), HTTP2: s.HTTP2, MaxConcurrentStreams: s.HTTP2MaxStreams,
 	}, log, nil)
-	ln, err := net.Listen("tcp", s.Listen)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen on %s: %w", s.Listen, err)
-	}
-	return srv, ln, nil
 }
 
 // pruneAudit enforces audit retention now and every AuditPruneInterval

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -204,6 +205,42 @@ func TestBinaryRefusesZeroFlags(t *testing.T) {
 	}
 	if strings.Contains(string(out), "rscoord listening") {
 		t.Errorf("served with a refused flag:\n%s", out)
+	}
+}
+
+// TestBinaryBusyAddressKeepsTheFirstStart: a first start whose address is
+// taken fails before it generates the admin password, so the start after
+// it, on a free address, is the first start and prints the password.
+func TestBinaryBusyAddressKeepsTheFirstStart(t *testing.T) {
+	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	data := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--listen", busy.Addr().String(), "--data-dir", data)
+	cmd.Env = append(os.Environ(), envAdminPassword+"=")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitError || !strings.Contains(string(out), "address already in use") {
+		t.Fatalf("exit %v, want code %d naming the address in use:\n%s", err, exitError, out)
+	}
+	if strings.Contains(string(out), "generated the password") {
+		t.Fatalf("a start that could not listen generated the admin password:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(data, "rscoord-admin-password-hash")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a start that could not listen saved an admin password: %v", err)
+	}
+	p := startProcessEnv(t, data, nil)
+	if !strings.Contains(p.output(), `generated the password of user "admin": `) {
+		t.Fatalf("the next start did not print the generated password; stderr:\n%s", p.output())
+	}
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
 	}
 }
 
