@@ -153,7 +153,7 @@ func (c *Coordinator) dropStream(ctx context.Context, prefix string) error {
 	if pid == nil {
 		return nil
 	}
-	if err := waitFuture(ctx, c.env.system.Root.PoisonFuture(pid)); err != nil {
+	if err := waitFuture(ctx, c.env.system, c.env.system.Root.PoisonFuture(pid)); err != nil {
 		return fmt.Errorf("drop stream %s: %w", prefix, err)
 	}
 	return nil
@@ -198,7 +198,7 @@ func (c *Coordinator) shutdownActors(ctx context.Context) error {
 	}
 	var errs []error
 	for _, f := range futures {
-		if err := waitFuture(ctx, f); err != nil {
+		if err := waitFuture(ctx, c.env.system, f); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -218,16 +218,46 @@ func (c *Coordinator) shutdownActors(ctx context.Context) error {
 	return nil
 }
 
-func waitFuture(ctx context.Context, f *actor.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Wait() }()
+// waitFuture waits for f, or for ctx to end. It leaves nothing behind: a
+// goroutine blocked in f.Wait would outlive a cancelled ctx until the
+// future's own timeout, so f pipes its outcome to a process of its own
+// instead, which unregisters itself when the outcome comes.
+func waitFuture(ctx context.Context, system *actor.ActorSystem, f *actor.Future) error {
+	w := &futureWaiter{system: system, done: make(chan struct{})}
+	pid, ok := system.ProcessRegistry.Add(w, "wait-"+system.ProcessRegistry.NextId())
+	if !ok {
+		return fmt.Errorf("wait for %s: the process id is taken", pid)
+	}
+	f.PipeTo(pid)
 	select {
-	case err := <-done:
-		return err
+	case <-w.done:
+		return f.Wait() // done already: returns at once
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
+
+// futureWaiter is the process a future pipes its outcome to for
+// waitFuture.
+type futureWaiter struct {
+	system *actor.ActorSystem
+	once   sync.Once
+	done   chan struct{}
+}
+
+// SendUserMessage is the future's outcome (an answer, or its error).
+func (w *futureWaiter) SendUserMessage(pid *actor.PID, _ any) {
+	w.once.Do(func() {
+		w.system.ProcessRegistry.Remove(pid)
+		close(w.done)
+	})
+}
+
+// SendSystemMessage is never sent to a future's pipe.
+func (w *futureWaiter) SendSystemMessage(*actor.PID, any) {}
+
+// Stop is never called: the waiter unregisters itself.
+func (w *futureWaiter) Stop(*actor.PID) {}
 
 // ask sends msg to pid and waits for the answer, no longer than ctx allows
 // and AskTimeout.
@@ -670,7 +700,7 @@ func (c *Coordinator) Groups(ctx context.Context) (protocol.GroupsResponse, erro
 	for i, f := range futures {
 		// A cancelled ctx ends the wait early; the asks left end on their
 		// own, by their timeout at the latest.
-		if waitFuture(ctx, f) != nil && ctx.Err() != nil {
+		if waitFuture(ctx, c.env.system, f) != nil && ctx.Err() != nil {
 			return out, fmt.Errorf("list groups: %w", ctx.Err())
 		}
 		group, err := resultOf[protocol.GroupResponse](f)
