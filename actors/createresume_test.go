@@ -4,17 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/redisops"
 )
 
 // TestStreamCreateFinishedByItsRepeat: a create whose default group cannot
@@ -25,25 +19,7 @@ import (
 // and a repeat of a finished create is 409 as before.
 func TestStreamCreateFinishedByItsRepeat(t *testing.T) {
 	rs := redistest.Standalone(t)
-	store, err := persistence.OpenPebble(t.TempDir(), persistence.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	c, err := actors.Start(context.Background(), actors.Config{
-		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Redis: redisops.Wrap(rs.Client()), RedisTimeout: 2 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	c := startOnRedis(t, rs, false)
 	ctx := context.Background()
 	if err := rs.Client().Set(ctx, "wt:1", "not a stream", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -58,7 +34,7 @@ func TestStreamCreateFinishedByItsRepeat(t *testing.T) {
 		return ""
 	}
 
-	_, err = c.CreateStream(ctx, "wt", create)
+	_, err := c.CreateStream(ctx, "wt", create)
 	var perr *protocol.Error
 	if !errors.As(err, &perr) || perr.Code != protocol.CodeRedisStreamProvisioningFailed ||
 		!strings.Contains(perr.Message, "WRONGTYPE") || !strings.Contains(perr.Message, "repeat the request") {

@@ -24,20 +24,17 @@ func joinReq(id string) *protocol.HeartbeatRequest {
 	}
 }
 
-// With Redis frozen (SIGSTOP) while a scale provisions its new shards and a
-// join registers a new group, the stream actor keeps serving: migration
-// reads and heartbeats are answered at once, the join within its second.
-// Once Redis is back, the failed scale resumes, and the group registered
-// meanwhile is provisioned on every shard, new ones included.
-func TestStreamActorServesWhileRedisIsFrozen(t *testing.T) {
-	rs := redistest.Standalone(t)
+// startOnRedis starts a coordinator on a Pebble store of its own and the
+// Redis rs (2 s per Redis call), closed when the test ends.
+func startOnRedis(t *testing.T, rs *redistest.Server, autoCreateGroups bool) *actors.Coordinator {
+	t.Helper()
 	store, err := persistence.OpenPebble(t.TempDir(), persistence.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	c, err := actors.Start(context.Background(), actors.Config{
-		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AutoCreateGroups: true,
+		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AutoCreateGroups: autoCreateGroups,
 		Redis: redisops.Wrap(rs.Client()), RedisTimeout: 2 * time.Second,
 	})
 	if err != nil {
@@ -50,6 +47,17 @@ func TestStreamActorServesWhileRedisIsFrozen(t *testing.T) {
 			t.Errorf("close: %v", err)
 		}
 	})
+	return c
+}
+
+// With Redis frozen (SIGSTOP) while a scale provisions its new shards and a
+// join registers a new group, the stream actor keeps serving: migration
+// reads and heartbeats are answered at once, the join within its second.
+// Once Redis is back, the failed scale resumes, and the group registered
+// meanwhile is provisioned on every shard, new ones included.
+func TestStreamActorServesWhileRedisIsFrozen(t *testing.T) {
+	rs := redistest.Standalone(t)
+	c := startOnRedis(t, rs, true)
 	ctx := context.Background()
 	four := 4
 	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{InitialShardCount: &four, RequestedBy: "test"}); err != nil {
