@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -84,27 +83,15 @@ func TestProbesAnswerHEAD(t *testing.T) {
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			notReady.Store(tc.notReady)
-			req, err := http.NewRequest(tc.method, s.URL+tc.path, nil)
-			if err != nil {
-				t.Fatal(err)
+			status, hdr, raw := send(t, s.URL, tc.method, tc.path, "", "")
+			if status != tc.want {
+				t.Fatalf("%d %s, want %d", status, raw, tc.want)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
+			if tc.method == http.MethodHead && (len(raw) != 0 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json")) {
+				t.Errorf("HEAD answer: body %q, Content-Type %q; want no body and GET's JSON type", raw, hdr.Get("Content-Type"))
 			}
-			defer resp.Body.Close()
-			raw, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != tc.want {
-				t.Fatalf("%d %s, want %d", resp.StatusCode, raw, tc.want)
-			}
-			if tc.method == http.MethodHead && (len(raw) != 0 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")) {
-				t.Errorf("HEAD answer: body %q, Content-Type %q; want no body and GET's JSON type", raw, resp.Header.Get("Content-Type"))
-			}
-			if resp.StatusCode == http.StatusMethodNotAllowed {
-				if allow := resp.Header.Get("Allow"); !strings.Contains(allow, http.MethodHead) {
+			if status == http.StatusMethodNotAllowed {
+				if allow := hdr.Get("Allow"); !strings.Contains(allow, http.MethodHead) {
 					t.Errorf("Allow %q lacks HEAD", allow)
 				}
 				errorBody(t, tc.method+" "+tc.path, raw, protocol.CodeMethodNotAllowed)
