@@ -110,7 +110,10 @@
 //     heartbeat was sent, every shard stops reads and ACKs (ErrLeaseExpired)
 //     until a later OK. Read loops and Ack check the lease themselves, and
 //     a blocking read never blocks past it, so failing closed does not wait
-//     for the heartbeat loop.
+//     for the heartbeat loop. The lease ends by whichever of the monotonic
+//     and the wall clock ends it first (the monotonic clock stops while the
+//     machine is suspended; the coordinator's lease does not), and a
+//     shorter memberLeaseMs takes effect at the next successful answer.
 //  10. Nothing is acknowledged for the handler. The one exception: a
 //     pending entry whose record was deleted from the stream comes back
 //     without fields; it can never be handled and is acknowledged.

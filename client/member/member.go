@@ -283,7 +283,7 @@ func (a *memberActor) shutdown() {
 			slog.Duration("waited", workerStopWait))
 	}
 	a.core.cancel()
-	a.core.lease.end()
+	a.core.lease.drop()
 }
 
 // beat sends a heartbeat now, or right after the one in flight (rule 2).
@@ -452,7 +452,7 @@ func (a *memberActor) waitMs() int64 {
 // shutdown); the answer comes back as an answerMsg.
 func (a *memberActor) send(req protocol.HeartbeatRequest, leave bool) {
 	a.hbBusy = true
-	sentAt := a.core.lease.now()
+	sentAt, sentWall := a.core.lease.stamp()
 	timeout := a.rs.requestTimeout
 	if leave {
 		timeout = max(min(timeout, a.leaveAt-sentAt), 200*time.Millisecond)
@@ -471,7 +471,7 @@ func (a *memberActor) send(req protocol.HeartbeatRequest, leave bool) {
 			err = fmt.Errorf("heartbeat %s: %w", req.MemberID, err)
 		}
 		cancel()
-		root.Send(self, &answerMsg{core: core, req: req, resp: resp, err: err, sentAt: sentAt, leave: leave})
+		root.Send(self, &answerMsg{core: core, req: req, resp: resp, err: err, sentAt: sentAt, sentWall: sentWall, leave: leave})
 	}()
 }
 
@@ -567,7 +567,7 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	if resp.MetadataVersion >= 0 {
 		a.version = resp.MetadataVersion
 	}
-	a.scheduleLease(a.core.lease.renew(m.sentAt))
+	a.scheduleLease(a.core.lease.renew(m.sentAt, m.sentWall))
 	a.forgetReported(m.req)
 	if resp.Status == protocol.StatusOK {
 		clear(a.ownerEpochs)
@@ -930,7 +930,7 @@ func (a *memberActor) fenceAll(err error) {
 func (a *memberActor) rejoin(status protocol.Status) {
 	a.log.Warn("coordinator dropped this member: reads and ACKs stopped; rejoining",
 		slog.String("status", string(status)), slog.Int64("epoch", a.epoch), slog.Any("owned", a.owned))
-	a.core.lease.end()
+	a.core.lease.drop()
 	a.fenceAll(ErrFenced)
 	// Runs stay in a.runs until their read loops return, so that no new
 	// run of a shard starts beside an old one (rule 6).
@@ -1038,6 +1038,12 @@ func (a *memberActor) maybeLeave() {
 	stopTimer(&a.beatTimer)
 	if a.epoch <= 0 {
 		// Never joined, or dropped by the coordinator: nothing to leave.
+		// A give-back (Redis failing) is not an exit: the member waits
+		// for Redis and joins again, as after a leave that was sent.
+		if a.giveBack && !a.exitWanted {
+			a.afterGiveBack()
+			return
+		}
 		a.finish(nil)
 		return
 	}
@@ -1062,7 +1068,7 @@ func (a *memberActor) onLeaveAnswer(m *answerMsg) {
 	default:
 		a.log.Info("left the group")
 	}
-	a.core.lease.end()
+	a.core.lease.drop()
 	if a.giveBack && !a.exitWanted {
 		a.afterGiveBack()
 		return
@@ -1075,7 +1081,7 @@ func (a *memberActor) onLeaveAnswer(m *answerMsg) {
 func (a *memberActor) fail(err error) {
 	a.log.Error("member failed: reads and ACKs stopped", slog.Any("error", err))
 	a.fatal, a.reason = err, err.Error()
-	a.core.lease.end()
+	a.core.lease.drop()
 	a.fenceAll(ErrFenced)
 	a.owned = []int{}
 	clear(a.revoking)

@@ -21,9 +21,11 @@ type answerMsg struct {
 	req  protocol.HeartbeatRequest
 	resp protocol.HeartbeatResponse
 	err  error
-	// sentAt is when the request was sent, on the lease clock.
-	sentAt time.Duration
-	leave  bool
+	// sentAt is when the request was sent, on the lease clock, and
+	// sentWall the same instant on the wall clock.
+	sentAt   time.Duration
+	sentWall time.Time
+	leave    bool
 }
 
 // leaseCheckMsg: the lease may have expired.

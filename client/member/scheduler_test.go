@@ -37,7 +37,7 @@ func newTestCoreTaking(t *testing.T, workers, take int) *testCore {
 			tc.mu.Unlock()
 		},
 	}
-	tc.lease.renew(tc.lease.now())
+	tc.lease.renew(tc.lease.stamp())
 	return tc
 }
 

@@ -1,0 +1,133 @@
+package memberit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rscoord/client/member"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/coordtest"
+)
+
+// fenceNext answers the next heartbeat of a joined member, once armed,
+// with FENCED_MEMBER_EPOCH in the coordinator's place, as a coordinator
+// does to a member it dropped meanwhile.
+type fenceNext struct {
+	armed, fenced atomic.Bool
+}
+
+func (f *fenceNext) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(req.URL.Path, "/heartbeat") || !f.armed.Load() {
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var hb protocol.HeartbeatRequest
+	if err := json.Unmarshal(body, &hb); err != nil || hb.MemberEpoch <= 0 || !f.armed.CompareAndSwap(true, false) {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	out, err := json.Marshal(protocol.HeartbeatResponse{ResponseTo: hb.RequestID, Status: protocol.StatusFencedMemberEpoch,
+		MemberID: hb.MemberID, MemberEpoch: hb.MemberEpoch, HeartbeatIntervalMs: testInterval.Milliseconds(),
+		RebalanceTimeoutMs: 10000, Assignment: protocol.EmptyAssignment(0)})
+	if err != nil {
+		return nil, err
+	}
+	f.fenced.Store(true)
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": []string{"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(out)), Request: req}, nil
+}
+
+// TestFencedWhileGivingBackKeepsRunning: a member that gives its shards
+// back because its Redis fails, and is fenced while it drains, is not
+// leaving for good: Run goes on (its context is live, and the other members
+// of the Runtime must not leave with it), and the member joins again once
+// Redis answers.
+func TestFencedWhileGivingBackKeepsRunning(t *testing.T) {
+	t.Parallel()
+	const prefix, shards = "gbfence", 2
+	ctx := context.Background()
+	srv := redistest.Standalone(t)
+	coord := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true, Group: testGroupConfig()})
+	coord.CreateStream(prefix, shards)
+	rdb := quickClient(t, srv)
+	if err := redistest.CreateShards(ctx, rdb, prefix, shards, prefix); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var releaseOnce atomic.Bool
+	t.Cleanup(func() {
+		if releaseOnce.CompareAndSwap(false, true) {
+			close(release)
+		}
+	})
+	handling := make(chan struct{}, 1)
+	handler := func(ctx context.Context, msg *member.Message) error {
+		select {
+		case handling <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil
+	}
+	fence := &fenceNext{}
+	e := &env{t: t, coord: coord, rdb: rdb, prefix: prefix, shards: shards}
+	r := e.start("gb", handler, member.WithHTTPClient(&http.Client{Transport: fence}), member.WithLeaveTimeout(20*time.Second))
+	eventually(t, 15*time.Second, "the member owns every shard", func() bool {
+		return len(assignments(t, coord, prefix)["gb-m0"]) == shards
+	})
+	if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: protocol.StreamKey(prefix, 0), Values: []string{"k", "v"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-handling:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no record reached the handler")
+	}
+
+	// Redis fails: the member gives its shards back, its handler still
+	// running, and is fenced meanwhile.
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the member gives its shards back", func() bool {
+		return r.rt.Status().Members[0].State == member.StateRedisDown
+	})
+	fence.armed.Store(true)
+	eventually(t, 10*time.Second, "a heartbeat answered FENCED", fence.fenced.Load)
+	if releaseOnce.CompareAndSwap(false, true) {
+		close(release)
+	}
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned %v with its context live, after a fence while giving back", err)
+	case <-time.After(4 * testInterval):
+	}
+
+	// Redis back: the member joins again and owns the shards.
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := redistest.CreateShards(ctx, rdb, prefix, shards, prefix); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the member joins again once Redis answers", func() bool {
+		return len(assignments(t, coord, prefix)["gb-m0"]) == shards
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
