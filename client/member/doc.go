@@ -104,7 +104,10 @@
 //     their ACKs fail with ErrFenced), OnRevoked runs, ownership is cleared
 //     and the member rejoins with memberEpoch 0 once every read loop has
 //     returned (a blocking read issued before the fence ends first, so
-//     that no shard freed by the rejoin is still being read).
+//     that no shard freed by the rejoin is still being read). While a
+//     handler still runs, the rejoin also waits until the lease of the last
+//     answer has passed: the join frees the member's shards at once, and a
+//     handler may not look at its context.
 //  9. Assignment lease: without a successful heartbeat (OK, SYNC_METADATA,
 //     REVOKE_PENDING) for the member lease, counted from when that
 //     heartbeat was sent, every shard stops reads and ACKs (ErrLeaseExpired)

@@ -102,6 +102,9 @@ type memberActor struct {
 	suspended bool
 	// resumed: an OK ended a suspension; the next OnAssigned says so.
 	resumed bool
+	// rejoinAt: after a fence with handlers still running, no join
+	// (epoch 0) is sent before this time on the lease clock (rejoin).
+	rejoinAt time.Duration
 	// rejoinWait: a join heartbeat (epoch 0) waits for the read loops of
 	// the runs a fence stopped to return (see beat).
 	rejoinWait bool
@@ -301,6 +304,11 @@ func (a *memberActor) beat() {
 	}
 	if a.hbBusy {
 		a.beatAgain = true
+		return
+	}
+	if wait := a.rejoinAt - a.core.lease.now(); a.epoch == protocol.EpochJoin && wait > 0 {
+		stopTimer(&a.beatTimer)
+		a.after(wait)
 		return
 	}
 	if a.epoch == protocol.EpochJoin && a.reading() {
@@ -930,8 +938,19 @@ func (a *memberActor) fenceAll(err error) {
 func (a *memberActor) rejoin(status protocol.Status) {
 	a.log.Warn("coordinator dropped this member: reads and ACKs stopped; rejoining",
 		slog.String("status", string(status)), slog.Int64("epoch", a.epoch), slog.Any("owned", a.owned))
+	leaseLeft := a.core.lease.until()
 	a.core.lease.drop()
 	a.fenceAll(ErrFenced)
+	// A handler still running (its context is cancelled, but it may not
+	// look) is still reading its shard. The join frees this member's shards
+	// at once (the same instanceId, docs/protocol.md §9.2), so it waits
+	// until the lease of the last answer has passed, as the coordinator
+	// would before freeing them to a member it could not tell apart from a
+	// new process.
+	handling := false
+	for _, run := range a.runs {
+		handling = handling || run.inFlight() > 0
+	}
 	// Runs stay in a.runs until their read loops return, so that no new
 	// run of a shard starts beside an old one (rule 6).
 	a.owned = []int{}
@@ -943,6 +962,11 @@ func (a *memberActor) rejoin(status protocol.Status) {
 	if a.leaving {
 		a.maybeLeave()
 		return
+	}
+	a.rejoinAt = 0
+	if handling && leaseLeft > 0 {
+		a.log.Info("rejoin waits for the lease of the last answer: handlers still run", slog.Duration("wait", leaseLeft))
+		a.rejoinAt = a.core.lease.now() + leaseLeft
 	}
 	if a.rejoins == 1 {
 		a.after(0)
