@@ -519,6 +519,7 @@ func (c *Coordinator) ProducerRouting(ctx context.Context, prefix, group string,
 	if err != nil {
 		return protocol.ProducerRoutingResponse{}, err
 	}
+	routing.RoutingLeaseMs = c.env.cfg.ProducerRoutingLease.Milliseconds()
 	if err := c.ensureRouted(ctx, routing); err != nil {
 		return protocol.ProducerRoutingResponse{}, err
 	}

@@ -22,9 +22,9 @@
 //     a shard stream, so a record can never land in a shard that was retired.
 //     A missing key means the routing is stale: the producer refreshes it
 //     synchronously and retries, up to WithMaxAttempts attempts in all.
-//   - Routing not refreshed successfully for longer than WithRoutingLease is
-//     not used: Publish fails closed with ErrRoutingLeaseExpired and writes
-//     nothing.
+//   - Routing not refreshed successfully for longer than WithRoutingLease, or
+//     the coordinator's routingLeaseMs when that is shorter, is not used:
+//     Publish fails closed with ErrRoutingLeaseExpired and writes nothing.
 //   - A refresh never replaces routing with an older metadataVersion.
 //
 // Non-goals: exactly-once publishing (a retried XADD whose first answer was

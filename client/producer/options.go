@@ -109,9 +109,10 @@ func WithRefreshInterval(d time.Duration) Opt {
 // WithRoutingLease sets how long routing may be used without a successful
 // refresh; past it Publish fails closed with ErrRoutingLeaseExpired. Default
 // protocol.DefaultProducerRoutingLease (30 s); must exceed the refresh
-// interval. The coordinator keeps removed shards readable for at least its
-// own routing-lease wait (server flag, default 60 s): keep this lease below
-// it, or late records may land in a shard already checked as drained.
+// interval. A coordinator that says its own routing lease (routingLeaseMs,
+// docs/protocol.md §9.8) bounds it: the smaller of the two is used, since a
+// record written on older routing may land in a shard already proven
+// drained.
 func WithRoutingLease(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.routingLease = d })
 }

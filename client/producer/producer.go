@@ -42,6 +42,10 @@ type Producer struct {
 	errMu   sync.Mutex
 	lastErr error // the last failed refresh since the last success
 
+	// leaseWarned: the coordinator's routing lease was found no longer
+	// than the refresh interval, and said so once.
+	leaseWarned atomic.Bool
+
 	mu     sync.Mutex // serializes Start and Close
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the refresher returns
@@ -177,7 +181,7 @@ func (p *Producer) usable() (*routing, error) {
 	r := p.cur.Load()
 	if now := time.Now(); r.expired(now, p.cfg.routingLease) {
 		return nil, fmt.Errorf("%w: last successful refresh %s ago, lease %s; last refresh error: %v",
-			ErrRoutingLeaseExpired, now.Sub(r.fetchedAt).Round(time.Millisecond), p.cfg.routingLease, p.lastRefreshError())
+			ErrRoutingLeaseExpired, now.Sub(r.fetchedAt).Round(time.Millisecond), r.lease(p.cfg.routingLease), p.lastRefreshError())
 	}
 	return r, nil
 }

@@ -26,7 +26,7 @@ func (p *Producer) refreshLoop(ctx context.Context) {
 			p.log.Warn("routing refresh failed",
 				"err", err,
 				"routingAge", time.Since(latest.fetchedAt).Round(time.Millisecond),
-				"routingLease", p.cfg.routingLease)
+				"routingLease", latest.lease(p.cfg.routingLease))
 		}
 		t.Reset(p.cfg.refreshInterval)
 	}
@@ -76,6 +76,10 @@ func (p *Producer) refresh(ctx context.Context, afterGen uint64) (*routing, erro
 	r.gen = old.gen + 1
 	p.cur.Store(r)
 	p.setLastRefreshError(nil)
+	if r.serverLease > 0 && r.serverLease <= p.cfg.refreshInterval && p.leaseWarned.CompareAndSwap(false, true) {
+		p.log.Warn("the coordinator's routing lease is not longer than the refresh interval: publishes fail between refreshes",
+			"coordinatorRoutingLease", r.serverLease, "refreshInterval", p.cfg.refreshInterval)
+	}
 	if len(r.keys) != len(old.keys) || r.metadataVersion != old.metadataVersion {
 		p.log.Info("routing changed",
 			"shardCount", len(r.keys), "previousShardCount", len(old.keys),

@@ -14,6 +14,9 @@ type routing struct {
 	metadataVersion int64    // the group's metadataVersion when fetched
 	keys            []string // keys[i] is the stream key of shard i
 	fetchedAt       time.Time
+	// serverLease is the coordinator's routing lease (routingLeaseMs); 0
+	// when it did not say.
+	serverLease time.Duration
 }
 
 // Routing is a copy of the routing a producer currently uses.
@@ -52,7 +55,8 @@ func newRouting(prefix string, resp protocol.ProducerRoutingResponse, fetchedAt 
 		}
 		keys[i] = want
 	}
-	return &routing{metadataVersion: resp.MetadataVersion, keys: keys, fetchedAt: fetchedAt}, nil
+	return &routing{metadataVersion: resp.MetadataVersion, keys: keys, fetchedAt: fetchedAt,
+		serverLease: time.Duration(max(resp.RoutingLeaseMs, 0)) * time.Millisecond}, nil
 }
 
 // route is the shard index and stream key of partitionKey; ErrNoShards when
@@ -67,7 +71,18 @@ func (r *routing) route(partitionKey string) (int, string, error) {
 
 // expired reports whether the routing lease has passed at now.
 func (r *routing) expired(now time.Time, lease time.Duration) bool {
-	return now.Sub(r.fetchedAt) > lease
+	return now.Sub(r.fetchedAt) > r.lease(lease)
+}
+
+// lease is how long r may be used: own, the producer's WithRoutingLease,
+// or the coordinator's shorter routing lease. Writing on routing older
+// than the coordinator's could reach a removed shard that has retired
+// (its records never read).
+func (r *routing) lease(own time.Duration) time.Duration {
+	if r.serverLease > 0 {
+		return min(own, r.serverLease)
+	}
+	return own
 }
 
 func (r *routing) export() Routing {

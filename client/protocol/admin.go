@@ -146,6 +146,12 @@ type ProducerRoutingResponse struct {
 	StreamKeyPattern string `json:"streamKeyPattern"`
 	// Shards are exactly shards 0 … ShardCount−1, never a draining one.
 	Shards []RoutedShard `json:"shards"`
+	// RoutingLeaseMs is the server's --producer-routing-lease: no removed
+	// shard retires sooner than this after its scale-in activated, so a
+	// producer must not write on routing older than this. A producer uses
+	// the smaller of it and its own lease. 0 or absent: the server does not
+	// say (an optional extension; reference producers ignore it).
+	RoutingLeaseMs int64 `json:"routingLeaseMs,omitempty"`
 }
 
 // RoutedShard is one shard a producer may write to.

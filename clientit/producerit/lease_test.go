@@ -3,10 +3,14 @@ package producerit_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/rscoord/rscoord/client/producer"
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/coordtest"
 )
 
 func TestRoutingLeaseExpires(t *testing.T) {
@@ -42,5 +46,39 @@ func TestRoutingLeaseExpires(t *testing.T) {
 				t.Fatalf("XLEN %d → %d: records published on an expired lease", before, after)
 			}
 		})
+	}
+}
+
+// TestCoordinatorRoutingLeaseBoundsTheProducers: the coordinator says in
+// every routing answer how long routing may be used (its
+// --producer-routing-lease: no removed shard retires sooner after a
+// scale-in activated), and a producer whose own lease is longer uses the
+// coordinator's: it stops publishing once the coordinator's has passed
+// without a refresh, rather than writing to a shard that may have retired.
+func TestCoordinatorRoutingLeaseBoundsTheProducers(t *testing.T) {
+	rdb := standaloneClient(t)
+	f := &fixture{
+		coord:  coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true, ProducerRoutingLease: 400 * time.Millisecond}),
+		rdb:    rdb,
+		prefix: prefixFor(t),
+	}
+	f.coord.CreateStream(f.prefix, 2)
+	if err := redistest.CreateShards(context.Background(), rdb, f.prefix, 2, f.prefix); err != nil {
+		t.Fatal(err)
+	}
+	var routing protocol.ProducerRoutingResponse
+	f.coord.JSON(http.MethodGet, "/coord/v1/streams/"+f.prefix+"/groups/"+f.prefix+"/producer-routing", nil, http.StatusOK, &routing)
+	if routing.RoutingLeaseMs != 400 {
+		t.Fatalf("routingLeaseMs %d, want the coordinator's 400", routing.RoutingLeaseMs)
+	}
+	p := f.producer(t, producer.WithRefreshInterval(100*time.Millisecond), producer.WithRoutingLease(time.Minute))
+	ctx := context.Background()
+	if _, _, err := p.Publish(ctx, "k", []any{"f", "v"}); err != nil {
+		t.Fatalf("Publish with a live coordinator: %v", err)
+	}
+	f.coord.Stop()
+	time.Sleep(600 * time.Millisecond)
+	if _, _, err := p.Publish(ctx, "k", []any{"f", "v"}); !errors.Is(err, producer.ErrRoutingLeaseExpired) {
+		t.Fatalf("Publish 600ms after the last refresh, the coordinator's lease 400ms and its own a minute: %v, want ErrRoutingLeaseExpired", err)
 	}
 }
