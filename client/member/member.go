@@ -102,6 +102,10 @@ type memberActor struct {
 	suspended bool
 	// resumed: an OK ended a suspension; the next OnAssigned says so.
 	resumed bool
+	// revokingSince is when the heartbeat that opened the current
+	// revocations was sent (revokeSet): every drain deadline counts from
+	// it, as the coordinator's rebalance deadline does.
+	revokingSince time.Duration
 	// rejoinAt: after a fence with handlers still running, no join
 	// (epoch 0) is sent before this time on the lease clock (rejoin).
 	rejoinAt time.Duration
@@ -747,6 +751,13 @@ func (a *memberActor) revokeSet(shards []int, sentAt time.Duration, reason Reaso
 	if len(shards) == 0 {
 		return
 	}
+	if len(a.revoking) == 0 {
+		// The coordinator's rebalance deadline for this member starts
+		// with its first revocation and holds until the member has let go
+		// of everything outside its target; a revocation while others are
+		// still open does not move it.
+		a.revokingSince = sentAt
+	}
 	c := &cohort{shards: slices.Clone(shards), waiting: len(shards), reason: reason}
 	for _, s := range shards {
 		a.revoke(s, sentAt, c)
@@ -788,10 +799,10 @@ func (a *memberActor) revoke(s int, sentAt time.Duration, c *cohort) {
 	rv.run = run
 	a.stopRun(run, nil)
 	// The coordinator fences a member that holds a shard past its
-	// rebalance deadline, counted from when it decided the revocation
-	// (after the request was sent); letting go at 90% of it, counted from
-	// the send, keeps the member unfenced.
-	deadline := sentAt + a.rebalance*9/10
+	// rebalance deadline, counted from when it decided the member's first
+	// open revocation (after that request was sent); letting go at 90% of
+	// it, counted from that send, keeps the member unfenced.
+	deadline := min(sentAt, a.revokingSince) + a.rebalance*9/10
 	if a.leaving {
 		deadline = min(deadline, a.leaveAt)
 	}
