@@ -33,8 +33,10 @@ func TestScaleInUnderTraffic(t *testing.T) {
 	s := remote(t, url)
 	s.CreateStream("orders", 8)
 
-	// A producer that will not refresh on its own before the test ends: its
-	// routing goes stale when the stream shrinks.
+	// A producer that will not refresh on its own before the test ends,
+	// with a lease of its own far longer than the coordinator's: the
+	// coordinator's (1s, told in every routing answer) bounds it, so its
+	// routing is refreshed before it publishes again.
 	stale, err := producer.New(producer.WithCoordinator(url), producer.WithStream("orders"), producer.WithRedis(rdb),
 		producer.WithRefreshInterval(10*time.Minute), producer.WithRoutingLease(20*time.Minute),
 		producer.WithBasicAuth(e2eMemberUser, e2eMemberPassword))
@@ -123,7 +125,8 @@ func TestScaleInUnderTraffic(t *testing.T) {
 		t.Errorf("%d of %d records were never handled", missing, records)
 	}
 
-	// The stale producer still routes some keys to removed shards.
+	// Keys the stale routing sent to removed shards reach live ones: the
+	// routing, older than the coordinator's lease, is refreshed first.
 	key := ""
 	for i := 0; key == ""; i++ {
 		k := fmt.Sprintf("late-%d", i)

@@ -55,7 +55,7 @@ func (p *Producer) publishBatch(ctx context.Context, records []Record) []Result 
 		todo = append(todo, i)
 	}
 	for attempt := 1; len(todo) > 0; attempt++ {
-		r, err := p.usable()
+		r, err := p.usableNow(ctx)
 		if err != nil {
 			failAll(results, todo, fmt.Errorf("producer: publish batch: %w", err))
 			return results

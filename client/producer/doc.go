@@ -24,7 +24,8 @@
 //     synchronously and retries, up to WithMaxAttempts attempts in all.
 //   - Routing not refreshed successfully for longer than WithRoutingLease, or
 //     the coordinator's routingLeaseMs when that is shorter, is not used:
-//     Publish fails closed with ErrRoutingLeaseExpired and writes nothing.
+//     Publish refreshes it first, and when that fails, fails closed with
+//     ErrRoutingLeaseExpired and writes nothing.
 //   - A refresh never replaces routing with an older metadataVersion.
 //
 // Non-goals: exactly-once publishing (a retried XADD whose first answer was

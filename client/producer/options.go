@@ -107,7 +107,8 @@ func WithRefreshInterval(d time.Duration) Opt {
 }
 
 // WithRoutingLease sets how long routing may be used without a successful
-// refresh; past it Publish fails closed with ErrRoutingLeaseExpired. Default
+// refresh; past it Publish refreshes it first, and fails closed with
+// ErrRoutingLeaseExpired when that refresh fails. Default
 // protocol.DefaultProducerRoutingLease (30 s); must exceed the refresh
 // interval. A coordinator that says its own routing lease (routingLeaseMs,
 // docs/protocol.md §9.8) bounds it: the smaller of the two is used, since a

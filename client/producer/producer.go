@@ -171,6 +171,22 @@ func (p *Producer) Route(partitionKey string) (shardIndex int, streamKey string,
 }
 
 // usable is the routing a publish may use now, or why there is none.
+// usableNow is usable, except that routing whose lease has passed is first
+// refreshed, once, within ctx: a producer that refreshes seldom, or whose
+// coordinator's routing lease is short, publishes on current routing
+// rather than failing. ErrRoutingLeaseExpired only when that refresh
+// fails too.
+func (p *Producer) usableNow(ctx context.Context) (*routing, error) {
+	r, err := p.usable()
+	if !errors.Is(err, ErrRoutingLeaseExpired) {
+		return r, err
+	}
+	if cur := p.cur.Load(); cur != nil {
+		_, _ = p.refresh(ctx, cur.gen) // its error is the lease error's "last refresh error"
+	}
+	return p.usable()
+}
+
 func (p *Producer) usable() (*routing, error) {
 	switch p.state.Load() {
 	case stateNew:

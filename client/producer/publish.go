@@ -16,8 +16,9 @@ import (
 // not be empty. The record is written with XADD key NOMKSTREAM [MAXLEN ~ N].
 // A missing shard stream means the routing is stale: Publish refreshes it
 // synchronously and retries, up to WithMaxAttempts attempts, then fails with
-// ErrShardStreamMissing. It fails without writing with ErrRoutingLeaseExpired
-// when the routing lease has passed, ErrNoShards when the stream has no
+// ErrShardStreamMissing. Routing whose lease has passed is refreshed first;
+// it fails without writing with ErrRoutingLeaseExpired when that refresh
+// fails, ErrNoShards when the stream has no
 // shards, ErrNotStarted or ErrClosed. Any other Redis error is returned as
 // is (wrapped): the record may or may not have been written. On error
 // streamKey is the key last tried, or "".
@@ -33,7 +34,7 @@ func (p *Producer) publish(ctx context.Context, partitionKey string, fields any)
 		return "", "", fmt.Errorf("producer: publish: %w", err)
 	}
 	for attempt := 1; ; attempt++ {
-		r, err := p.usable()
+		r, err := p.usableNow(ctx)
 		if err != nil {
 			return streamKey, "", fmt.Errorf("producer: publish: %w", err)
 		}

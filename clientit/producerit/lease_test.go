@@ -53,8 +53,9 @@ func TestRoutingLeaseExpires(t *testing.T) {
 // every routing answer how long routing may be used (its
 // --producer-routing-lease: no removed shard retires sooner after a
 // scale-in activated), and a producer whose own lease is longer uses the
-// coordinator's: it stops publishing once the coordinator's has passed
-// without a refresh, rather than writing to a shard that may have retired.
+// coordinator's: past it a publish refreshes the routing first, and with
+// the coordinator gone it stops publishing rather than write to a shard
+// that may have retired.
 func TestCoordinatorRoutingLeaseBoundsTheProducers(t *testing.T) {
 	rdb := standaloneClient(t)
 	f := &fixture{
@@ -71,10 +72,20 @@ func TestCoordinatorRoutingLeaseBoundsTheProducers(t *testing.T) {
 	if routing.RoutingLeaseMs != 400 {
 		t.Fatalf("routingLeaseMs %d, want the coordinator's 400", routing.RoutingLeaseMs)
 	}
-	p := f.producer(t, producer.WithRefreshInterval(100*time.Millisecond), producer.WithRoutingLease(time.Minute))
+	// Refreshed in the background far less often than the coordinator's
+	// lease: a publish after that lease refreshes first.
+	p := f.producer(t, producer.WithRefreshInterval(30*time.Second), producer.WithRoutingLease(time.Minute))
 	ctx := context.Background()
 	if _, _, err := p.Publish(ctx, "k", []any{"f", "v"}); err != nil {
 		t.Fatalf("Publish with a live coordinator: %v", err)
+	}
+	before, _ := p.Routing()
+	time.Sleep(600 * time.Millisecond)
+	if _, _, err := p.Publish(ctx, "k", []any{"f", "v"}); err != nil {
+		t.Fatalf("Publish past the coordinator's lease, the coordinator up: %v", err)
+	}
+	if after, _ := p.Routing(); !after.FetchedAt.After(before.FetchedAt) {
+		t.Fatalf("routing fetched at %v, then %v: not refreshed before the publish", before.FetchedAt, after.FetchedAt)
 	}
 	f.coord.Stop()
 	time.Sleep(600 * time.Millisecond)
