@@ -335,18 +335,31 @@ func clusterOwner(ctx context.Context, cs benchClients, base string) (string, er
 	if err != nil {
 		return "", err
 	}
+	// A replica is ready once its own lease is certain; the one asked
+	// learns of it through its etcd watch, a moment later.
 	var view protocol.ClusterResponse
-	if _, err := admin.Do(ctx, http.MethodGet, coordclient.MonitoringPath("cluster"), nil, &view); err != nil {
-		return "", fmt.Errorf("cluster view: %w", err)
-	}
 	var live []cluster.Replica
-	for _, r := range view.Replicas {
-		if r.Live {
-			live = append(live, cluster.Replica{ID: r.ID, AdvertiseURL: r.AdvertiseURL})
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := admin.Do(ctx, http.MethodGet, coordclient.MonitoringPath("cluster"), nil, &view); err != nil {
+			return "", fmt.Errorf("cluster view: %w", err)
 		}
-	}
-	if len(live) != 3 {
-		return "", fmt.Errorf("cluster view of %s: %d live replicas", base, len(live))
+		live = live[:0]
+		for _, r := range view.Replicas {
+			if r.Live {
+				live = append(live, cluster.Replica{ID: r.ID, AdvertiseURL: r.AdvertiseURL})
+			}
+		}
+		if len(live) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("cluster view of %s: %d live replicas after 10s", base, len(live))
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	for _, g := range view.Groups {
 		if g.StreamPrefix == benchStream && g.Owner != "" && slices.ContainsFunc(live, func(r cluster.Replica) bool { return r.ID == g.Owner }) {
