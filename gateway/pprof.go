@@ -24,18 +24,18 @@ import (
 // with an error body like every other route, not net/http/pprof's plain
 // text: an unknown name 404, a bad or too long ?seconds 400, a CPU profile
 // or trace while another runs 429.
-func servePprof(c *gin.Context) {
+func (s *server) servePprof(c *gin.Context) {
 	w, r := c.Writer, c.Request
 	name := strings.TrimPrefix(c.Param("profile"), "/")
 	switch name {
 	case "cmdline":
 		pprof.Cmdline(w, r)
 	case "profile":
-		cpuProfile.serve(c, pprof.Profile)
+		s.profiles.cpu.serve(c, pprof.Profile)
 	case "symbol":
 		pprof.Symbol(w, r)
 	case "trace":
-		execTrace.serve(c, pprof.Trace)
+		s.profiles.trace.serve(c, pprof.Trace)
 	case "":
 		pprof.Index(w, r)
 	default:
@@ -55,11 +55,25 @@ func servePprof(c *gin.Context) {
 	}
 }
 
+// profiles are the profiles the runtime takes once per process at a time,
+// guarded per server rather than in package state: two servers in one
+// process (tests) do not see each other's, and the second would meet the
+// runtime's own refusal, net/http/pprof's plain-text 500.
+type profiles struct {
+	cpu, trace *exclusiveProfile
+}
+
+func newProfiles() profiles {
+	return profiles{
+		cpu:   &exclusiveProfile{what: "CPU profile", defaultSeconds: 30, integer: true},
+		trace: &exclusiveProfile{what: "trace", defaultSeconds: 1},
+	}
+}
+
 // exclusiveProfile is a profile the runtime takes once per process at a
 // time (the CPU profile, the execution trace). A second request would get
 // net/http/pprof's plain-text 500; it is answered 429 with the time the
-// running one has left instead. The state is per process, as the
-// runtime's is, not per handler.
+// running one has left instead.
 type exclusiveProfile struct {
 	what string
 	// defaultSeconds is net/http/pprof's duration without ?seconds.
@@ -71,11 +85,6 @@ type exclusiveProfile struct {
 	// until is when the running one ends, in Unix nanoseconds.
 	until atomic.Int64
 }
-
-var (
-	cpuProfile = &exclusiveProfile{what: "CPU profile", defaultSeconds: 30, integer: true}
-	execTrace  = &exclusiveProfile{what: "trace", defaultSeconds: 1}
-)
 
 // serve checks ?seconds, then runs handler unless another request runs
 // the same kind of profile.

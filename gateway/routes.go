@@ -80,7 +80,7 @@ func (s *server) routes() []route {
 		{http.MethodGet, "/actuator/prometheus", metricsPerm, "", s.metricsHandler},
 		{http.MethodGet, "/openapi.yaml", 0, "", serveOpenAPI},
 		// Runtime profiles show the whole process: ADMIN only.
-		{http.MethodGet, "/debug/pprof/*profile", auth.PermAdmin, "", servePprof},
+		{http.MethodGet, "/debug/pprof/*profile", auth.PermAdmin, "", s.servePprof},
 		// Probes need no credentials and answer no details. Some load
 		// balancers probe with HEAD: the same answer, its body dropped by
 		// net/http (gin routes HEAD only where told to).

@@ -86,6 +86,8 @@ type server struct {
 	refusedAuditWarn *window.Limiter
 	// bodies is the large-body budget (Options.BodyMemory).
 	bodies *bodyMemory
+	// profiles guard the one-at-a-time runtime profiles of /debug/pprof.
+	profiles profiles
 }
 
 // Limits of the audit entries of refused requests (401, 403, 429), per
@@ -129,6 +131,7 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 		refusedAuditAll:  window.New(refusedAuditOverall, time.Minute, 1, opts.Now),
 		refusedAuditWarn: window.New(1, time.Minute, 1, opts.Now),
 		bodies:           newBodyMemory(opts.BodyMemory, opts.BodyMemoryWait),
+		profiles:         newProfiles(),
 	}
 	if s.auth == nil {
 		s.log.Warn("authentication is OFF: every caller is an anonymous ADMIN; use this for local development only")
