@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -55,19 +56,28 @@ func heartbeatProblem(req *protocol.HeartbeatRequest, pathMemberID string) strin
 			return clip(err.Error())
 		}
 	}
-	texts := []struct{ field, value string }{{"requestId", req.RequestID}, {"memberName", req.MemberName}}
-	for _, p := range req.ShardProgress {
-		texts = append(texts,
-			struct{ field, value string }{"shardProgress[].streamKey", p.StreamKey},
-			struct{ field, value string }{"shardProgress[].lastDeliveredId", p.LastDeliveredID},
-			struct{ field, value string }{"shardProgress[].lastAckedId", p.LastAckedID})
+	// Checked in place: a heartbeat may report progress on thousands of
+	// shards, and this runs on every one.
+	if problem := cmp.Or(tooLong("requestId", req.RequestID), tooLong("memberName", req.MemberName)); problem != "" {
+		return problem
 	}
-	for _, t := range texts {
-		if len(t.value) > protocol.MaxTextLength {
-			return fmt.Sprintf("%s is %d bytes long; at most %d are allowed", t.field, len(t.value), protocol.MaxTextLength)
+	for _, p := range req.ShardProgress {
+		problem := cmp.Or(tooLong("shardProgress[].streamKey", p.StreamKey),
+			tooLong("shardProgress[].lastDeliveredId", p.LastDeliveredID), tooLong("shardProgress[].lastAckedId", p.LastAckedID))
+		if problem != "" {
+			return problem
 		}
 	}
 	return ""
+}
+
+// tooLong says that text field is longer than protocol.MaxTextLength, or
+// is "".
+func tooLong(field, value string) string {
+	if len(value) <= protocol.MaxTextLength {
+		return ""
+	}
+	return fmt.Sprintf("%s is %d bytes long; at most %d are allowed", field, len(value), protocol.MaxTextLength)
 }
 
 // clip shortens a text quoted back in a message, so that a huge value does

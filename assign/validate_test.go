@@ -72,6 +72,19 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateAllocatesNothing: a valid heartbeat, progress on a thousand
+// shards included, is checked without allocating (it runs on every one).
+func TestValidateAllocatesNothing(t *testing.T) {
+	req := joinReq("m-1")
+	for i := range 1000 {
+		req.ShardProgress = append(req.ShardProgress, protocol.ShardProgress{
+			StreamKey: protocol.StreamKey("orders", i), LastDeliveredID: "1700000000000-0", LastAckedID: "1700000000000-0"})
+	}
+	if n := testing.AllocsPerRun(100, func() { Validate(req, "m-1", Config{}) }); n != 0 {
+		t.Fatalf("Validate allocated %v times per heartbeat", n)
+	}
+}
+
 func TestValidateNilRequest(t *testing.T) {
 	resp, ok := Validate(nil, "m-1", Config{})
 	if ok || resp.Status != protocol.StatusInvalidRequest {
