@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) (code int) {
 	log := slog.New(handler)
 	// go-redis's own lines (dial failures, pool trouble) in the pod's log
 	// format: its logger is one per process, so the program sets it.
-	redis.SetLogger(member.NewRedisLogger(log))
+	redis.SetLogger(redisconn.NewLogger(log))
 	if err := cli.Run(ctx, log); err != nil {
 		fmt.Fprintf(stderr, "consumer-pod: %v\n", err)
 		return exitError

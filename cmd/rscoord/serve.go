@@ -127,7 +127,9 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := s.logger()
-	routeRedisLogs(log)
+	// go-redis has one logger per process, and the server owns the
+	// process: its lines go through the server's logger (--log-format).
+	redis.SetLogger(redisconn.NewLogger(log))
 	if s.Store == "etcd" {
 		return s.runCluster(ctx, log)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/member"
 	"github.com/rscoord/rscoord/client/producer"
+	"github.com/rscoord/rscoord/client/redisconn"
 )
 
 func main() {
@@ -36,7 +37,7 @@ func main() {
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	redis.SetLogger(member.NewRedisLogger(log)) // go-redis's own lines too (one logger per process)
+	redis.SetLogger(redisconn.NewLogger(log)) // go-redis's own lines too (one logger per process)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	rdb := redis.NewClient(&redis.Options{Addr: *addr})
