@@ -1,12 +1,8 @@
 package memberit_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,38 +14,6 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 )
-
-// fenceNext answers the next heartbeat of a joined member, once armed,
-// with FENCED_MEMBER_EPOCH in the coordinator's place, as a coordinator
-// does to a member it dropped meanwhile.
-type fenceNext struct {
-	armed, fenced atomic.Bool
-}
-
-func (f *fenceNext) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !strings.HasSuffix(req.URL.Path, "/heartbeat") || !f.armed.Load() {
-		return http.DefaultTransport.RoundTrip(req)
-	}
-	body, err := io.ReadAll(req.Body)
-	req.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	var hb protocol.HeartbeatRequest
-	if err := json.Unmarshal(body, &hb); err != nil || hb.MemberEpoch <= 0 || !f.armed.CompareAndSwap(true, false) {
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		return http.DefaultTransport.RoundTrip(req)
-	}
-	out, err := json.Marshal(protocol.HeartbeatResponse{ResponseTo: hb.RequestID, Status: protocol.StatusFencedMemberEpoch,
-		MemberID: hb.MemberID, MemberEpoch: hb.MemberEpoch, HeartbeatIntervalMs: testInterval.Milliseconds(),
-		RebalanceTimeoutMs: 10000, Assignment: protocol.EmptyAssignment(0)})
-	if err != nil {
-		return nil, err
-	}
-	f.fenced.Store(true)
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": []string{"application/json"}},
-		Body: io.NopCloser(bytes.NewReader(out)), Request: req}, nil
-}
 
 // TestFencedWhileGivingBackKeepsRunning: a member that gives its shards
 // back because its Redis fails, and is fenced while it drains, is not
@@ -83,7 +47,7 @@ func TestFencedWhileGivingBackKeepsRunning(t *testing.T) {
 		<-release
 		return nil
 	}
-	fence := &fenceNext{}
+	fence := &rejoinWatch{}
 	e := &env{t: t, coord: coord, rdb: rdb, prefix: prefix, shards: shards}
 	r := e.start("gb", handler, member.WithHTTPClient(&http.Client{Transport: fence}), member.WithLeaveTimeout(20*time.Second))
 	eventually(t, 15*time.Second, "the member owns every shard", func() bool {
@@ -107,7 +71,10 @@ func TestFencedWhileGivingBackKeepsRunning(t *testing.T) {
 		return r.rt.Status().Members[0].State == member.StateRedisDown
 	})
 	fence.armed.Store(true)
-	eventually(t, 10*time.Second, "a heartbeat answered FENCED", fence.fenced.Load)
+	eventually(t, 10*time.Second, "a heartbeat answered FENCED", func() bool {
+		fenced, _ := fence.times()
+		return !fenced.IsZero()
+	})
 	select {
 	case err := <-r.done:
 		t.Fatalf("Run returned %v with its context live, after a fence while giving back", err)
