@@ -101,7 +101,7 @@ func (s *streamActor) migrate(ctx actor.Context, step migrationStep) {
 		s.scale(ctx, m.req, answer, done)
 	case *rollbackMsg:
 		s.operator(ctx, m.req, answer, done, func(st reshard.Stream) reshard.Decision {
-			return reshard.Rollback(st, m.id, m.req.RequestedBy, m.req.Reason, s.env.now())
+			return reshard.Rollback(st, m.id, m.req.RequestedBy, m.req.Reason, s.env.now(), s.reshardConfig())
 		})
 	case *completeMsg:
 		s.operator(ctx, m.req, answer, done, func(st reshard.Stream) reshard.Decision {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/client/producer"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
@@ -303,11 +304,16 @@ func TestScaleOutProvisionsEveryGroupAndRollsBack(t *testing.T) {
 	var m protocol.Migration
 	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/migrations/"+mig.ReshardingID+"/rollback",
 		`{"requestedBy":"test","reason":"too many"}`, http.StatusAccepted, &m)
-	if m.State != protocol.MigrationRolledBack {
+	// The added shards drain before ROLLED_BACK (producers may still hold
+	// the 8-shard routing): TestRollbackOfScaleOutStrandsNothing.
+	if m.State != protocol.MigrationRollingBack {
 		t.Fatalf("rollback = %+v", m)
 	}
 	if r := routing(t, s, "orders", "orders"); r.ShardCount != 4 {
 		t.Fatalf("routing after rollback = %+v", r)
+	}
+	if got := draining(shardsOf(t, s, "orders", "orders")); !slices.Equal(got, []int{4, 5, 6, 7}) {
+		t.Fatalf("draining after rollback = %v", got)
 	}
 }
 
@@ -435,5 +441,84 @@ func TestCoordinatorKilledWhileDrainingResumes(t *testing.T) {
 	}
 	if err := coord.Wait(30 * time.Second); err != nil {
 		t.Fatalf("coordinator after SIGTERM: %v", err)
+	}
+}
+
+// TestRollbackOfScaleOutStrandsNothing: a producer that fetched the
+// scaled-out routing keeps publishing on it for up to one routing lease
+// after a rollback, and its NOMKSTREAM writes to an added shard succeed
+// (the key exists). The added shards must therefore stay readable and
+// assigned after the rollback, draining like a scale-in's removed shards,
+// until Redis proves them drained: only then is the migration ROLLED_BACK.
+// Before, the rollback took them out of the layout at once and such a
+// record was never read.
+func TestRollbackOfScaleOutStrandsNothing(t *testing.T) {
+	const lease = 2 * time.Second
+	ctx := context.Background()
+	cluster := redistest.NewCluster(t)
+	rdb := cluster.Client()
+	s := reshardServer(t, rdb, lease, true)
+	s.CreateStream("orders", 2)
+	mig := scaleTo(t, s, "orders", 4)
+	if mig.State != protocol.MigrationActive {
+		t.Fatalf("scale-out answered %+v", mig)
+	}
+	stale, err := producer.New(producer.WithCoordinator(s.URL), producer.WithStream("orders"), producer.WithRedis(rdb),
+		producer.WithRefreshInterval(10*time.Minute), producer.WithRoutingLease(20*time.Minute),
+		producer.WithBasicAuth(coordtest.UserMember, coordtest.Password(coordtest.UserMember)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stale.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	if r, ok := stale.Routing(); !ok || r.ShardCount != 4 {
+		t.Fatalf("producer routing = %+v", r)
+	}
+
+	var m protocol.Migration
+	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/migrations/"+mig.ReshardingID+"/rollback",
+		`{"requestedBy":"test","reason":"too many"}`, http.StatusAccepted, &m)
+	if r := routing(t, s, "orders", "orders"); r.ShardCount != 2 {
+		t.Fatalf("routing after rollback = %+v", r)
+	}
+	// Within its lease the producer still routes over 4 shards.
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("late-%d", i); protocol.Route(k, 4) == 3 {
+			key = k
+		}
+	}
+	streamKey, _, err := stale.Publish(ctx, key, []any{"eventId", "late"})
+	if err != nil {
+		t.Fatalf("stale producer: %v", err)
+	}
+	if streamKey != "orders:3" {
+		t.Skipf("the producer refreshed before publishing (wrote to %s): nothing to prove", streamKey)
+	}
+	// The record on orders:3 must stay readable: the added shards drain.
+	if got := draining(shardsOf(t, s, "orders", "orders")); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("after the rollback the added shards are not draining (draining %v): a record on orders:3 is never read", got)
+	}
+	if m.State == protocol.MigrationRolledBack {
+		t.Fatalf("rollback answered %+v with the added shards still draining", m)
+	}
+	// Unread, the record holds the rollback open past the lease.
+	time.Sleep(lease + 5*drainCheck)
+	if m := migration(t, s, "orders", "orders", mig.ReshardingID); m.State != protocol.MigrationRollingBack || !strings.Contains(m.Detail, "lag 1") {
+		t.Fatalf("with an unread record on orders:3 the migration is %+v", m)
+	}
+	if n := consume(t, rdb, "orders", "orders", 3, true); n != 1 {
+		t.Fatalf("read %d records of orders:3, want 1", n)
+	}
+	m = awaitMigration(t, s, "orders", "orders", mig.ReshardingID, protocol.MigrationRolledBack, reshardLimit)
+	if sh := shardsOf(t, s, "orders", "orders"); sh.ShardCount != 2 || len(draining(sh)) != 0 {
+		t.Fatalf("after ROLLED_BACK the shards are %+v", sh)
+	}
+	for _, k := range []string{"orders:2", "orders:3"} {
+		if keyExists(t, rdb, k) {
+			t.Errorf("%s survives the rollback with --retire-removed-shards", k)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package reshard is the migration state machine of rscoord
 // (docs/protocol.md, resharding): PREPARING → ACTIVE → DRAINING →
-// DEPRECATED, rollback to ROLLED_BACK, an operator's complete, the
+// DEPRECATED, rollback to ROLLED_BACK (through ROLLING_BACK while a
+// scale-out's added shards drain), an operator's complete, the
 // deprecatedAfter hold, the producer routing-lease wait and the drain
 // proofs of removed shards.
 //
@@ -36,7 +37,7 @@
 //
 //   - At most one migration of a stream is active (not DEPRECATED or
 //     ROLLED_BACK); a migration only moves forward: PREPARING → ACTIVE →
-//     DRAINING → DEPRECATED, or ACTIVE → ROLLED_BACK.
+//     DRAINING → DEPRECATED, or ACTIVE → (ROLLING_BACK →) ROLLED_BACK.
 //   - MetadataVersion never goes down, and every change groups or producers
 //     see (the layout, a migration state past PREPARING) bumps it. Saving a
 //     new PREPARING migration does not: nobody routes differently yet.

@@ -107,25 +107,57 @@ func Provisioned(s Stream, id string, err error, now time.Time, cfg Config) Deci
 	return d
 }
 
-// Rollback ends an ACTIVE migration as ROLLED_BACK: the shard count goes
-// back (a rolled-back scale-in makes its removed shards live again; the
-// shards a scale-out added leave the layout, with any records already
-// written to them left for the operator). Rolling back a ROLLED_BACK
-// migration answers the same record.
-func Rollback(s Stream, id string, by, reason string, now time.Time) Decision {
-	return end(s, id, by, reason, now, protocol.MigrationRolledBack, []protocol.MigrationState{protocol.MigrationActive},
+// Rollback undoes an ACTIVE migration: the shard count goes back at once
+// (producers route over the old count from their next refresh). A
+// rolled-back scale-in makes its removed shards live again and is
+// ROLLED_BACK at once. A rolled-back scale-out is ROLLING_BACK: producers
+// holding the scaled-out routing may still write to the added shards for
+// one routing lease, and those writes succeed (the keys exist), so the
+// added shards drain like a scale-in's removed shards (readable, assigned,
+// retired once proven drained, no sooner than one routing lease after the
+// rollback) and only then is the migration ROLLED_BACK. Taking them out of
+// the layout at once would strand every record on them. Without Redis
+// nothing can prove a drain, so a rollback is ROLLED_BACK at once there,
+// as before (the added shards' records are left for the operator).
+// Rolling back a ROLLING_BACK or ROLLED_BACK migration answers the same
+// record.
+func Rollback(s Stream, id string, by, reason string, now time.Time, cfg Config) Decision {
+	if m := s.Find(id); m != nil && m.State == protocol.MigrationRollingBack {
+		return Decision{Migration: m}
+	}
+	d := end(s, id, by, reason, now, protocol.MigrationRolledBack, []protocol.MigrationState{protocol.MigrationActive},
 		func(next *Stream, m *Migration) {
-			next.Draining = slices.DeleteFunc(next.Draining, func(x int) bool { return x < m.FromShardCount })
+			if !cfg.Redis {
+				next.Draining = slices.DeleteFunc(next.Draining, func(x int) bool { return x < m.FromShardCount })
+				next.ShardCount = m.FromShardCount
+				return
+			}
+			next.Draining = drainingAfterScale(next.Draining, next.ShardCount, m.FromShardCount)
 			next.ShardCount = m.FromShardCount
+			if len(next.Draining) > 0 {
+				m.State = protocol.MigrationRollingBack
+				m.Note = fmt.Sprintf("%s by %s: %s", m.State, by, reason)
+				// The routing lease of the drain counts from the rollback,
+				// the last change of the count producers route over.
+				m.ActivatedAt = now
+			}
 		})
+	if d.Save != nil && d.Migration.State == protocol.MigrationRollingBack {
+		d.CheckAt = now.Add(cfg.CheckInterval)
+	}
+	return d
 }
 
 // Complete lets an operator end an ACTIVE or DRAINING migration whose drain
 // cannot be proven: its draining shards are retired at once and it is
-// DEPRECATED. With the retire option their keys are deleted, best effort.
+// DEPRECATED; a ROLLING_BACK one is ROLLED_BACK the same way. With the
+// retire option their keys are deleted, best effort.
 func Complete(s Stream, id string, by, reason string, now time.Time, cfg Config) Decision {
-	d := end(s, id, by, reason, now, protocol.MigrationDeprecated,
-		[]protocol.MigrationState{protocol.MigrationActive, protocol.MigrationDraining},
+	final, from := protocol.MigrationDeprecated, []protocol.MigrationState{protocol.MigrationActive, protocol.MigrationDraining}
+	if m := s.Find(id); m != nil && m.State == protocol.MigrationRollingBack {
+		final, from = protocol.MigrationRolledBack, []protocol.MigrationState{protocol.MigrationRollingBack}
+	}
+	d := end(s, id, by, reason, now, final, from,
 		func(next *Stream, m *Migration) {
 			m.RetiredShards = normalize(append(m.RetiredShards, next.Draining...))
 			next.Draining = []int{}
@@ -214,50 +246,76 @@ func Check(s Stream, f Facts, cfg Config) Decision {
 		layout := next.Layout()
 		// Check again as soon as the groups took the layout.
 		return Decision{Save: &next, Layout: &layout, Migration: nm, CheckAt: f.Now}
+	case protocol.MigrationRollingBack:
+		if wait := m.ActivatedAt.Add(cfg.RoutingLease).Sub(f.Now); wait > 0 {
+			return Decision{Waiting: fmt.Sprintf("producer routing lease since the rollback: %v left", wait.Round(time.Millisecond)),
+				CheckAt: f.Now.Add(min(wait, cfg.CheckInterval))}
+		}
+		if !f.Gathered {
+			return gather(&s)
+		}
+		return drain(s, m, f, cfg, later, protocol.MigrationRolledBack)
 	case protocol.MigrationDraining:
 		if !f.Gathered {
 			return gather(&s)
 		}
-		next := s.Clone()
-		nm := next.Active()
-		if retire(&next, nm, f) {
-			nm.UpdatedAt = f.Now
-			next.MetadataVersion++
-			layout := next.Layout()
-			return Decision{Save: &next, Layout: &layout, Migration: nm, CheckAt: f.Now}
-		}
-		if len(s.Draining) > 0 {
-			return Decision{Waiting: "drain not proven: " + unproven(&s, f), CheckAt: later}
-		}
-		if d, ok := waitForGroups(&s, f, later); !ok {
-			return d
-		}
-		if keys := retiredKeys(&s, m, cfg); len(keys) > 0 {
-			return Decision{Migration: m, Delete: keys, DeleteThenRetire: true}
-		}
-		return deprecate(s, f.Now)
+		return drain(s, m, f, cfg, later, protocol.MigrationDeprecated)
 	}
 	return Decision{}
 }
 
+// drain steps a DRAINING (or ROLLING_BACK) migration m of s on gathered
+// facts: it retires the draining shards proven drained; once none is left
+// and every group converged, it deletes the retired keys (with the retire
+// option) and then ends the migration as final.
+func drain(s Stream, m *Migration, f Facts, cfg Config, later time.Time, final protocol.MigrationState) Decision {
+	next := s.Clone()
+	nm := next.Active()
+	if retire(&next, nm, f) {
+		nm.UpdatedAt = f.Now
+		next.MetadataVersion++
+		layout := next.Layout()
+		return Decision{Save: &next, Layout: &layout, Migration: nm, CheckAt: f.Now}
+	}
+	if len(s.Draining) > 0 {
+		return Decision{Waiting: "drain not proven: " + unproven(&s, f), CheckAt: later}
+	}
+	if d, ok := waitForGroups(&s, f, later); !ok {
+		return d
+	}
+	if keys := retiredKeys(&s, m, cfg); len(keys) > 0 {
+		return Decision{Migration: m, Delete: keys, DeleteThenRetire: true}
+	}
+	return finish(s, f.Now, final)
+}
+
 // Retired takes the outcome of deleting the retired keys of the active
-// DRAINING migration: DEPRECATED once they are gone, else a later check
-// tries again.
+// DRAINING (or ROLLING_BACK) migration: DEPRECATED (or ROLLED_BACK) once
+// they are gone, else a later check tries again.
 func Retired(s Stream, err error, now time.Time, cfg Config) Decision {
 	m := s.Active()
-	if m == nil || m.State != protocol.MigrationDraining || len(s.Draining) > 0 {
+	if m == nil || len(s.Draining) > 0 {
+		return Decision{}
+	}
+	final := protocol.MigrationDeprecated
+	switch m.State {
+	case protocol.MigrationDraining:
+	case protocol.MigrationRollingBack:
+		final = protocol.MigrationRolledBack
+	default:
 		return Decision{}
 	}
 	if err != nil {
 		return Decision{Waiting: "removed shards not deleted yet: " + err.Error(), CheckAt: now.Add(cfg.CheckInterval)}
 	}
-	return deprecate(s, now)
+	return finish(s, now, final)
 }
 
-func deprecate(s Stream, now time.Time) Decision {
+// finish ends the active migration of s as final.
+func finish(s Stream, now time.Time, final protocol.MigrationState) Decision {
 	next := s.Clone()
 	nm := next.Active()
-	nm.State, nm.UpdatedAt = protocol.MigrationDeprecated, now
+	nm.State, nm.UpdatedAt = final, now
 	next.MetadataVersion++
 	layout := next.Layout()
 	return Decision{Save: &next, Layout: &layout, Migration: nm}

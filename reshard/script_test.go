@@ -162,7 +162,7 @@ func (sc *script) do(block string) string {
 		}
 		return sc.apply(Provisioned(sc.s, id, err, sc.now, sc.cfg))
 	case "rollback":
-		return sc.apply(Rollback(sc.s, cmd[1], "ops", "test", sc.now))
+		return sc.apply(Rollback(sc.s, cmd[1], "ops", "test", sc.now, sc.cfg))
 	case "complete":
 		return sc.apply(Complete(sc.s, cmd[1], "ops", "stuck", sc.now, sc.cfg))
 	case "check":

@@ -47,7 +47,10 @@ type Migration struct {
 	protocol.Migration
 	RequestedBy string
 	Reason      string
-	// ActivatedAt is zero until the migration became ACTIVE.
+	// ActivatedAt is zero until the migration became ACTIVE; a rollback
+	// that drains a scale-out's added shards (ROLLING_BACK) sets it to the
+	// rollback. The producer routing lease counts from it: it is the last
+	// change of the count producers route over.
 	ActivatedAt time.Time
 	// DeprecatedAfter, when set, holds the migration ACTIVE at least until
 	// then (the scale request's deprecatedAfter).
