@@ -713,6 +713,11 @@ func (r *chaosRun) checkOwnership() (nOverlaps, nOutside, postThaw, takeovers in
 	var froze []frozen
 	var records []handledRecord
 	for _, inc := range r.incs {
+		if inc.end == 0 {
+			// Its open windows would end at 0, before they started, and
+			// overlap nothing.
+			t.Errorf("%s: end not set before the ownership check", inc.label())
+		}
 		evs := readJSONLines[ownershipEvent](t, inc.ownership)
 		for i := range evs {
 			evs[i].MemberID += "@" + inc.label()

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,7 +71,8 @@ type handledRecord struct {
 
 // intervals pairs start and stop events per member incarnation and shard.
 // A start without a stop (the pod was killed, or is still running) ends at
-// openEnd of its pod.
+// openEnd of its pod. A start repeated while the window is open does not
+// move its start: the incarnation read the shard since the first.
 func intervals(events []ownershipEvent, openEnd int64) map[int][]interval {
 	type key struct {
 		member, instance string
@@ -82,7 +84,9 @@ func intervals(events []ownershipEvent, openEnd int64) map[int][]interval {
 		k := key{e.MemberID, e.InstanceID, e.Shard}
 		switch e.Event {
 		case "start":
-			open[k] = e.AtNanos
+			if _, ok := open[k]; !ok {
+				open[k] = e.AtNanos
+			}
 		case "stop":
 			if start, ok := open[k]; ok {
 				out[e.Shard] = append(out[e.Shard], interval{e.MemberID, e.InstanceID, start, e.AtNanos})
@@ -118,10 +122,15 @@ func overlaps(byShard map[int][]interval) []string {
 
 // outsideWindows lists every record whose handler started outside every
 // ownership window of its own member incarnation for its shard (bounds
-// included), with the nearest window of that incarnation, if any.
+// included), with the nearest window of that incarnation, if any. The
+// shard is the one the record's stream key names (what was read), not the
+// runtime's label of it.
 func outsideWindows(records []handledRecord, byShard map[int][]interval) []string {
 	var out []string
 	for _, r := range records {
+		if shard, ok := keyShard(r.StreamKey); ok {
+			r.Shard = shard
+		}
 		inside := false
 		var nearest *interval
 		var dist int64
@@ -151,6 +160,16 @@ func outsideWindows(records []handledRecord, byShard map[int][]interval) []strin
 	}
 	sort.Strings(out)
 	return out
+}
+
+// keyShard is the shard index a stream key names ("orders:3" → 3).
+func keyShard(key string) (int, bool) {
+	i := strings.LastIndexByte(key, ':')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(key[i+1:])
+	return n, err == nil
 }
 
 // publishedIDs reads a publisher's --published-log and fails t unless it
@@ -222,6 +241,11 @@ func checkPodLogs(t *testing.T, pods []*pod) (map[int][]interval, []handledRecor
 	byShard := map[int][]interval{}
 	var records []handledRecord
 	for _, p := range pods {
+		if p.end == 0 {
+			// Its open windows would end at 0, before they started, and
+			// overlap nothing.
+			t.Errorf("%s: end not set: stop or kill the pod and record when before checking its logs", p.name)
+		}
 		for shard, ivs := range intervals(readJSONLines[ownershipEvent](t, p.ownership), p.end) {
 			byShard[shard] = append(byShard[shard], ivs...)
 		}
@@ -260,6 +284,13 @@ func TestOverlapDetection(t *testing.T) {
 		{"one id's stop does not close another incarnation's window", []ownershipEvent{
 			{"a", "1", 4, "start", 1}, {"a", "2", 4, "stop", 4}, {"b", "1", 4, "start", 50},
 		}, 1},
+		// A start repeated without a stop in between (a runtime that
+		// re-grants itself a shard it reads) must not move the window's
+		// start: b read the shard while a already did.
+		{"a repeated start keeps the first", []ownershipEvent{
+			{"a", "1", 5, "start", 1}, {"b", "1", 5, "start", 2}, {"b", "1", 5, "stop", 3},
+			{"a", "1", 5, "start", 4}, {"a", "1", 5, "stop", 6},
+		}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,6 +312,7 @@ func TestRecordOutsideWindow(t *testing.T) {
 	rec := func(member, instance string, shard int, at int64) handledRecord {
 		return handledRecord{MemberID: member, InstanceID: instance, Shard: shard, RecordID: "1-0", StartedAt: at}
 	}
+	keyed := func(r handledRecord, key string) handledRecord { r.StreamKey = key; return r }
 	tests := []struct {
 		name string
 		rec  handledRecord
@@ -297,6 +329,11 @@ func TestRecordOutsideWindow(t *testing.T) {
 		{"other incarnation of the same id", rec("a", "2", 0, 15), "no window of its own"},
 		{"same id, other shard's window", rec("a", "1", 1, 15), "no window of its own"},
 		{"other member", rec("b", "1", 0, 15), "no window of its own"},
+		// The shard is what the record's key says, not what the runtime
+		// labelled it: a record of orders:1 handed under a/1's window of
+		// shard 0 was read outside any window for orders:1.
+		{"key of another shard", keyed(rec("a", "1", 0, 15), "orders:1"), "no window of its own"},
+		{"key of its shard", keyed(rec("a", "1", 0, 15), "orders:0"), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
