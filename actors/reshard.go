@@ -39,6 +39,22 @@ type migrationStep struct {
 	sender *actor.PID
 }
 
+// routedSince is since when every group is known to answer producers the
+// shard count count.
+type routedSince struct {
+	count int
+	since time.Time
+}
+
+// routedFor is the routing's start for the record's shard count, zero when
+// not known.
+func (s *streamActor) routedFor() time.Time {
+	if s.routed.count == s.rec.ShardCount {
+		return s.routed.since
+	}
+	return time.Time{}
+}
+
 // reshardConfig is the migration rules of this coordinator.
 func (s *streamActor) reshardConfig() reshard.Config {
 	c := s.env.cfg
@@ -199,7 +215,7 @@ func (s *streamActor) check(ctx actor.Context, done func()) {
 	}
 	resume := s.resume
 	s.resume = false
-	d := reshard.Check(s.stream(), reshard.Facts{Now: s.env.now(), Resume: resume}, s.reshardConfig())
+	d := reshard.Check(s.stream(), reshard.Facts{Now: s.env.now(), Resume: resume, RoutedSince: s.routedFor()}, s.reshardConfig())
 	s.run(ctx, d, func(_ reshard.Decision, err error) {
 		if err != nil {
 			s.log().Warn("migration check did not complete", slog.Any("error", err))
@@ -223,6 +239,14 @@ func (s *streamActor) run(ctx actor.Context, d reshard.Decision, done func(resha
 	if d.Err != nil {
 		done(d, d.Err)
 		return
+	}
+	if !d.RoutedSince.IsZero() {
+		s.routed = routedSince{count: s.rec.ShardCount, since: d.RoutedSince}
+	}
+	if d.Save != nil && d.Save.ShardCount != s.rec.ShardCount {
+		// A new count: until every group is known to answer it, nobody
+		// knows since when producers route by it.
+		s.routed = routedSince{}
 	}
 	if d.Save != nil {
 		if err := s.saveRecord(s.record(*d.Save)); err != nil {
@@ -395,6 +419,15 @@ func (s *streamActor) pushLayout(ctx actor.Context, l reshard.Layout, to []strin
 		return &setLayoutMsg{shardCount: l.ShardCount, draining: slices.Clone(l.Draining), migration: l.Active}
 	}
 	askGroups[protocol.GroupResponse](s, ctx, names, msg, func(_ []protocol.GroupResponse, errs []error) {
+		if to == nil && !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) &&
+			l.ShardCount == s.rec.ShardCount && s.routed.since.IsZero() {
+			// Every group took the layout before it answered: from now on
+			// none answers producers another count. (A group registered
+			// meanwhile was given the record's layout when it was.) An
+			// earlier known start for this count stays: a later layout
+			// (a retirement) changes no routing.
+			s.routed = routedSince{count: l.ShardCount, since: s.env.now()}
+		}
 		var first error
 		for i, err := range errs {
 			if err != nil {
@@ -417,7 +450,7 @@ func (s *streamActor) gather(ctx actor.Context, g reshard.Gather, cont func(resh
 		names = s.groupNames()
 	}
 	askGroups[layoutStatus](s, ctx, names, func() any { return &layoutStatusMsg{} }, func(sts []layoutStatus, errs []error) {
-		f := reshard.Facts{Gathered: true}
+		f := reshard.Facts{Gathered: true, RoutedSince: s.routedFor()}
 		for i, st := range sts {
 			f.Groups = append(f.Groups, reshard.GroupFacts{Name: names[i], ShardCount: st.shardCount, Draining: st.draining,
 				State: string(st.state), Converged: st.state == protocol.GroupStable || st.state == protocol.GroupEmpty, Err: errs[i]})

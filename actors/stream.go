@@ -43,6 +43,11 @@ type streamActor struct {
 	// later steps wait in queue.
 	stepping bool
 	queue    []migrationStep
+	// routed is since when every group is known to answer producers
+	// routing by a shard count (reshard.Facts.RoutedSince). Not durable: a
+	// restarted actor learns it again from its groups, later, which only
+	// delays a migration.
+	routed routedSince
 	// gone is set once this incarnation stops or restarts: continuations
 	// of its work beside the actor are dropped (a restarted actor resumes
 	// from its record).

@@ -44,6 +44,11 @@ type Decision struct {
 	// CheckAt is when to check the active migration next; zero means no
 	// check is due.
 	CheckAt time.Time
+	// RoutedSince, when set, is a time since which every group is known to
+	// answer producers the record's shard count (the check saw them all on
+	// it): remember it and pass it back as Facts.RoutedSince while the
+	// count stays the same.
+	RoutedSince time.Time
 	// Waiting says why the active migration did not advance ("" when it
 	// did or nothing is active).
 	Waiting string
@@ -69,8 +74,15 @@ type Facts struct {
 	// Gathered is set when Groups and Shards were read for this check, as
 	// an earlier Decision.Gather asked.
 	Gathered bool
-	Groups   []GroupFacts
-	Shards   []ShardFacts
+	// RoutedSince is the earliest time since which every group is known to
+	// answer producers the record's shard count, as the caller remembers
+	// it (an earlier Decision.RoutedSince, or the end of a layout push
+	// every group took); zero when unknown, after a restart say. Until a
+	// group takes a layout it answers routing by the previous count, each
+	// answer good for one routing lease, so the lease counts from here.
+	RoutedSince time.Time
+	Groups      []GroupFacts
+	Shards      []ShardFacts
 }
 
 // GroupFacts is one group's layout and state, or why it could not tell.

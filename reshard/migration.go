@@ -198,9 +198,12 @@ func end(s Stream, id, by, reason string, now time.Time, final protocol.Migratio
 //
 //   - PREPARING: only on the first check after a restart (f.Resume) is the
 //     provisioning retried; otherwise only a repeated request resumes it.
-//   - ACTIVE: once one producer routing lease has passed since activation,
+//   - ACTIVE: once one producer routing lease has passed since every
+//     group is known to answer the new count (see routingLease),
 //     deprecatedAfter has passed and every group converged on the layout:
 //     DRAINING, retiring the removed shards already proven drained.
+//   - ROLLING_BACK: like DRAINING, once the routing lease since the
+//     rollback has passed; it ends ROLLED_BACK.
 //   - DRAINING: each removed shard proven drained (a missing key, or every
 //     consumer group on it with nothing pending and a known lag of 0) is
 //     retired: saved, then taken out of every group's layout. Once none is
@@ -224,13 +227,13 @@ func Check(s Stream, f Facts, cfg Config) Decision {
 		}
 		return Decision{Migration: m, Provision: newKeys(&s, m, cfg), ProvisionNeeded: true}
 	case protocol.MigrationActive:
-		if wait := m.ActivatedAt.Add(cfg.RoutingLease).Sub(f.Now); wait > 0 {
-			return Decision{Waiting: fmt.Sprintf("producer routing lease: %v left", wait.Round(time.Millisecond)),
-				CheckAt: f.Now.Add(min(wait, cfg.CheckInterval))}
+		since, d, ok := routingLease(&s, m, f, cfg, later, "producer routing lease")
+		if !ok {
+			return d
 		}
 		if wait := m.DeprecatedAfter.Sub(f.Now); wait > 0 {
 			return Decision{Waiting: fmt.Sprintf("deprecatedAfter %s: %v left", m.DeprecatedAfter.Format(time.RFC3339), wait.Round(time.Millisecond)),
-				CheckAt: f.Now.Add(min(wait, cfg.CheckInterval))}
+				CheckAt: f.Now.Add(min(wait, cfg.CheckInterval)), RoutedSince: since}
 		}
 		if !f.Gathered {
 			return gather(&s)
@@ -245,16 +248,18 @@ func Check(s Stream, f Facts, cfg Config) Decision {
 		next.MetadataVersion++
 		layout := next.Layout()
 		// Check again as soon as the groups took the layout.
-		return Decision{Save: &next, Layout: &layout, Migration: nm, CheckAt: f.Now}
+		return Decision{Save: &next, Layout: &layout, Migration: nm, CheckAt: f.Now, RoutedSince: since}
 	case protocol.MigrationRollingBack:
-		if wait := m.ActivatedAt.Add(cfg.RoutingLease).Sub(f.Now); wait > 0 {
-			return Decision{Waiting: fmt.Sprintf("producer routing lease since the rollback: %v left", wait.Round(time.Millisecond)),
-				CheckAt: f.Now.Add(min(wait, cfg.CheckInterval))}
+		since, d, ok := routingLease(&s, m, f, cfg, later, "producer routing lease since the rollback")
+		if !ok {
+			return d
 		}
 		if !f.Gathered {
 			return gather(&s)
 		}
-		return drain(s, m, f, cfg, later, protocol.MigrationRolledBack)
+		d = drain(s, m, f, cfg, later, protocol.MigrationRolledBack)
+		d.RoutedSince = since
+		return d
 	case protocol.MigrationDraining:
 		if !f.Gathered {
 			return gather(&s)
@@ -262,6 +267,44 @@ func Check(s Stream, f Facts, cfg Config) Decision {
 		return drain(s, m, f, cfg, later, protocol.MigrationDeprecated)
 	}
 	return Decision{}
+}
+
+// routingLease waits for the producer routing lease of migration m (ACTIVE
+// or ROLLING_BACK): no shard a producer may still route to by the
+// previous count retires before it has passed. It counts from the time
+// since which every group is known to answer the record's count (never
+// from before m.ActivatedAt, the last change of that count): a group that
+// missed the layout, say because its write failed, keeps answering the
+// previous count with a fresh lease until it takes the layout, however
+// long after the activation that is. When that time is not known, the
+// groups are asked (and those behind are told the layout again); the
+// first check that sees every group on the count starts the lease.
+//
+// ok is true once the lease has passed; since is its start, for
+// Decision.RoutedSince. Otherwise d is the decision to return.
+func routingLease(s *Stream, m *Migration, f Facts, cfg Config, later time.Time, what string) (since time.Time, d Decision, ok bool) {
+	since = f.RoutedSince
+	if since.IsZero() || since.Before(m.ActivatedAt) {
+		since = time.Time{}
+		if !f.Gathered {
+			return since, Decision{Gather: &Gather{Groups: true}}, false
+		}
+		onCount := true
+		for _, g := range f.Groups {
+			onCount = onCount && g.Err == nil && g.ShardCount == s.ShardCount
+		}
+		if !onCount {
+			d, _ := waitForGroups(s, f, later)
+			d.Waiting = what + " not started: " + d.Waiting
+			return since, d, false
+		}
+		since = f.Now
+	}
+	if wait := since.Add(cfg.RoutingLease).Sub(f.Now); wait > 0 {
+		return since, Decision{Waiting: fmt.Sprintf("%s: %v left", what, wait.Round(time.Millisecond)),
+			CheckAt: f.Now.Add(min(wait, cfg.CheckInterval)), RoutedSince: since}, false
+	}
+	return since, Decision{}, true
 }
 
 // drain steps a DRAINING (or ROLLING_BACK) migration m of s on gathered

@@ -99,6 +99,28 @@ func runRandom(t *testing.T, seed uint64, seen map[protocol.MigrationState]int) 
 	// drained is what Redis would prove: shard → drained.
 	drained := map[int]bool{}
 	groupsCurrent := true
+	// currentSince is when the groups last took the record's layout: until
+	// then they answered producers the previous shard count, each answer
+	// good for one routing lease.
+	currentSince, countChanged := now, false
+	makeCurrent := func() {
+		groupsCurrent = true
+		if countChanged {
+			currentSince, countChanged = now, false
+		}
+	}
+	// routed is what the actor remembers of Decision.RoutedSince: the
+	// count every group was seen on, and since when.
+	var routed struct {
+		count int
+		since time.Time
+	}
+	withRouted := func(f Facts) Facts {
+		if routed.count == s.ShardCount {
+			f.RoutedSince = routed.since
+		}
+		return f
+	}
 	var pendingProvision, pendingDelete string
 	resume := false
 
@@ -129,6 +151,10 @@ func runRandom(t *testing.T, seed uint64, seen map[protocol.MigrationState]int) 
 						if now.Before(nm.ActivatedAt.Add(cfg.RoutingLease)) {
 							t.Fatalf("seed %d: shard %d retired before the routing lease", seed, r)
 						}
+						if now.Before(currentSince.Add(cfg.RoutingLease)) {
+							t.Fatalf("seed %d: shard %d retired at %v, within the routing lease of the last answer with the old count (groups took the layout at %v)",
+								seed, r, now.Sub(t0), currentSince.Sub(t0))
+						}
 					}
 				}
 			}
@@ -141,6 +167,7 @@ func runRandom(t *testing.T, seed uint64, seen map[protocol.MigrationState]int) 
 			}
 			if d.Layout != nil && d.LayoutTo == nil {
 				groupsCurrent = false
+				countChanged = countChanged || next.ShardCount != s.ShardCount
 			}
 			s = next
 			if m := d.Migration; m != nil {
@@ -151,6 +178,9 @@ func runRandom(t *testing.T, seed uint64, seen map[protocol.MigrationState]int) 
 					delete(drained, sh) // live again: new records may come
 				}
 			}
+		}
+		if !d.RoutedSince.IsZero() {
+			routed.count, routed.since = s.ShardCount, d.RoutedSince
 		}
 		if d.ProvisionNeeded && d.Migration != nil {
 			pendingProvision = d.Migration.ReshardingID
@@ -201,11 +231,11 @@ func runRandom(t *testing.T, seed uint64, seen map[protocol.MigrationState]int) 
 				adopt("complete", Complete(s, m.ReshardingID, "ops", "", now, cfg))
 			}
 		case 4, 5:
-			d := Check(s, Facts{Now: now, Resume: resume}, cfg)
+			d := Check(s, withRouted(Facts{Now: now, Resume: resume}), cfg)
 			resume = false
 			adopt("check", d)
 			if d.Gather != nil {
-				adopt("check", Check(s, facts(), cfg))
+				adopt("check", Check(s, withRouted(facts()), cfg))
 			}
 		case 6:
 			if pendingDelete != "" {
@@ -217,7 +247,7 @@ func runRandom(t *testing.T, seed uint64, seen map[protocol.MigrationState]int) 
 				pendingDelete = ""
 			}
 		case 7:
-			groupsCurrent = true
+			makeCurrent()
 			for _, sh := range s.Draining {
 				if rng.IntN(2) == 0 {
 					drained[sh] = true
@@ -228,7 +258,10 @@ func runRandom(t *testing.T, seed uint64, seen map[protocol.MigrationState]int) 
 		case 9:
 			// Crash: what is not in the record is forgotten.
 			pendingProvision, pendingDelete, resume = "", "", true
-			groupsCurrent = rng.IntN(2) == 0
+			routed.count, routed.since = 0, time.Time{}
+			if rng.IntN(2) == 0 {
+				makeCurrent()
+			}
 		}
 	}
 }

@@ -39,6 +39,7 @@ import (
 //	gathered                   check again with the groups and shards below
 //	retired [fail]             the outcome of the last decision's deletion
 //	take [GROUP...]            groups take the record's layout (all when none named)
+//	pushed                     every group took the record's layout, answering its push now
 //	group NAME STATE           a group's state: STABLE, RECONCILING, EMPTY, ERR
 //	shard N pending=P lag=L|nil [missing] [err]   drain facts of shard N
 //	advance D                  the clock moves
@@ -103,6 +104,12 @@ type script struct {
 	shards map[int]ShardFacts
 	last   Decision
 	resume bool
+	// routed is what the actor remembers of Decision.RoutedSince (or of
+	// a layout push every group took): the count and since when.
+	routed struct {
+		count int
+		since time.Time
+	}
 }
 
 func newScript() *script {
@@ -168,9 +175,15 @@ func (sc *script) do(block string) string {
 	case "check":
 		resume := sc.resume
 		sc.resume = false
-		return sc.apply(Check(sc.s, Facts{Now: sc.now, Resume: resume}, sc.cfg))
+		return sc.apply(Check(sc.s, sc.withRouted(Facts{Now: sc.now, Resume: resume}), sc.cfg))
 	case "gathered":
-		return sc.apply(Check(sc.s, sc.facts(), sc.cfg))
+		return sc.apply(Check(sc.s, sc.withRouted(sc.facts()), sc.cfg))
+	case "pushed":
+		for _, g := range sc.groups {
+			g.shardCount, g.draining = sc.s.ShardCount, slices.Clone(sc.s.Draining)
+		}
+		sc.routed.count, sc.routed.since = sc.s.ShardCount, sc.now
+		return sc.groupsLine() + fmt.Sprintf("\nrouted shards=%d since +%v", sc.routed.count, sc.now.Sub(t0))
 	case "retired":
 		var err error
 		if len(cmd) > 1 && cmd[1] == "fail" {
@@ -217,6 +230,7 @@ func (sc *script) do(block string) string {
 	case "crash":
 		sc.resume = true
 		sc.last = Decision{}
+		sc.routed.count, sc.routed.since = 0, time.Time{}
 		return "restarted from the record"
 	case "state":
 		return sc.record()
@@ -238,6 +252,14 @@ func (sc *script) facts() Facts {
 		if sf, ok := sc.shards[shard]; ok {
 			f.Shards = append(f.Shards, sf)
 		}
+	}
+	return f
+}
+
+// withRouted adds what the actor remembers of the routing's start.
+func (sc *script) withRouted(f Facts) Facts {
+	if sc.routed.count == sc.s.ShardCount {
+		f.RoutedSince = sc.routed.since
 	}
 	return f
 }
@@ -277,6 +299,10 @@ func (sc *script) apply(d Decision) string {
 	}
 	if d.Delete != nil {
 		fmt.Fprintf(&b, "delete %v then-retire=%v\n", d.Delete, d.DeleteThenRetire)
+	}
+	if !d.RoutedSince.IsZero() && (sc.routed.count != sc.s.ShardCount || !sc.routed.since.Equal(d.RoutedSince)) {
+		sc.routed.count, sc.routed.since = sc.s.ShardCount, d.RoutedSince
+		fmt.Fprintf(&b, "routed shards=%d since +%v\n", sc.routed.count, d.RoutedSince.Sub(t0))
 	}
 	if !d.CheckAt.IsZero() {
 		fmt.Fprintf(&b, "check at +%v\n", d.CheckAt.Sub(t0))
