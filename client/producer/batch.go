@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rscoord/client/redisconn"
 )
 
 // Record is one record of a batch.
@@ -60,7 +62,9 @@ func (p *Producer) publishBatch(ctx context.Context, records []Record) []Result 
 			failAll(results, todo, fmt.Errorf("producer: publish batch: %w", err))
 			return results
 		}
-		pipe := p.cfg.redis.Pipeline()
+		// A pipeline of commands marked Once is never sent again as a whole;
+		// build only makes the commands (see redisconn.SendOnce).
+		pipe, build := p.cfg.redis.Pipeline(), p.cfg.redis.Pipeline()
 		cmds := make([]*redis.StringCmd, len(todo))
 		for j, i := range todo {
 			_, key, err := r.route(records[i].PartitionKey)
@@ -69,7 +73,8 @@ func (p *Producer) publishBatch(ctx context.Context, records []Record) []Result 
 				return results
 			}
 			results[i].StreamKey = key
-			cmds[j] = pipe.XAdd(ctx, p.xaddArgs(key, records[i].Fields))
+			cmds[j] = build.XAdd(ctx, p.xaddArgs(key, records[i].Fields))
+			_ = pipe.Process(ctx, redisconn.Once(cmds[j])) // queued; Exec answers
 		}
 		_, _ = pipe.Exec(ctx) // every command carries its own error
 		var stale []int

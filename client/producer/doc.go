@@ -28,9 +28,11 @@
 //     ErrRoutingLeaseExpired and writes nothing.
 //   - A refresh never replaces routing with an older metadataVersion.
 //
-// Non-goals: exactly-once publishing (a retried XADD whose first answer was
-// lost may duplicate a record; consumers are at-least-once anyway), record
-// ordering across partition keys, and creating streams or consumer groups.
+// Non-goals: exactly-once publishing (an XADD is sent once, never again by
+// go-redis after its answer was lost: that record's error matches
+// ErrPossiblyWritten, and publishing it again may write it twice;
+// consumers are at-least-once anyway), record ordering across partition
+// keys, and creating streams or consumer groups.
 // Coordinator authentication is supported: WithBasicAuth or
 // WithBearerToken.
 package producer

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rscoord/client/redisconn"
 )
 
 // Publish writes one record to the shard of partitionKey and returns the
@@ -43,7 +45,9 @@ func (p *Producer) publish(ctx context.Context, partitionKey string, fields any)
 			return streamKey, "", fmt.Errorf("producer: publish: %w", err)
 		}
 		streamKey = key
-		id, err := p.cfg.redis.XAdd(ctx, p.xaddArgs(key, fields)).Result()
+		id, err := redisconn.SendOnce(ctx, p.cfg.redis, func(b redis.Pipeliner) *redis.StringCmd {
+			return b.XAdd(ctx, p.xaddArgs(key, fields))
+		}).Result()
 		if err == nil {
 			return key, id, nil
 		}
