@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rscoord/client/redisconn"
 )
 
 // readPhase is where a shard's read loop is (docs/protocol.md §8, "on
@@ -87,6 +89,12 @@ func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
 			}
 			failures++
 			rd.failing = true
+			if rd.phase == phaseNew { // rule 7
+				// Redis may have run a read whose answer was lost, moving
+				// new entries into this consumer's pending list: read
+				// those next, not a claim min idle later.
+				rd.phase, rd.cursor = phaseOwnPending, "0"
+			}
 			if failures == r.core.cfg.redisFailureLimit {
 				// Rule 14: the member gives its shards back.
 				r.core.notify(&readFailedMsg{run: r, failures: failures, err: err})
@@ -133,10 +141,10 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 	cfg := r.core.cfg
 	switch rd.phase {
 	case phaseOwnPending:
-		res, err := r.core.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		res, err := r.readGroup(ctx, &redis.XReadGroupArgs{
 			Group: cfg.group, Consumer: r.core.id, Streams: []string{r.key, rd.cursor},
 			Count: int64(cfg.batch), Block: -1, // BLOCK is meaningless for pending reads
-		}).Result()
+		})
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("XREADGROUP %s %s: %w", r.key, rd.cursor, err)
 		}
@@ -175,10 +183,10 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 		if rd.failing {
 			block = -1 // no BLOCK: see reader.failing
 		}
-		res, err := r.core.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		res, err := r.readGroup(ctx, &redis.XReadGroupArgs{
 			Group: cfg.group, Consumer: r.core.id, Streams: []string{r.key, ">"},
 			Count: int64(cfg.batch), Block: block,
-		}).Result()
+		})
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("XREADGROUP %s >: %w", r.key, err)
 		}
@@ -188,6 +196,16 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 		}
 		return r.messages(ctx, msgs, false)
 	}
+}
+
+// readGroup runs one XREADGROUP, sent at most once (redisconn.Once): sent
+// again after its answer was lost, a read of new entries would move more
+// of them into this consumer's pending list, and would block afresh past
+// the lease the first send was bounded by.
+func (r *shardRun) readGroup(ctx context.Context, a *redis.XReadGroupArgs) ([]redis.XStream, error) {
+	return redisconn.SendOnce(ctx, r.core.rdb, func(b redis.Pipeliner) *redis.XStreamSliceCmd {
+		return b.XReadGroup(ctx, a)
+	}).Result()
 }
 
 // updateLag asks Redis how many entries of the shard the group has not

@@ -62,6 +62,9 @@ func (l *readLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		l.mu.Unlock()
 		err := next(ctx, cmd)
 		var ids []string
+		if u, ok := cmd.(interface{ Unwrap() redis.Cmder }); ok {
+			cmd = u.Unwrap() // the member's reads are marked to go once
+		}
 		if c, ok := cmd.(*redis.XStreamSliceCmd); ok {
 			for _, s := range c.Val() {
 				for _, m := range s.Messages {
