@@ -98,14 +98,24 @@ func (c *Client) Inspect(ctx context.Context, key string) (actors.ShardFacts, er
 		return out, fmt.Errorf("redisops: xinfo groups %s: %w", key, err)
 	}
 	for _, g := range groups {
-		f := actors.GroupFacts{Name: g.Name, Pending: g.Pending, LastDeliveredID: g.LastDeliveredID, EntriesRead: g.EntriesRead}
-		if g.Lag >= 0 { // go-redis answers -1 for Redis's null
-			lag := g.Lag
-			f.Lag = &lag
-		}
-		out.Groups = append(out.Groups, f)
+		out.Groups = append(out.Groups, groupFacts(g, info.LastGeneratedID))
 	}
 	return out, nil
+}
+
+// groupFacts is what one XINFO GROUPS row of a stream whose last entry id
+// is lastGenerated tells. Its lag is known when Redis gave one (go-redis
+// reads Redis's null as -1), except that a lag of 0 counts only when the
+// group has been handed the stream's last entry: Redis before 7.0 gives
+// no lag at all, which go-redis reads as 0, and a drain proven on that
+// would retire a shard whose entries the group never read.
+func groupFacts(g redis.XInfoGroup, lastGenerated string) actors.GroupFacts {
+	f := actors.GroupFacts{Name: g.Name, Pending: g.Pending, LastDeliveredID: g.LastDeliveredID, EntriesRead: g.EntriesRead}
+	if g.Lag > 0 || (g.Lag == 0 && g.LastDeliveredID == lastGenerated) {
+		lag := g.Lag
+		f.Lag = &lag
+	}
+	return f
 }
 
 // Range implements [actors.StreamRedis.Range] with XRANGE and XREVRANGE.
