@@ -98,10 +98,10 @@
 //     idle for the claim min idle (XAUTOCLAIM), then reads new entries (>)
 //     with BLOCK; it claims again every claim-min-idle. It reads the next
 //     batch only when the previous one is finished, so a shard's records
-//     are handled one at a time, in order. Each XREADGROUP is sent once
-//     (go-redis would send it again after a lost answer): a failed read
-//     of new entries, which Redis may have run, is followed by a read of
-//     this consumer's pending entries.
+//     are handled one at a time, in order. Each XREADGROUP and XAUTOCLAIM
+//     is sent once (go-redis would send it again after a lost answer): a
+//     failed read of new entries or claim, which Redis may have run, is
+//     followed by a read of this consumer's pending entries.
 //  8. UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH: ACKs and dispatch stop at
 //     once on every shard (in-flight handlers' contexts are cancelled and
 //     their ACKs fail with ErrFenced), OnRevoked runs, ownership is cleared

@@ -89,10 +89,10 @@ func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
 			}
 			failures++
 			rd.failing = true
-			if rd.phase == phaseNew { // rule 7
-				// Redis may have run a read whose answer was lost, moving
-				// new entries into this consumer's pending list: read
-				// those next, not a claim min idle later.
+			if rd.phase != phaseOwnPending { // rule 7
+				// Redis may have run a read or claim whose answer was
+				// lost, moving entries into this consumer's pending list:
+				// read those next, not a claim min idle later.
 				rd.phase, rd.cursor = phaseOwnPending, "0"
 			}
 			if failures == r.core.cfg.redisFailureLimit {
@@ -156,9 +156,14 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 		rd.cursor = msgs[len(msgs)-1].ID
 		return r.messages(ctx, msgs, true)
 	case phaseClaim:
-		msgs, next, err := r.core.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: r.key, Group: cfg.group, Consumer: r.core.id,
-			MinIdle: cfg.claimMinIdle, Start: rd.cursor, Count: int64(cfg.batch),
+		// Sent once, like the reads: a claim sent again after its answer
+		// was lost would find the entries the first one took no longer
+		// idle, and leave them in this consumer's pending list unread.
+		msgs, next, err := redisconn.SendOnce(ctx, r.core.rdb, func(b redis.Pipeliner) *redis.XAutoClaimCmd {
+			return b.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+				Stream: r.key, Group: cfg.group, Consumer: r.core.id,
+				MinIdle: cfg.claimMinIdle, Start: rd.cursor, Count: int64(cfg.batch),
+			})
 		}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("XAUTOCLAIM %s %s: %w", r.key, rd.cursor, err)
