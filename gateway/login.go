@@ -15,7 +15,7 @@ import (
 )
 
 // login issues a bearer token for {username,password}, or for the Basic
-// header when the body is empty (docs/protocol.md §4). Failed checks count
+// header when the body carries no credentials (docs/protocol.md §4). Failed checks count
 // against the username and the client address; past either limit the
 // login answers 429 before any password is checked. Checks still running
 // count too, until they succeed.
@@ -31,11 +31,18 @@ func (s *server) login(c *gin.Context) {
 			abortWith(c, protocol.CodeInvalidRequest, "malformed JSON body: "+jsonProblem(err))
 			return
 		}
-		if req.Username == "" || req.Password == "" {
-			abortWith(c, protocol.CodeInvalidRequest, "username and password are required")
-			return
-		}
-	} else {
+	}
+	switch {
+	case req.Username != "" && req.Password != "":
+		// Credentials in the body win over any header.
+	case req.Username != "" || req.Password != "":
+		abortWith(c, protocol.CodeInvalidRequest, "username and password are required")
+		return
+	default:
+		// A body without credentials ({}, null, members null or empty) is
+		// read as the empty body §4 pairs with a Basic header: client
+		// libraries that always send a JSON body send one of those for
+		// "nothing".
 		scheme, value, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
 		user, password, ok := parseBasic(strings.TrimSpace(value))
 		if !strings.EqualFold(scheme, "basic") || !ok {
