@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -50,7 +51,11 @@ func (s *server) scaleGroup(c *gin.Context) {
 }
 
 func (s *server) getMigration(c *gin.Context) {
-	resp, err := s.coord.Migration(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("id"))
+	ctx, prefix, group, id := c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("id")
+	resp, err := s.coord.Migration(ctx, prefix, group, id)
+	if isCode(err, protocol.CodeMigrationNotFound) && id == protocol.NoopReshardingID {
+		resp, err = s.noopMigration(c, prefix, group)
+	}
 	s.answer(c, http.StatusOK, resp, err)
 }
 
@@ -59,8 +64,37 @@ func (s *server) rollbackMigration(c *gin.Context) {
 	if !s.decodeBody(c, &req) {
 		return
 	}
-	resp, err := s.coord.Rollback(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("id"), req)
+	ctx, prefix, group, id := c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("id")
+	resp, err := s.coord.Rollback(ctx, prefix, group, id, req)
+	if isCode(err, protocol.CodeMigrationNotFound) && id == protocol.NoopReshardingID {
+		// The noop migration is DEPRECATED from its start: past ACTIVE.
+		if _, err = s.noopMigration(c, prefix, group); err == nil {
+			err = protocol.Errorf(protocol.CodeRollbackNotAllowed,
+				"migration noop (a scale to the current shard count) is DEPRECATED; only a migration that is ACTIVE can become ROLLED_BACK")
+		}
+	}
 	s.answer(c, http.StatusAccepted, resp, err)
+}
+
+// noopMigration is the migration a scale to the current shard count answers
+// (docs/protocol.md §5.5): nothing is recorded for it, so a client that
+// follows the reshardingId it was given would otherwise get 404 for a scale
+// that succeeded. It is the group's current count, DEPRECATED, timed now
+// like the scale's own answer; an unknown stream or group is still 404.
+func (s *server) noopMigration(c *gin.Context, prefix, group string) (protocol.Migration, error) {
+	g, err := s.coord.Group(c.Request.Context(), prefix, group)
+	if err != nil {
+		return protocol.Migration{}, err
+	}
+	now := s.opts.Now().UTC()
+	return protocol.Migration{ReshardingID: protocol.NoopReshardingID, FromShardCount: g.ShardCount,
+		ToShardCount: g.ShardCount, State: protocol.MigrationDeprecated, CreatedAt: now, UpdatedAt: now}, nil
+}
+
+// isCode reports whether err carries the protocol error code code.
+func isCode(err error, code protocol.ErrorCode) bool {
+	var perr *protocol.Error
+	return errors.As(err, &perr) && perr.Code == code
 }
 
 func (s *server) completeMigration(c *gin.Context) {

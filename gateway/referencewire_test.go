@@ -63,3 +63,70 @@ func TestLoginBodyWithoutCredentialsUsesBasic(t *testing.T) {
 		})
 	}
 }
+
+// TestNoopMigrationCanBeFollowed: §5 answers a scale to the current count
+// with a migration "noop" in state DEPRECATED. A client that follows the
+// migration it was answered (GET …/migrations/{reshardingId} until it is
+// DEPRECATED or ROLLED_BACK) must find it, and a rollback of it is a
+// rollback past ACTIVE: 422 ROLLBACK_NOT_ALLOWED, not 404.
+func TestNoopMigrationCanBeFollowed(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 3)
+	var noop protocol.Migration
+	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/scale",
+		`{"targetShardCount":3,"requestedBy":"ops","reason":"r"}`, http.StatusAccepted, &noop)
+	if noop.ReshardingID != protocol.NoopReshardingID || noop.State != protocol.MigrationDeprecated {
+		t.Fatalf("scale to the current count answered %+v", noop)
+	}
+
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		body   string
+		status int
+		code   protocol.ErrorCode
+	}{
+		{"get", http.MethodGet, "/streams/orders/groups/orders/migrations/noop", "", http.StatusOK, ""},
+		{"rollback", http.MethodPost, "/streams/orders/groups/orders/migrations/noop/rollback",
+			`{"requestedBy":"ops","reason":"r"}`, http.StatusUnprocessableEntity, protocol.CodeRollbackNotAllowed},
+		{"get of an unknown group", http.MethodGet, "/streams/orders/groups/nope/migrations/noop", "",
+			http.StatusNotFound, protocol.CodeGroupNotFound},
+		{"get of an unknown stream", http.MethodGet, "/streams/nope/groups/nope/migrations/noop", "",
+			http.StatusNotFound, protocol.CodeStreamNotFound},
+		{"rollback without requestedBy", http.MethodPost, "/streams/orders/groups/orders/migrations/noop/rollback",
+			`{}`, http.StatusBadRequest, protocol.CodeInvalidRequest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, raw := s.Do(tc.method, base+tc.path, nilIfEmpty(tc.body))
+			if status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, raw)
+			}
+			if tc.status != http.StatusOK {
+				var eb protocol.ErrorBody
+				if err := json.Unmarshal(raw, &eb); err != nil || eb.ErrorCode != tc.code {
+					t.Fatalf("body %s, want %s", raw, tc.code)
+				}
+				return
+			}
+			coordtest.CheckNoNullArrays(t, raw)
+			var got protocol.Migration
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.ReshardingID != protocol.NoopReshardingID || got.State != protocol.MigrationDeprecated ||
+				got.FromShardCount != 3 || got.ToShardCount != 3 || got.CreatedAt.IsZero() {
+				t.Fatalf("noop migration = %s", raw)
+			}
+		})
+	}
+}
+
+// nilIfEmpty is body for coordtest.Server.Do: nil (no body) when empty.
+func nilIfEmpty(body string) any {
+	if body == "" {
+		return nil
+	}
+	return body
+}
