@@ -26,12 +26,12 @@ const auditTimeout = 10 * time.Second
 // auditBody is what an audit entry takes from an admin request body: the
 // union of every admin body's fields.
 type auditBody struct {
-	InitialShardCount *int       `json:"initialShardCount"`
-	TargetShardCount  *int       `json:"targetShardCount"`
-	Force             *bool      `json:"force"`
-	DeprecatedAfter   *time.Time `json:"deprecatedAfter"`
-	RequestedBy       string     `json:"requestedBy"`
-	Reason            string     `json:"reason"`
+	InitialShardCount *int     `json:"initialShardCount"`
+	TargetShardCount  *int     `json:"targetShardCount"`
+	Force             *bool    `json:"force"`
+	DeprecatedAfter   *utcTime `json:"deprecatedAfter"`
+	RequestedBy       string   `json:"requestedBy"`
+	Reason            string   `json:"reason"`
 }
 
 // audited records every admin mutation, allowed or refused, durably and
@@ -125,7 +125,7 @@ func (s *server) recordAudit(c *gin.Context, op protocol.AuditOperation, start t
 		StreamPrefix: capField(c.Param("prefix")), ConsumerGroup: capField(c.Param("group")), ReshardingID: capField(c.Param("id")),
 		Requested: protocol.AuditRequested{
 			InitialShardCount: req.InitialShardCount, TargetShardCount: req.TargetShardCount,
-			Force: req.Force, DeprecatedAfter: req.DeprecatedAfter,
+			Force: req.Force, DeprecatedAfter: req.DeprecatedAfter.ptr(),
 		},
 		RequestedBy: capField(req.RequestedBy), Reason: capField(req.Reason), Roles: []string{},
 		RequestID: c.GetString(requestIDKey), ClientAddress: c.ClientIP(), UserAgent: capField(c.Request.UserAgent()),

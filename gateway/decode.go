@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	jsonv2 "github.com/go-json-experiment/json"
@@ -151,6 +152,8 @@ func checkOperator(v any) *protocol.Error {
 		by, reason = &r.RequestedBy, &r.Reason
 	case *protocol.ScaleRequest:
 		by, reason = &r.RequestedBy, &r.Reason
+	case *scaleBody:
+		by, reason = &r.RequestedBy, &r.Reason
 	case *protocol.OperatorRequest:
 		by, reason = &r.RequestedBy, &r.Reason
 	default:
@@ -196,4 +199,55 @@ func jsonProblem(err error) string {
 	default:
 		return err.Error()
 	}
+}
+
+// utcTime is a request time. The protocol's times are RFC 3339 strings in
+// UTC; a time written without a zone (as the reference clients write some,
+// see decodeHeartbeat) is read as UTC, which is what "in UTC" says it
+// means, rather than refused. Anything else is an error.
+type utcTime struct{ time.Time }
+
+// zonelessLayout is RFC 3339 without the offset; fractions of any length
+// parse.
+const zonelessLayout = "2006-01-02T15:04:05"
+
+// UnmarshalJSON reads an RFC 3339 time, or one without a zone as UTC.
+func (t *utcTime) UnmarshalJSON(raw []byte) error {
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		return fmt.Errorf("a time must be an RFC 3339 string: %w", err)
+	}
+	parsed, err := time.Parse(time.RFC3339Nano, text)
+	if err != nil {
+		var zoneless error
+		if parsed, zoneless = time.ParseInLocation(zonelessLayout, text, time.UTC); zoneless != nil {
+			return fmt.Errorf("%q is not an RFC 3339 time: %w", text, err)
+		}
+	}
+	t.Time = parsed
+	return nil
+}
+
+// ptr is the time as the protocol types carry it: nil when t is nil.
+func (t *utcTime) ptr() *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.Time
+	return &v
+}
+
+// scaleBody is a scale request as the gateway reads it: deprecatedAfter
+// may come without a zone (utcTime). Its own field shadows the embedded
+// one when decoding.
+type scaleBody struct {
+	protocol.ScaleRequest
+	DeprecatedAfter *utcTime `json:"deprecatedAfter"`
+}
+
+// request is the decoded scale request.
+func (b *scaleBody) request() protocol.ScaleRequest {
+	req := b.ScaleRequest
+	req.DeprecatedAfter = b.DeprecatedAfter.ptr()
+	return req
 }

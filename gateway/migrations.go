@@ -10,11 +10,11 @@ import (
 )
 
 func (s *server) scaleStream(c *gin.Context) {
-	var req protocol.ScaleRequest
-	if !s.decodeBody(c, &req) {
+	var body scaleBody
+	if !s.decodeBody(c, &body) {
 		return
 	}
-	resp, err := s.coord.Scale(c.Request.Context(), c.Param("prefix"), req)
+	resp, err := s.coord.Scale(c.Request.Context(), c.Param("prefix"), body.request())
 	s.answer(c, http.StatusAccepted, resp, err)
 }
 
@@ -22,10 +22,11 @@ func (s *server) scaleStream(c *gin.Context) {
 // shared by every group of a stream, so it scales the whole stream (ours)
 // and answers the migration as this group sees it.
 func (s *server) scaleGroup(c *gin.Context) {
-	var req protocol.ScaleRequest
-	if !s.decodeBody(c, &req) {
+	var body scaleBody
+	if !s.decodeBody(c, &body) {
 		return
 	}
+	req := body.request()
 	ctx, prefix, group := c.Request.Context(), c.Param("prefix"), c.Param("group")
 	if _, err := s.coord.Group(ctx, prefix, group); err != nil {
 		s.writeError(c, err)

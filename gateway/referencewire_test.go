@@ -130,3 +130,49 @@ func nilIfEmpty(body string) any {
 	}
 	return body
 }
+
+// TestScaleDeprecatedAfterWithoutZone: times on the wire are "RFC 3339
+// strings in UTC" (§ General rules), and the reference clients write some
+// without a zone (their heartbeat report times; see decodeHeartbeat). A
+// deprecatedAfter written the same way is read as UTC rather than refused,
+// on both scale paths, and the audit entry keeps it.
+func TestScaleDeprecatedAfterWithoutZone(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	later := time.Now().UTC().Add(time.Hour).Truncate(time.Millisecond)
+	tests := []struct {
+		name   string
+		path   string
+		value  string
+		status int
+		want   time.Time
+	}{
+		{"zone-less, stream path", "/streams/s1/scale", later.Format("2006-01-02T15:04:05.000"), http.StatusAccepted, later},
+		{"zone-less without fraction, group path", "/streams/s2/groups/s2/scale", later.Format("2006-01-02T15:04:05"), http.StatusAccepted, later.Truncate(time.Second)},
+		{"RFC 3339 with an offset", "/streams/s3/scale", later.In(time.FixedZone("", 2*3600)).Format(time.RFC3339Nano), http.StatusAccepted, later},
+		{"not a time", "/streams/s4/scale", "soon", http.StatusBadRequest, time.Time{}},
+		{"empty", "/streams/s5/scale", "", http.StatusBadRequest, time.Time{}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := "s" + string(rune('1'+i))
+			s.CreateStream(prefix, 2)
+			body := `{"targetShardCount":3,"requestedBy":"ops","reason":"r","deprecatedAfter":"` + tc.value + `"}`
+			status, raw := s.Do(http.MethodPost, base+tc.path, body)
+			if status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, raw)
+			}
+			if status != http.StatusAccepted {
+				return
+			}
+			var page protocol.AuditPage
+			s.JSON(http.MethodGet, base+"/monitoring/audit?streamPrefix="+prefix+"&limit=1", nil, http.StatusOK, &page)
+			if len(page.Entries) != 1 || page.Entries[0].Operation != protocol.AuditScale {
+				t.Fatalf("audit = %+v", page.Entries)
+			}
+			got := page.Entries[0].Requested.DeprecatedAfter
+			if got == nil || !got.Equal(tc.want) || page.Entries[0].RequestedBy != "ops" {
+				t.Fatalf("audited deprecatedAfter %v requestedBy %q, want %v ops", got, page.Entries[0].RequestedBy, tc.want)
+			}
+		})
+	}
+}
