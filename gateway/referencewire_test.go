@@ -7,6 +7,9 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,6 +175,57 @@ func TestScaleDeprecatedAfterWithoutZone(t *testing.T) {
 			got := page.Entries[0].Requested.DeprecatedAfter
 			if got == nil || !got.Equal(tc.want) || page.Entries[0].RequestedBy != "ops" {
 				t.Fatalf("audited deprecatedAfter %v requestedBy %q, want %v ops", got, page.Entries[0].RequestedBy, tc.want)
+			}
+		})
+	}
+}
+
+// TestProducerRoutingMatchesSlotVectors: the routing answer's stream keys
+// and Redis slots are the shared vectors' (routing-vectors.json, "slots"),
+// bit for bit, for every stream the vectors name.
+func TestProducerRoutingMatchesSlotVectors(t *testing.T) {
+	raw, err := os.ReadFile("../client/protocol/testdata/routing-vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors struct {
+		Slots []struct {
+			StreamKey string `json:"streamKey"`
+			RedisSlot int    `json:"redisSlot"`
+		} `json:"slots"`
+	}
+	if err := json.Unmarshal(raw, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[int]int{} // prefix → shard → slot
+	for _, v := range vectors.Slots {
+		i := strings.LastIndexByte(v.StreamKey, ':')
+		shard, err := strconv.Atoi(v.StreamKey[i+1:])
+		if i < 0 || err != nil {
+			t.Fatalf("vector key %q is not prefix:index", v.StreamKey)
+		}
+		prefix := v.StreamKey[:i]
+		if want[prefix] == nil {
+			want[prefix] = map[int]int{}
+		}
+		want[prefix][shard] = v.RedisSlot
+	}
+	if len(want) == 0 {
+		t.Fatal("no slot vectors")
+	}
+	s := coordtest.Start(t, "", coordtest.Options{})
+	for prefix, slots := range want {
+		t.Run(prefix, func(t *testing.T) {
+			s.CreateStream(prefix, len(slots))
+			var r protocol.ProducerRoutingResponse
+			s.JSON(http.MethodGet, base+"/streams/"+prefix+"/groups/"+prefix+"/producer-routing", nil, http.StatusOK, &r)
+			if r.ShardCount != len(slots) || len(r.Shards) != len(slots) || r.StreamKeyPattern != prefix+":{shardIndex}" {
+				t.Fatalf("routing = %+v", r)
+			}
+			for i, sh := range r.Shards {
+				if sh.ShardIndex != i || sh.StreamKey != prefix+":"+strconv.Itoa(i) || sh.RedisSlot != slots[i] {
+					t.Errorf("shard %d = %+v, want key %s:%d slot %d", i, sh, prefix, i, slots[i])
+				}
 			}
 		})
 	}
