@@ -26,30 +26,31 @@ func (s *server) login(c *gin.Context) {
 		return
 	}
 	var req protocol.LoginRequest
-	if len(strings.TrimSpace(string(body))) > 0 {
+	hasBody := len(strings.TrimSpace(string(body))) > 0
+	if hasBody {
 		if err := decodeJSON(body, &req); err != nil {
 			abortWith(c, protocol.CodeInvalidRequest, "malformed JSON body: "+jsonProblem(err))
 			return
 		}
 	}
+	scheme, value, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
+	basicUser, basicPassword, basicOK := parseBasic(strings.TrimSpace(value))
+	basicOK = basicOK && strings.EqualFold(scheme, "basic")
 	switch {
 	case req.Username != "" && req.Password != "":
 		// Credentials in the body win over any header.
-	case req.Username != "" || req.Password != "":
+	case req.Username == "" && req.Password == "" && basicOK:
+		// A body without credentials ({}, null, members null or empty)
+		// is read as the empty body §4 pairs with a Basic header: client
+		// libraries that always send a JSON body send one of those for
+		// "nothing".
+		req = protocol.LoginRequest{Username: basicUser, Password: basicPassword}
+	case hasBody:
 		abortWith(c, protocol.CodeInvalidRequest, "username and password are required")
 		return
 	default:
-		// A body without credentials ({}, null, members null or empty) is
-		// read as the empty body §4 pairs with a Basic header: client
-		// libraries that always send a JSON body send one of those for
-		// "nothing".
-		scheme, value, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
-		user, password, ok := parseBasic(strings.TrimSpace(value))
-		if !strings.EqualFold(scheme, "basic") || !ok {
-			s.refuseAuth(c, unauthorized("send {username,password} or an Authorization: Basic header"))
-			return
-		}
-		req = protocol.LoginRequest{Username: user, Password: password}
+		s.refuseAuth(c, unauthorized("send {username,password} or an Authorization: Basic header"))
+		return
 	}
 	if s.auth == nil {
 		// Authentication is off: every caller is the anonymous ADMIN and

@@ -37,7 +37,8 @@ func TestLoginBodyWithoutCredentialsUsesBasic(t *testing.T) {
 		{"empty members", `{"username":"","password":""}`, writerBasic, http.StatusOK, ""},
 		{"unknown members only", `{"rememberMe":true}`, writerBasic, http.StatusOK, ""},
 		{"empty object, wrong basic", `{}`, coordtest.Basic(coordtest.UserWriter, "nope"), http.StatusUnauthorized, protocol.CodeUnauthorized},
-		{"empty object, no header", `{}`, "", http.StatusUnauthorized, protocol.CodeUnauthorized},
+		{"empty object, no header", `{}`, "", http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"empty object, bearer header", `{}`, "Bearer x", http.StatusBadRequest, protocol.CodeInvalidRequest},
 		{"half a body still refused", `{"username":"writer"}`, writerBasic, http.StatusBadRequest, protocol.CodeInvalidRequest},
 	}
 	for _, tc := range tests {
