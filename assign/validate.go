@@ -1,9 +1,9 @@
 package assign
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/rscoord/rscoord/client/protocol"
 )
@@ -13,7 +13,8 @@ import (
 // every heartbeat) and do nothing else; the member will stop and fail
 // loudly. Checked, in order: protocol version (UNSUPPORTED_PROTOCOL), then
 // the problems heartbeatProblem lists (INVALID_REQUEST, with errorCode
-// INVALID_REQUEST and a message naming the problem, §9.7).
+// INVALID_REQUEST and a message naming the problem, §9.7). A request it
+// accepts has its display texts clipped (heartbeatProblem).
 //
 // Validate needs no group: the gateway or actor runs it before looking the
 // group up, so a malformed member never creates one.
@@ -33,8 +34,9 @@ func Validate(req *protocol.HeartbeatRequest, pathMemberID string, cfg Config) (
 // heartbeatProblem says what makes req invalid, or "": the body's memberId
 // not the path's or not a valid id, a blank requestId,
 // runtimeMaxConcurrency < 1, availableConcurrency < 0, memberEpoch < -1, a
-// malformed instanceId, or a text longer than protocol.MaxTextLength (the
-// ids and names a group keeps, in memory and in the store).
+// malformed instanceId, or a requestId longer than protocol.MaxTextLength.
+// Of a valid req it clips the display texts a group keeps, in memory and in
+// the store (memberName, shard progress texts), to that length.
 func heartbeatProblem(req *protocol.HeartbeatRequest, pathMemberID string) string {
 	capacity := req.RuntimeConsumerCapacity
 	switch {
@@ -56,17 +58,20 @@ func heartbeatProblem(req *protocol.HeartbeatRequest, pathMemberID string) strin
 			return clip(err.Error())
 		}
 	}
-	// Checked in place: a heartbeat may report progress on thousands of
-	// shards, and this runs on every one.
-	if problem := cmp.Or(tooLong("requestId", req.RequestID), tooLong("memberName", req.MemberName)); problem != "" {
+	// requestId is echoed (responseTo) and a join's is kept to tell a
+	// replayed join: a shortened one would be another id, so a long one is
+	// refused. The display texts a group keeps (memberName, progress) are
+	// clipped instead (clipText): §6 bounds none of them, and
+	// INVALID_REQUEST would stop a reference client for a name.
+	if problem := tooLong("requestId", req.RequestID); problem != "" {
 		return problem
 	}
-	for _, p := range req.ShardProgress {
-		problem := cmp.Or(tooLong("shardProgress[].streamKey", p.StreamKey),
-			tooLong("shardProgress[].lastDeliveredId", p.LastDeliveredID), tooLong("shardProgress[].lastAckedId", p.LastAckedID))
-		if problem != "" {
-			return problem
-		}
+	req.MemberName = clipText(req.MemberName)
+	// In place, without allocating: a heartbeat may report progress on
+	// thousands of shards, and this runs on every one.
+	for i := range req.ShardProgress {
+		p := &req.ShardProgress[i]
+		p.StreamKey, p.LastDeliveredID, p.LastAckedID = clipText(p.StreamKey), clipText(p.LastDeliveredID), clipText(p.LastAckedID)
 	}
 	return ""
 }
@@ -78,6 +83,20 @@ func tooLong(field, value string) string {
 		return ""
 	}
 	return fmt.Sprintf("%s is %d bytes long; at most %d are allowed", field, len(value), protocol.MaxTextLength)
+}
+
+// clipText cuts a display text to at most protocol.MaxTextLength bytes, at
+// a UTF-8 character boundary, so that what a group keeps stays bounded and
+// valid text.
+func clipText(s string) string {
+	if len(s) <= protocol.MaxTextLength {
+		return s
+	}
+	cut := protocol.MaxTextLength
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // clip shortens a text quoted back in a message, so that a huge value does

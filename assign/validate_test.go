@@ -42,11 +42,12 @@ func TestValidate(t *testing.T) {
 		{"epoch -2", func(r *protocol.HeartbeatRequest) { r.MemberEpoch = -2 }, "m-1", protocol.StatusInvalidRequest, "memberEpoch is -2"},
 		{"instance id with a space", func(r *protocol.HeartbeatRequest) { r.InstanceID = "a b" }, "m-1", protocol.StatusInvalidRequest, "instanceId"},
 		{"too long instance id", func(r *protocol.HeartbeatRequest) { r.InstanceID = strings.Repeat("i", 129) }, "m-1", protocol.StatusInvalidRequest, "at most 128"},
-		{"too long member name", func(r *protocol.HeartbeatRequest) { r.MemberName = long }, "m-1", protocol.StatusInvalidRequest, "memberName is 257 bytes"},
-		{"too long request id", func(r *protocol.HeartbeatRequest) { r.RequestID = long }, "m-1", protocol.StatusInvalidRequest, "requestId is 257 bytes"},
+		// Display texts are clipped, not refused (TestValidateClipsDisplayTexts).
+		{"too long member name", func(r *protocol.HeartbeatRequest) { r.MemberName = long }, "m-1", "", ""},
 		{"too long progress id", func(r *protocol.HeartbeatRequest) {
 			r.ShardProgress = []protocol.ShardProgress{{StreamKey: "orders:0"}, {LastDeliveredID: long}}
-		}, "m-1", protocol.StatusInvalidRequest, "shardProgress[].lastDeliveredId is 257 bytes"},
+		}, "m-1", "", ""},
+		{"too long request id", func(r *protocol.HeartbeatRequest) { r.RequestID = long }, "m-1", protocol.StatusInvalidRequest, "requestId is 257 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,6 +68,38 @@ func TestValidate(t *testing.T) {
 			if tc.status == protocol.StatusInvalidRequest &&
 				(resp.ErrorCode != protocol.CodeInvalidRequest || !strings.Contains(resp.Message, tc.says) || len(resp.Message) > 400) {
 				t.Errorf("errorCode %q, message %q: want INVALID_REQUEST saying %q, short", resp.ErrorCode, resp.Message, tc.says)
+			}
+		})
+	}
+}
+
+// TestValidateClipsDisplayTexts: memberName and the shard progress texts
+// of an accepted heartbeat are cut to protocol.MaxTextLength bytes at a
+// character boundary; shorter ones are kept as sent.
+func TestValidateClipsDisplayTexts(t *testing.T) {
+	tests := []struct {
+		name, text string
+		want       int // bytes kept
+	}{
+		{"short", "orders-consumer", len("orders-consumer")},
+		{"exactly the limit", strings.Repeat("x", protocol.MaxTextLength), protocol.MaxTextLength},
+		{"one byte over", strings.Repeat("x", protocol.MaxTextLength+1), protocol.MaxTextLength},
+		{"two-byte runes across the limit", "x" + strings.Repeat("é", protocol.MaxTextLength), protocol.MaxTextLength - 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := joinReq("m-1")
+			req.MemberName = tc.text
+			req.ShardProgress = []protocol.ShardProgress{{StreamKey: tc.text, LastDeliveredID: tc.text, LastAckedID: tc.text}}
+			if resp, ok := Validate(req, "m-1", Config{}); !ok {
+				t.Fatalf("rejected: %s %s", resp.Status, resp.Message)
+			}
+			p := req.ShardProgress[0]
+			for field, got := range map[string]string{"memberName": req.MemberName, "streamKey": p.StreamKey,
+				"lastDeliveredId": p.LastDeliveredID, "lastAckedId": p.LastAckedID} {
+				if got != tc.text[:tc.want] {
+					t.Errorf("%s kept %d bytes, want the first %d", field, len(got), tc.want)
+				}
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
@@ -229,5 +230,48 @@ func TestProducerRoutingMatchesSlotVectors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLongDisplayTextsAreClipped: §6 bounds no text of a heartbeat, and
+// INVALID_REQUEST stops a reference client for good. The display texts a
+// group keeps (memberName, shard progress texts) are therefore clipped to
+// protocol.MaxTextLength bytes rather than refused; requestId, which is
+// echoed and compared, is still refused past it.
+func TestLongDisplayTextsAreClipped(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 2)
+	long := strings.Repeat("é", protocol.MaxTextLength) // 2 bytes a rune: clipped inside a rune
+	m := coordtest.NewMember("m1", "orders", "orders")
+	req := m.Request()
+	req.MemberName = long
+	resp := s.Heartbeat("orders", "orders", req)
+	if resp.Status != protocol.StatusOK {
+		t.Fatalf("join with a %d-byte memberName: %s %s", len(long), resp.Status, resp.Message)
+	}
+	m.Apply(req, resp)
+	req = m.Request()
+	req.MemberName = long
+	req.ShardProgress = []protocol.ShardProgress{{Shard: protocol.Shard{ShardIndex: req.OwnedShards[0].ShardIndex},
+		StreamKey: "orders:0" + long, LastDeliveredID: long, LastAckedID: "1-0"}}
+	if resp = s.Heartbeat("orders", "orders", req); resp.Status != protocol.StatusOK {
+		t.Fatalf("heartbeat with long progress texts: %s %s", resp.Status, resp.Message)
+	}
+	var members protocol.MembersResponse
+	s.JSON(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/members", nil, http.StatusOK, &members)
+	got := members.Members[0]
+	if len(got.MemberName) > protocol.MaxTextLength || !utf8.ValidString(got.MemberName) || !strings.HasPrefix(long, got.MemberName) ||
+		len(got.MemberName) < protocol.MaxTextLength-1 {
+		t.Fatalf("memberName kept as %d bytes %q", len(got.MemberName), got.MemberName)
+	}
+	if len(got.ShardProgress) != 1 || len(got.ShardProgress[0].StreamKey) > protocol.MaxTextLength ||
+		len(got.ShardProgress[0].LastDeliveredID) > protocol.MaxTextLength {
+		t.Fatalf("progress kept as %+v", got.ShardProgress)
+	}
+
+	req = m.Request()
+	req.RequestID = strings.Repeat("r", protocol.MaxTextLength+1)
+	if resp = s.Heartbeat("orders", "orders", req); resp.Status != protocol.StatusInvalidRequest {
+		t.Fatalf("a %d-byte requestId answered %s", len(req.RequestID), resp.Status)
 	}
 }

@@ -49,8 +49,8 @@ type HeartbeatRequest struct {
 	// MemberID must equal the path's memberId. It is also the member's
 	// Redis consumer name.
 	MemberID string `json:"memberId"`
-	// MemberName is a display name (a service name, say), at most
-	// MaxTextLength bytes; monitoring shows the last one sent.
+	// MemberName is a display name (a service name, say); monitoring shows
+	// the last one sent, cut to MaxTextLength bytes.
 	MemberName string `json:"memberName"`
 	// MemberEpoch is 0 to join, -1 to leave, else the epoch of the last response.
 	MemberEpoch int64 `json:"memberEpoch"`
@@ -114,13 +114,13 @@ func (r RevokingShard) Terminal() bool { return r.State == RevokeRevoked && r.In
 type ShardProgress struct {
 	// Shard is the shard the progress is on.
 	Shard Shard `json:"shard"`
-	// StreamKey is the shard's Redis key, at most MaxTextLength bytes.
+	// StreamKey is the shard's Redis key (kept cut to MaxTextLength bytes).
 	StreamKey string `json:"streamKey"`
 	// LastDeliveredID is the id of the last entry the member read from the
-	// shard, at most MaxTextLength bytes.
+	// shard (kept cut to MaxTextLength bytes).
 	LastDeliveredID string `json:"lastDeliveredId"`
-	// LastAckedID is the id of the last entry the member acknowledged, at
-	// most MaxTextLength bytes.
+	// LastAckedID is the id of the last entry the member acknowledged
+	// (kept cut to MaxTextLength bytes).
 	LastAckedID string `json:"lastAckedId"`
 	// PendingCount is how many entries the member read and has not yet
 	// acknowledged, as the member counts them.

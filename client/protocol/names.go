@@ -52,10 +52,10 @@ func validateName(field, v, extra string) error {
 	return nil
 }
 
-// MaxTextLength is the longest, in bytes, a heartbeat's requestId,
-// memberName and shard progress texts (streamKey, lastDeliveredId,
-// lastAckedId) may be: a group keeps them, in memory and in its store, for
-// every member.
+// MaxTextLength is the longest, in bytes, a heartbeat's requestId may be,
+// and what a group keeps of its memberName and shard progress texts
+// (streamKey, lastDeliveredId, lastAckedId; longer ones are cut): a group
+// keeps them, in memory and in its store, for every member.
 const MaxTextLength = 256
 
 // MaxInstanceIDLength is the longest member incarnation id (instanceId).
