@@ -15,7 +15,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/redisops"
 )
 
 // TestLoginBodyWithoutCredentialsUsesBasic: §4 lets a client log in with
@@ -273,5 +275,38 @@ func TestLongDisplayTextsAreClipped(t *testing.T) {
 	req.RequestID = strings.Repeat("r", protocol.MaxTextLength+1)
 	if resp = s.Heartbeat("orders", "orders", req); resp.Status != protocol.StatusInvalidRequest {
 		t.Fatalf("a %d-byte requestId answered %s", len(req.RequestID), resp.Status)
+	}
+}
+
+// TestZonelessDeprecatedAfterHoldsTheMigration: a deprecatedAfter read
+// from a zone-less time reaches the migration, not only the audit log: a
+// scale-out past the routing lease stays ACTIVE, waiting for it, until it
+// passes.
+func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
+	const lease, check = 300 * time.Millisecond, 100 * time.Millisecond
+	rdb := redistest.Standalone(t).Client()
+	s := coordtest.Start(t, "", coordtest.Options{Redis: redisops.Wrap(rdb),
+		ProducerRoutingLease: lease, DrainCheckInterval: check})
+	s.CreateStream("orders", 2)
+	after := time.Now().UTC().Add(2 * time.Second)
+	var m protocol.Migration
+	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/scale",
+		`{"targetShardCount":3,"requestedBy":"ops","reason":"r","deprecatedAfter":"`+after.Format("2006-01-02T15:04:05.000")+`"}`,
+		http.StatusAccepted, &m)
+	time.Sleep(lease + 4*check)
+	s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
+	if m.State != protocol.MigrationActive || !strings.Contains(m.Detail, "deprecatedAfter") {
+		t.Fatalf("before deprecatedAfter the migration is %s (%s), want ACTIVE waiting for it", m.State, m.Detail)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m.State != protocol.MigrationDeprecated {
+		if time.Now().After(deadline) {
+			t.Fatalf("migration still %s (%s) long after deprecatedAfter", m.State, m.Detail)
+		}
+		time.Sleep(check)
+		s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
+	}
+	if time.Now().Before(after) {
+		t.Fatalf("DEPRECATED before deprecatedAfter %v", after)
 	}
 }
