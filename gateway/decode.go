@@ -211,6 +211,10 @@ type utcTime struct{ time.Time }
 // parse.
 const zonelessLayout = "2006-01-02T15:04:05"
 
+// maxEchoedTime is the longest time text an error message quotes back (a
+// nanosecond RFC 3339 time with an offset is 35 bytes).
+const maxEchoedTime = 64
+
 // UnmarshalJSON reads an RFC 3339 time, or one without a zone as UTC.
 func (t *utcTime) UnmarshalJSON(raw []byte) error {
 	var text string
@@ -221,7 +225,11 @@ func (t *utcTime) UnmarshalJSON(raw []byte) error {
 	if err != nil {
 		var zoneless error
 		if parsed, zoneless = time.ParseInLocation(zonelessLayout, text, time.UTC); zoneless != nil {
-			return fmt.Errorf("%q is not an RFC 3339 time: %w", text, err)
+			if len(text) > maxEchoedTime {
+				// Not echoed: the message would carry the client's text.
+				return fmt.Errorf("a %d-byte string is not an RFC 3339 time", len(text))
+			}
+			return fmt.Errorf("not an RFC 3339 time: %w", err)
 		}
 	}
 	t.Time = parsed

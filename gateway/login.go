@@ -15,10 +15,10 @@ import (
 )
 
 // login issues a bearer token for {username,password}, or for the Basic
-// header when the body carries no credentials (docs/protocol.md §4). Failed checks count
-// against the username and the client address; past either limit the
-// login answers 429 before any password is checked. Checks still running
-// count too, until they succeed.
+// header when the body carries no credentials (docs/protocol.md §4).
+// Failed checks count against the username and the client address; past
+// either limit the login answers 429 before any password is checked.
+// Checks still running count too, until they succeed.
 func (s *server) login(c *gin.Context) {
 	body, perr := s.readBodyLimit(c, maxLoginBodyBytes)
 	if perr != nil {

@@ -158,6 +158,7 @@ func TestScaleDeprecatedAfterWithoutZone(t *testing.T) {
 		{"RFC 3339 with an offset", "/streams/s3/scale", later.In(time.FixedZone("", 2*3600)).Format(time.RFC3339Nano), http.StatusAccepted, later},
 		{"not a time", "/streams/s4/scale", "soon", http.StatusBadRequest, time.Time{}},
 		{"empty", "/streams/s5/scale", "", http.StatusBadRequest, time.Time{}},
+		{"long garbage", "/streams/s6/scale", strings.Repeat("y", 5000), http.StatusBadRequest, time.Time{}},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,6 +170,9 @@ func TestScaleDeprecatedAfterWithoutZone(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", status, tc.status, raw)
 			}
 			if status != http.StatusAccepted {
+				if len(raw) > 1000 {
+					t.Fatalf("a refused time is echoed back: %d-byte answer", len(raw))
+				}
 				return
 			}
 			var page protocol.AuditPage
