@@ -271,6 +271,24 @@ func (c *core) observeLoaded(key []byte, rev uint64) {
 	}
 }
 
+// observeTombstone records that a load found the group of key deleted, by
+// a tombstone written at revision rev. In the cluster mode another replica
+// may have deleted the group while this one did not own it: a cached
+// revision below the tombstone's is of the group before that delete, and
+// a create here (expected revision 0) must not be refused as stale. A
+// higher cached one is of a group this process wrote after the delete.
+func (c *core) observeTombstone(key []byte, rev uint64) {
+	if rev == 0 {
+		return
+	}
+	c.observeRevision(rev)
+	st := c.lock(key)
+	defer st.mu.Unlock()
+	if cur, ok := st.revisions[string(key)]; ok && cur != 0 && cur < rev {
+		st.revisions[string(key)] = 0
+	}
+}
+
 // forget drops the cached revision of key, so that the next write reads the
 // stored record. Only tests need it: they write behind the store's back.
 func (c *core) forget(key []byte) {

@@ -250,3 +250,57 @@ func TestEtcdStreamPrefixes(t *testing.T) {
 		t.Fatalf("stream prefixes %v, want %v", got, want)
 	}
 }
+
+// A group this replica wrote, then deleted by the replica that owned it
+// meanwhile, can be created again here once ownership comes back: the
+// revision this replica cached before it lost the group must not make the
+// create (expected revision 0) fail as stale. The load on reclaim sees the
+// tombstone, and the create continues above it.
+func TestEtcdCreateAfterOtherReplicaDeleted(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	cli, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	open := func() *EtcdStore {
+		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: "/data/", Logger: testLogger(t),
+			Fence: func(string) (string, int64, bool) { return "/owner", 0, true }}) // owner key never created: the fence holds
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	g := richGroup("orders", "billing")
+	if _, err := a.SaveGroup(ctx, g, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Ownership moves to b, which loads the group and deletes it.
+	recs, err := b.LoadGroups(ctx, "orders")
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("b's load: %v %v", recs, err)
+	}
+	if err := b.DeleteGroup(ctx, "orders", "billing", recs[0].Revision); err != nil {
+		t.Fatal(err)
+	}
+	// Back to a: it loads the stream's groups (none), reads the tombstone
+	// and creates the group above it.
+	if recs, err := a.LoadGroups(ctx, "orders"); err != nil || len(recs) != 0 {
+		t.Fatalf("a's load after the delete: %v %v", recs, err)
+	}
+	tomb, err := a.LoadTombstone(ctx, "orders", "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := assign.NewGroupAfter(tomb, "orders", "billing", 4, time.Now())
+	rev, err := a.SaveGroup(ctx, again, nil, 0)
+	if err != nil {
+		t.Fatalf("create after the other replica deleted the group: %v", err)
+	}
+	got, err := b.LoadGroup(ctx, "orders", "billing")
+	if err != nil || got.Revision != rev || got.Group.GroupEpoch < g.GroupEpoch {
+		t.Fatalf("after the create: %+v %v; want revision %d, group epoch at least %d", got.Group, err, rev, g.GroupEpoch)
+	}
+}

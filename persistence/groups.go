@@ -631,7 +631,9 @@ func decodeGroupKeys(gk *groupKeys) (rec GroupRecord, tomb *assign.Tombstone) {
 		return GroupRecord{StreamPrefix: gk.prefix, Name: gk.name, Err: opErr("group "+gk.prefix+"/"+gk.name, err)}, nil
 	}
 	if tomb != nil {
-		return GroupRecord{}, tomb
+		// The tombstone's revision only: callers forget what they cached
+		// of the group before the delete (observeTombstone).
+		return GroupRecord{Revision: rev}, tomb
 	}
 	return GroupRecord{StreamPrefix: gk.prefix, Name: gk.name, Group: g, Revision: rev}, nil
 }
@@ -816,6 +818,7 @@ func (c *core) LoadGroups(ctx context.Context, streamPrefix string) (out []Group
 	for _, gk := range gks {
 		rec, tomb := decodeGroupKeys(gk)
 		if tomb != nil {
+			c.observeTombstone(groupKey(gk.prefix, gk.name), rec.Revision)
 			continue
 		}
 		c.noteStaged(gk)
@@ -872,6 +875,7 @@ func (c *core) LoadGroup(ctx context.Context, streamPrefix, name string) (rec Gr
 		return GroupRecord{}, opErr(what, err)
 	}
 	if tomb != nil {
+		c.observeTombstone(groupKey(streamPrefix, name), rec.Revision)
 		return GroupRecord{}, opErr(what, newErr(ErrNotFound, "deleted"))
 	}
 	c.observeLoaded(groupKey(streamPrefix, name), rec.Revision)
@@ -895,6 +899,7 @@ func (c *core) LoadTombstone(ctx context.Context, streamPrefix, name string) (t 
 	case err != nil:
 		return nil, opErr(what, err)
 	case tomb != nil:
+		c.observeTombstone(groupKey(streamPrefix, name), rec.Revision)
 		return tomb, nil
 	case rec.Err != nil:
 		return nil, rec.Err
@@ -931,8 +936,12 @@ func (c *core) DeleteGroup(ctx context.Context, streamPrefix, name string, expec
 	if err := c.finishStaged(ctx, st, streamPrefix, name); err != nil {
 		return opErr(what, c.fail(err))
 	}
-	rec, _, err := c.loadOne(ctx, streamPrefix, name)
-	if err == nil {
+	rec, tomb, err := c.loadOne(ctx, streamPrefix, name)
+	switch {
+	case err == nil && tomb != nil:
+		// Deleted behind this store's cache (another replica, cluster mode).
+		err = newErr(ErrNotFound, "deleted")
+	case err == nil:
 		err = rec.Err
 	}
 	if err != nil {
