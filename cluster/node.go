@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +40,28 @@ var (
 	ErrLeaseLost = errors.New("cluster: replica lease lost")
 	// ErrDuplicateID: a live replica is registered with the same id.
 	ErrDuplicateID = errors.New("cluster: replica id already registered")
+	// ErrSettingDiffers: a setting every replica must share
+	// ([Options.Settings]) has another value in the cluster; see
+	// [SettingError].
+	ErrSettingDiffers = errors.New("cluster: setting differs from the cluster's")
 )
+
+// SettingError is the refusal of [Join] when [Options.Settings] names a
+// value other than the one the cluster recorded. It wraps
+// [ErrSettingDiffers].
+type SettingError struct {
+	// Name is the setting, Here this replica's value, Cluster the value
+	// recorded by the replica that first joined, Key the etcd key that
+	// holds it.
+	Name, Here, Cluster, Key string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("cluster: setting %s is %q here but %q in the cluster (etcd key %s)", e.Name, e.Here, e.Cluster, e.Key)
+}
+
+// Unwrap makes the error match [ErrSettingDiffers].
+func (e *SettingError) Unwrap() error { return ErrSettingDiffers }
 
 // Options configure [Join].
 type Options struct {
@@ -56,6 +78,13 @@ type Options struct {
 	// LeaseTTL is the etcd lease of the replica; it is rounded up to whole
 	// seconds. Default DefaultLeaseTTL, at least MinLeaseTTL.
 	LeaseTTL time.Duration
+	// Settings are values every replica of the cluster must share (name →
+	// value; names are key segments without "/"). The first replica to
+	// join records each under Root+"settings/" for good; a replica that
+	// names another value is refused ([SettingError]) before it
+	// registers. A setting is changed by stopping every replica and
+	// deleting its key.
+	Settings map[string]string
 	// Logger; default slog.Default.
 	Logger *slog.Logger
 }
@@ -91,6 +120,11 @@ func (o Options) Validate() error {
 	}
 	if o.LeaseTTL < MinLeaseTTL {
 		errs = append(errs, fmt.Errorf("cluster: lease TTL %v below %v", o.LeaseTTL, MinLeaseTTL))
+	}
+	for name := range o.Settings {
+		if name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("cluster: setting name %q is empty or holds a /", name))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -129,8 +163,9 @@ type Node struct {
 	left       bool             // guarded by mu
 }
 
-// replicasDir, ownersDir are the key spaces under Root.
+// replicasDir, ownersDir, settingsDir are the key spaces under Root.
 func (o Options) replicasDir() string { return o.Root + "replicas/" }
+func (o Options) settingsDir() string { return o.Root + "settings/" }
 func (o Options) ownersDir() string   { return o.Root + "owners/" }
 
 // ownerValue is what an owner key holds.
@@ -150,6 +185,9 @@ func Join(ctx context.Context, opts Options) (*Node, error) {
 	ttl := int64((opts.LeaseTTL + time.Second - 1) / time.Second)
 	opts.LeaseTTL = time.Duration(ttl) * time.Second
 	log := opts.Logger.With("replica", opts.ID)
+	if err := agree(ctx, opts); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	grant, err := opts.Client.Grant(ctx, ttl)
 	if err != nil {
@@ -198,6 +236,40 @@ func Join(ctx context.Context, opts Options) (*Node, error) {
 	n.wg.Go(func() { n.owners.run(runCtx, revs[1]) })
 	n.wg.Go(func() { n.keepAlive(runCtx, log) })
 	return n, nil
+}
+
+// agree records each of opts.Settings where the cluster has none yet and
+// refuses a value other than the recorded one. The keys are bound to no
+// lease: a setting outlives every replica, so that one joining after all
+// others died still agrees with what they told their clients.
+func agree(ctx context.Context, opts Options) error {
+	names := make([]string, 0, len(opts.Settings))
+	for name := range opts.Settings {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		key, want := opts.settingsDir()+name, opts.Settings[name]
+		resp, err := opts.Client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, want)).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("cluster: setting %s: %w", name, err)
+		}
+		if resp.Succeeded {
+			continue
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return fmt.Errorf("cluster: setting %s: its key %s vanished while read, try again", name, key)
+		}
+		if got := string(kvs[0].Value); got != want {
+			return &SettingError{Name: name, Here: want, Cluster: got, Key: key}
+		}
+	}
+	return nil
 }
 
 // keepAlive renews the lease every third of its TTL. It times each renewal

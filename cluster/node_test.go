@@ -299,3 +299,47 @@ func TestLeaveKeepsASuccessorsRegistration(t *testing.T) {
 		})
 	}
 }
+
+// Settings every replica must share: the first to join records them, a
+// replica naming another value is refused before it registers (so it is
+// nobody's placement target), one naming the same joins, and the record
+// outlives every replica.
+func TestSettingsMustAgree(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	ctx := context.Background()
+	opts := func(id, lease string) cluster.Options {
+		return cluster.Options{Client: client(t, c), ID: id, AdvertiseURL: "http://" + id + ".test:8080",
+			Settings: map[string]string{"member-lease": lease}}
+	}
+	first, err := cluster.Join(ctx, opts("r1", "15s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cluster.Join(ctx, opts("r2", "30s"))
+	se, ok := errors.AsType[*cluster.SettingError](err)
+	if !ok || !errors.Is(err, cluster.ErrSettingDiffers) || se.Here != "30s" || se.Cluster != "15s" {
+		t.Fatalf("join with another setting: %v, want a SettingError 30s against 15s", err)
+	}
+	for _, r := range first.Replicas() {
+		if r.ID == "r2" {
+			t.Fatal("the refused replica registered")
+		}
+	}
+	if err := first.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody is live now: the record still stands.
+	if _, err := cluster.Join(ctx, opts("r2", "30s")); !errors.Is(err, cluster.ErrSettingDiffers) {
+		t.Fatalf("join with another setting after every replica left: %v, want ErrSettingDiffers", err)
+	}
+	join := func() error {
+		n, err := cluster.Join(ctx, opts("r3", "15s"))
+		if err == nil {
+			err = n.Leave(ctx)
+		}
+		return err
+	}
+	if err := join(); err != nil {
+		t.Fatalf("join with the cluster's setting: %v", err)
+	}
+}

@@ -22,6 +22,10 @@ import (
 	"github.com/rscoord/rscoord/persistence"
 )
 
+// settingMemberLease names the member lease among the settings every
+// replica of a cluster shares (cluster.Options.Settings).
+const settingMemberLease = "member-lease"
+
 // envEtcdPassword holds the etcd password: secrets stay off the command
 // line.
 const envEtcdPassword = "RSCOORD_ETCD_PASSWORD"
@@ -128,6 +132,11 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (s
 		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		node, err = cluster.Join(jctx, cluster.Options{
 			Client: cli, Root: s.EtcdPrefix, ID: id, AdvertiseURL: s.AdvertiseURL, LeaseTTL: s.EtcdLeaseTTL, Logger: log,
+			// A replica that loads a stream gives each member a fresh lease
+			// of its own --member-lease, while members read for the lease
+			// the previous owner answered: with a shorter one here, a
+			// member's shards could be granted before it stops reading.
+			Settings: map[string]string{settingMemberLease: s.MemberLease.String()},
 		})
 		cancel()
 		if !errors.Is(err, cluster.ErrDuplicateID) || time.Now().After(waitUntil) || ctx.Err() != nil {
@@ -138,6 +147,11 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (s
 		case <-ctx.Done():
 		case <-time.After(250 * time.Millisecond):
 		}
+	}
+	if se, ok := errors.AsType[*cluster.SettingError](err); ok && se.Name == settingMemberLease {
+		err = fmt.Errorf("--member-lease %s differs from the coordinator cluster's %s (etcd key %s): every replica must use the same member lease, "+
+			"or a failover frees shards a member may still read; to change it, stop every replica, wait the old lease, delete that key: %w",
+			se.Here, se.Cluster, se.Key, err)
 	}
 	if err != nil {
 		return nil, nil, errors.Join(err, cli.Close())

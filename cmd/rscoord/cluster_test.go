@@ -66,6 +66,19 @@ func asMember(t *testing.T, url string) *coordtest.Server {
 // returns once its coordinator runs.
 func startReplica(t *testing.T, c *testCluster, name string, port int, extra ...string) *replicaProc {
 	t.Helper()
+	p := launchReplica(t, c, name, port, extra...)
+	if _, err := p.proc.WaitForLine(60*time.Second, func(line string) bool {
+		return strings.Contains(line, `"rscoord listening"`)
+	}); err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
+	}
+	return p
+}
+
+// launchReplica runs a replica listening on port (advertised as such)
+// without waiting for it.
+func launchReplica(t *testing.T, c *testCluster, name string, port int, extra ...string) *replicaProc {
+	t.Helper()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)
@@ -75,13 +88,7 @@ func startReplica(t *testing.T, c *testCluster, name string, port int, extra ...
 		"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
 		"--replica-id", name, "--etcd-lease-ttl", "2s"}
 	args = append(append(args, c.creds.ServerArgs()...), extra...)
-	p := &replicaProc{proc: proctest.Start(t, name, bin, args, credtest.ServerEnv()...), url: "http://" + addr}
-	if _, err := p.proc.WaitForLine(60*time.Second, func(line string) bool {
-		return strings.Contains(line, `"rscoord listening"`)
-	}); err != nil {
-		t.Fatalf("%s: %v\n%s", name, err, p.proc.Output())
-	}
-	return p
+	return &replicaProc{proc: proctest.Start(t, name, bin, args, credtest.ServerEnv()...), url: "http://" + addr}
 }
 
 // clusterView is GET /monitoring/cluster of the replica at url; ok false
