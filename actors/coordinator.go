@@ -32,6 +32,11 @@ type Coordinator struct {
 	// shard streams producer routing last made sure exist in Redis.
 	routedMu sync.Mutex
 	routed   map[string]int64
+
+	// running maps each stream whose actor was spawned to a channel closed
+	// once that actor stopped for good; dropping moves it to stopping,
+	// until it closes. Guarded by createMu.
+	running, stopping map[string]chan struct{}
 }
 
 // Start restores every stream and group from cfg.Store and starts their
@@ -54,7 +59,7 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cfg: cfg, store: cfg.Store, system: system, log: logger,
 		dir: newDirectory(), failed: newFailedGroups(), obs: cfg.Observer,
 		closing: closing, stopClosing: stopClosing, groupCoolDown: groupRestartWindow,
-	}, routed: map[string]int64{}}
+	}, routed: map[string]int64{}, running: map[string]chan struct{}{}, stopping: map[string]chan struct{}{}}
 	if cfg.Placed {
 		logger.Info("coordinator started; streams are added as this replica claims them", slog.String("coordinatorId", cfg.CoordinatorID))
 		return c, nil
@@ -82,7 +87,9 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 // groups, so that no request finds a known stream with its groups missing.
 func (c *Coordinator) spawnStream(ctx context.Context, init *streamInit) error {
 	prefix := init.record.StreamPrefix
-	props := actor.PropsFromProducer(newStreamActor(c.env, prefix, init), actor.WithSupervisor(groupSupervision))
+	stopped := make(chan struct{})
+	c.running[prefix] = stopped
+	props := actor.PropsFromProducer(newStreamActor(c.env, prefix, init, stopped), actor.WithSupervisor(groupSupervision))
 	pid := c.env.system.Root.SpawnPrefix(props, "stream-"+prefix+"-")
 	c.env.dir.putStream(prefix, pid, init.record.Err)
 	if init.record.Err != nil {
@@ -99,12 +106,16 @@ func (c *Coordinator) spawnStream(ctx context.Context, init *streamInit) error {
 // just claimed it, so no write of the previous owner can follow the load).
 // Loaded groups give every member a fresh lease, as after a restart. A
 // stream the store does not hold is no error: nothing starts, and a later
-// create makes it here.
+// create makes it here. While actors of a dropped run of the stream have
+// not stopped yet, it is refused (STORE_UNAVAILABLE: retry).
 func (c *Coordinator) AddStream(ctx context.Context, prefix string) error {
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
 	if c.env.dir.stream(prefix) != nil {
 		return nil
+	}
+	if err := c.stillStopping(prefix); err != nil {
+		return err
 	}
 	streams, err := c.env.store.LoadStreams(ctx)
 	if err != nil {
@@ -140,7 +151,32 @@ func (c *Coordinator) DropStream(ctx context.Context, prefix string) error {
 	return c.dropStream(ctx, prefix)
 }
 
+// stillStopping refuses to start prefix again while actors of a dropped
+// run of it have not stopped (DropStream's wait ended first). In the
+// cluster mode the replica may hold the stream's owner key anew by then,
+// and the store fences writes by that key only: the old actors' late
+// writes would carry the new claim, two actors deciding for one group.
+// The caller holds createMu.
+func (c *Coordinator) stillStopping(prefix string) error {
+	done, ok := c.stopping[prefix]
+	if !ok {
+		return nil
+	}
+	select {
+	case <-done:
+		delete(c.stopping, prefix)
+		return nil
+	default:
+		return protocol.Errorf(protocol.CodeStoreUnavailable,
+			fmt.Sprintf("the actors of stream %q from its previous run here have not stopped yet; retry", prefix))
+	}
+}
+
 func (c *Coordinator) dropStream(ctx context.Context, prefix string) error {
+	if done, ok := c.running[prefix]; ok {
+		delete(c.running, prefix)
+		c.stopping[prefix] = done
+	}
 	pid := c.env.dir.removeStream(prefix)
 	c.env.failed.forgetStream(prefix)
 	c.routedMu.Lock()
@@ -156,6 +192,7 @@ func (c *Coordinator) dropStream(ctx context.Context, prefix string) error {
 	if err := waitFuture(ctx, c.env.system, c.env.system.Root.PoisonFuture(pid)); err != nil {
 		return fmt.Errorf("drop stream %s: %w", prefix, err)
 	}
+	_ = c.stillStopping(prefix) // forgets it: the actor handled Stopped before it terminated
 	return nil
 }
 
@@ -388,6 +425,9 @@ func (c *Coordinator) createStream(ctx context.Context, prefix string, shards in
 	defer c.createMu.Unlock()
 	if c.env.dir.stream(prefix) != nil {
 		return rec, false, nil
+	}
+	if err := c.stillStopping(prefix); err != nil {
+		return rec, false, err
 	}
 	rec = persistence.StreamRecord{StreamPrefix: prefix, ShardCount: shards, MetadataVersion: 1, CreatedAt: c.env.now()}
 	start := time.Now()

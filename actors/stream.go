@@ -25,6 +25,9 @@ type streamActor struct {
 	// init is used by the first incarnation only; a restarted stream actor
 	// reloads its record and groups from the store.
 	init *streamInit
+	// stopped is closed once this stream's actor (every incarnation of
+	// it, and so every group actor under it) has stopped for good.
+	stopped chan struct{}
 
 	rec    persistence.StreamRecord
 	groups map[string]*actor.PID
@@ -74,9 +77,9 @@ const (
 	groupRestartWindow = time.Minute
 )
 
-func newStreamActor(e *env, prefix string, init *streamInit) actor.Producer {
+func newStreamActor(e *env, prefix string, init *streamInit, stopped chan struct{}) actor.Producer {
 	return func() actor.Actor {
-		a := &streamActor{env: e, prefix: prefix, init: init}
+		a := &streamActor{env: e, prefix: prefix, init: init, stopped: stopped}
 		init = nil
 		return a
 	}
@@ -94,6 +97,12 @@ func (s *streamActor) Receive(ctx actor.Context) {
 		s.gone = true
 		s.stopTimer()
 		s.abandon(ctx)
+	case *actor.Stopped:
+		// Delivered once, after every child stopped; a restart is
+		// Restarting instead.
+		if s.stopped != nil {
+			close(s.stopped)
+		}
 	case *actor.Terminated:
 		s.groupStopped(ctx, m.Who)
 	case *drainCheckMsg:
