@@ -26,6 +26,8 @@
 //     and the live replicas: stop the actor of each unit to release, then
 //     [Node.Release] it; [Node.Claim] each unit to claim and start its
 //     actor with the returned fence (loading the unit from the store).
+//     A claim that failed may still have created its key ([Node.Strays]):
+//     claim such a unit again (adopting the key) or release it.
 //  3. Before an answer that reports ownership state to a client, check
 //     [Node.Valid]: false means the lease may have lapsed (the process was
 //     paused, etcd unreachable) and the answer must be a retry.

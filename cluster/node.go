@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -417,6 +418,27 @@ func (n *Node) Held() []string {
 	return out
 }
 
+// Strays lists, sorted, the units whose owner key names this replica
+// (as the watch has seen it) although [Node.Held] does not list them: a
+// claim whose answer was lost, or that etcd carried out after the caller
+// gave up, left a key bound to this lease that nobody else can claim
+// while this replica lives. (A previous run under the same id may show
+// here too until its lease lapses; its keys are not ours to release.) The
+// caller claims each again, adopting the key, or releases it.
+func (n *Node) Strays() []string {
+	n.mu.Lock()
+	held := maps.Clone(n.held)
+	n.mu.Unlock()
+	var out []string
+	for unit, h := range n.Holders() {
+		if _, ok := held[unit]; !ok && h.ID == n.self.ID {
+			out = append(out, unit)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // FenceOf returns the fence of a unit this replica holds.
 func (n *Node) FenceOf(unit string) (Fence, bool) {
 	n.mu.Lock()
@@ -475,16 +497,20 @@ func (n *Node) Claim(ctx context.Context, unit string) (Fence, error) {
 
 // Release deletes the owner key of unit if this replica's claim still
 // holds it, so that the next owner need not wait for the lease. Call it
-// after the unit's actor has stopped writing.
+// after the unit's actor has stopped writing. A unit this replica does
+// not know it holds is released too if its key is bound to this lease (a
+// claim whose answer was lost, see [Node.Strays]).
 func (n *Node) Release(ctx context.Context, unit string) error {
 	n.mu.Lock()
 	f, ok := n.held[unit]
 	delete(n.held, unit)
 	n.mu.Unlock()
+	cond := f.Cmp()
 	if !ok {
-		return nil
+		f.Key = n.opts.ownersDir() + unit
+		cond = clientv3.Compare(clientv3.LeaseValue(f.Key), "=", n.lease)
 	}
-	_, err := n.cli.Txn(ctx).If(f.Cmp()).Then(clientv3.OpDelete(f.Key)).Commit()
+	_, err := n.cli.Txn(ctx).If(cond).Then(clientv3.OpDelete(f.Key)).Commit()
 	if err != nil {
 		return fmt.Errorf("cluster: release %s: %w", unit, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -341,5 +342,73 @@ func TestSettingsMustAgree(t *testing.T) {
 	}
 	if err := join(); err != nil {
 		t.Fatalf("join with the cluster's setting: %v", err)
+	}
+}
+
+// A claim whose answer is lost (etcd created the owner key, the caller
+// gave up before hearing so) leaves a key bound to this replica's lease
+// that the replica did not know it holds. It must still be able to give
+// the unit up, so that the replica placement names can claim it while
+// this one lives; and claiming it again adopts the key.
+func TestClaimWithALostAnswerCanBeReleased(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	ctx := context.Background()
+	target, err := url.Parse(c.Members[0].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := etcdtest.NewProxy(t, target.Host)
+	a := join(t, client(t, c, proxy.URL), "a", 3*time.Second)
+	b := join(t, client(t, c), "b", 3*time.Second)
+	const unit = "stream/orders"
+
+	proxy.PauseReplies()
+	lctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = a.Claim(lctx, unit)
+	cancel()
+	proxy.Resume()
+	if err == nil {
+		t.Fatal("a claim whose answer was held succeeded")
+	}
+	eventually(t, 5*time.Second, "the lost claim's owner key shows a as the holder", func() bool {
+		h, ok := b.Holder(unit)
+		return ok && h.ID == "a"
+	})
+	if _, err := b.Claim(ctx, unit); !errors.Is(err, cluster.ErrHeld) {
+		t.Fatalf("b's claim while a's key exists: %v, want ErrHeld", err)
+	}
+	eventually(t, 5*time.Second, "a lists the unit as a stray", func() bool {
+		got := a.Strays()
+		return len(got) == 1 && got[0] == unit
+	})
+	// Adopting it: a's claim again returns the key's fence.
+	f, err := a.Claim(ctx, unit)
+	if err != nil || f.CreateRevision == 0 {
+		t.Fatalf("claiming the unit again: %v %v", f, err)
+	}
+	if got := a.Strays(); len(got) != 0 || !slices.Equal(a.Held(), []string{unit}) {
+		t.Fatalf("after adopting: strays %v, held %v", got, a.Held())
+	}
+	// Lost again, then given up without ever having been adopted.
+	if err := a.Release(ctx, unit); err != nil {
+		t.Fatal(err)
+	}
+	proxy.PauseReplies()
+	lctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = a.Claim(lctx, unit)
+	cancel()
+	proxy.Resume()
+	if err == nil {
+		t.Fatal("a claim whose answer was held succeeded")
+	}
+	if err := a.Release(ctx, unit); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b claims the unit a gave up", func() bool {
+		_, err := b.Claim(ctx, unit)
+		return err == nil
+	})
+	if !a.Valid() {
+		t.Fatal("a's lease is not certain after the test's short pauses")
 	}
 }

@@ -314,6 +314,7 @@ func (r *replica) reconcile(ctx context.Context) {
 			r.drop(ctx, p, "placed on another replica")
 		}
 	}
+	r.settleStrays(ctx, known)
 	for _, u := range claim {
 		p, ok := unitStream(u)
 		if !ok || ctx.Err() != nil {
@@ -325,6 +326,42 @@ func (r *replica) reconcile(ctx context.Context) {
 				continue
 			}
 			r.log.Warn("placement: claiming a stream failed", slog.String("stream", p), slog.Any("error", err))
+		}
+	}
+}
+
+// settleStrays deals with the owner keys bound to this replica that it
+// does not know it holds (a claim whose answer was lost, or that etcd
+// carried out after the claim gave up): nobody else can claim those while
+// this replica lives, so a stream placed here is claimed (adopting the
+// key) and any other is released. Strays are listed under r.mu, so that a
+// claim in progress (ensure) is not taken for one.
+func (r *replica) settleStrays(ctx context.Context, known map[string]bool) {
+	var adopt []string
+	r.mu.Lock()
+	for _, u := range r.node.Strays() {
+		p, ok := unitStream(u)
+		if !ok || ctx.Err() != nil {
+			continue
+		}
+		if placed, ok := r.node.PlacedOn(u); ok && placed.ID == r.node.Self().ID && known[p] {
+			adopt = append(adopt, p)
+			continue
+		}
+		// Deleted only while bound to this lease: a key of a previous run
+		// under this id lapses with that run's lease instead.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := r.node.Release(cctx, u); err != nil {
+			r.log.Warn("placement: releasing a stray owner key failed", slog.String("stream", p), slog.Any("error", err))
+		} else {
+			r.log.Debug("placement: stray owner key released", slog.String("stream", p))
+		}
+		cancel()
+	}
+	r.mu.Unlock()
+	for _, p := range adopt {
+		if err := r.ensure(ctx, p); err != nil && !errors.Is(err, cluster.ErrHeld) {
+			r.log.Warn("placement: adopting a stray owner key failed", slog.String("stream", p), slog.Any("error", err))
 		}
 	}
 }

@@ -190,3 +190,38 @@ func TestStartClusterRefusesAMissingBinary(t *testing.T) {
 		t.Fatalf("err = %v, want the install hint", err)
 	}
 }
+
+// A proxy that holds replies only lets requests through: a put made while
+// its answer is held is carried out, the caller that gave up learns
+// nothing, and after Resume the client works again.
+func TestProxyPauseRepliesLosesAnswersOnly(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	direct, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := strings.TrimPrefix(c.Members[0].ClientURL, "http://")
+	proxy := etcdtest.NewProxy(t, target)
+	cli, err := c.ClientOf(proxy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventuallyPut(t, cli, "warm", "1")
+	proxy.PauseReplies()
+	if err := put(cli, "k", "lost answer", 300*time.Millisecond); err == nil {
+		t.Fatal("a put answered while replies were held")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for get(t, direct, "k") != "lost answer" {
+		if time.Now().After(deadline) {
+			proxy.Resume()
+			t.Fatal("the put whose answer was held was not carried out while held")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	proxy.Resume()
+	eventuallyPut(t, cli, "k", "after")
+	if got := get(t, direct, "k"); got != "after" {
+		t.Fatalf("after Resume: %q", got)
+	}
+}

@@ -21,7 +21,10 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	paused bool
-	resume chan struct{} // closed by Resume; guarded by mu
+	// replies: only the bytes from the target to the clients are held
+	// (PauseReplies); guarded by mu.
+	replies bool
+	resume  chan struct{} // closed by Resume; guarded by mu
 	conns  map[net.Conn]bool
 	closed bool
 }
@@ -45,38 +48,49 @@ func NewProxy(t testing.TB, target string) *Proxy {
 func (p *Proxy) Pause() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.paused {
-		p.paused = true
+	if !p.paused && !p.replies {
 		p.resume = make(chan struct{})
 	}
+	p.paused = true
 }
 
-// Resume lets bytes flow again.
+// PauseReplies holds the bytes from the target to the clients only, until
+// Resume: requests arrive and are carried out, but a caller that gives up
+// meanwhile never learns their outcome, as with an answer lost on the way
+// back.
+func (p *Proxy) PauseReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.paused && !p.replies {
+		p.resume = make(chan struct{})
+	}
+	p.replies = true
+}
+
+// Resume lets bytes flow again, both ways.
 func (p *Proxy) Resume() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.paused {
-		p.paused = false
+	if p.paused || p.replies {
+		p.paused, p.replies = false, false
 		close(p.resume)
 	}
 }
 
-// gate returns once the proxy is not paused, false if it closed meanwhile.
-func (p *Proxy) gate() bool {
+// gate returns once the proxy lets bytes of the direction through (reply:
+// from the target), false if it closed meanwhile.
+func (p *Proxy) gate(reply bool) bool {
 	for {
 		p.mu.Lock()
-		ch, closed := p.resume, p.closed
+		ch, closed, paused := p.resume, p.closed, p.paused || (reply && p.replies)
 		p.mu.Unlock()
-		if closed {
+		switch {
+		case closed:
 			return false
-		}
-		<-ch
-		p.mu.Lock()
-		paused := p.paused
-		p.mu.Unlock()
-		if !paused {
+		case !paused:
 			return true
 		}
+		<-ch
 	}
 }
 
@@ -89,8 +103,8 @@ func (p *Proxy) Close() {
 		return
 	}
 	p.closed = true
-	if p.paused {
-		p.paused = false
+	if p.paused || p.replies {
+		p.paused, p.replies = false, false
 		close(p.resume)
 	}
 	for c := range p.conns {
@@ -128,20 +142,20 @@ func (p *Proxy) accept() {
 			_ = out.Close()
 			continue
 		}
-		p.wg.Go(func() { p.pipe(out, in) })
-		p.wg.Go(func() { p.pipe(in, out) })
+		p.wg.Go(func() { p.pipe(out, in, false) })
+		p.wg.Go(func() { p.pipe(in, out, true) })
 	}
 }
 
 // pipe copies src to dst chunk by chunk, waiting at the gate before each
 // write, and closes both ends when either side ends.
-func (p *Proxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	defer func() { _ = dst.Close(); _ = src.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.gate() {
+			if !p.gate(reply) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
