@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -178,6 +179,8 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case err != nil:
 			f.unsure(w, r, err.Error())
+		case local && heartbeatPath.MatchString(r.URL.Path):
+			f.serveHeartbeat(w, r, forwardedBy, rep, prefix)
 		case local:
 			f.serveLocal(w, r, forwardedBy, true)
 		default:
@@ -219,6 +222,68 @@ func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy s
 		o.forwarded.Inc()
 	}
 	o.h.ServeHTTP(w, r)
+}
+
+// serveHeartbeat answers a heartbeat about a stream this replica runs,
+// sending the answer only if the replica still runs the stream with a
+// certain lease once the answer is complete, else RETRY. The member's
+// lease counts from the answer (docs/protocol.md §9.1): an answer sent
+// after this replica's owner key may have lapsed (a held heartbeat, a
+// process paused between the routing and the answer) could reach the
+// member after another replica loaded the stream and counted every
+// member's lease from that load, letting the member read past it.
+func (f *front) serveHeartbeat(w http.ResponseWriter, r *http.Request, forwardedBy string, rep *replica, prefix string) {
+	if r.Body != nil {
+		// Keep the start of the body: a RETRY echoes its requestId.
+		head, err := io.ReadAll(io.LimitReader(r.Body, maxBufferedHeartbeat))
+		if err != nil {
+			f.unsure(w, r, "reading the heartbeat: "+err.Error())
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), bufferedBodyKey{}, head))
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	}
+	answer := &bufferedAnswer{under: w, header: http.Header{}}
+	f.serveLocal(answer, r, forwardedBy, true)
+	if !rep.node.Valid() || !rep.isServing(prefix) {
+		f.unsure(w, r, fmt.Sprintf("replica %s is no longer certain to run stream %q (its etcd lease)", f.self, prefix))
+		return
+	}
+	for k, v := range answer.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(cmp.Or(answer.status, http.StatusOK))
+	_, _ = w.Write(answer.body.Bytes())
+}
+
+// bufferedAnswer is an http.ResponseWriter that keeps the answer, for
+// serveHeartbeat to send or replace.
+type bufferedAnswer struct {
+	// under is the connection's writer, reached through Unwrap by
+	// http.ResponseController: a held answer moves its write deadline.
+	under  http.ResponseWriter
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedAnswer) Header() http.Header { return b.header }
+
+// Unwrap is the connection's writer, for http.ResponseController.
+func (b *bufferedAnswer) Unwrap() http.ResponseWriter { return b.under }
+
+func (b *bufferedAnswer) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *bufferedAnswer) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	return b.body.Write(p)
 }
 
 // forward sends the request to the replica at advertise, which runs its
