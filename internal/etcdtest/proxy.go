@@ -25,8 +25,8 @@ type Proxy struct {
 	// (PauseReplies); guarded by mu.
 	replies bool
 	resume  chan struct{} // closed by Resume; guarded by mu
-	conns  map[net.Conn]bool
-	closed bool
+	conns   map[net.Conn]bool
+	closed  bool
 }
 
 // NewProxy starts a proxy to target ("127.0.0.1:port") and closes it in
