@@ -87,6 +87,12 @@ type replica struct {
 	smu     sync.RWMutex
 	serving map[string]time.Time
 
+	// stopLoops ends the placement loop and the gauges place started, and
+	// loops waits for them: close stops them before it closes the etcd
+	// client they use.
+	stopLoops context.CancelFunc
+	loops     sync.WaitGroup
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -239,8 +245,9 @@ func (r *replica) moved(direction string) {
 	}
 }
 
-// place runs the coordinator's placement until ctx ends: at the start, on
-// every change of the replicas or owner keys, on a refused write and every
+// place runs the coordinator's placement, and publishes the cluster
+// gauges, until ctx ends or the replica closes: at the start, on every
+// change of the replicas or owner keys, on a refused write and every
 // reconcileEvery, it claims the streams placed here and releases the
 // others.
 func (r *replica) place(ctx context.Context, coord *actors.Coordinator, store persistence.Store, m *metrics.Metrics) error {
@@ -251,7 +258,9 @@ func (r *replica) place(ctx context.Context, coord *actors.Coordinator, store pe
 		return err
 	}
 	r.coord.Store(coord)
-	go func() {
+	ctx, r.stopLoops = context.WithCancel(ctx)
+	r.loops.Go(func() { r.publishGauges(ctx, m) })
+	r.loops.Go(func() {
 		tick := time.NewTicker(reconcileEvery)
 		defer tick.Stop()
 		for {
@@ -268,7 +277,7 @@ func (r *replica) place(ctx context.Context, coord *actors.Coordinator, store pe
 				}
 			}
 		}
-	}()
+	})
 	return nil
 }
 
@@ -366,11 +375,16 @@ func (r *replica) settleStrays(ctx context.Context, known map[string]bool) {
 	}
 }
 
-// close gives every stream up (SIGTERM: the others take over at once
-// instead of one lease later) and leaves the cluster. Later calls return
-// the first call's error.
+// close stops the placement loop and the gauges and waits for them, then
+// gives every stream up (SIGTERM: the others take over at once instead of
+// one lease later) and leaves the cluster. Later calls return the first
+// call's error.
 func (r *replica) close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
+		if r.stopLoops != nil {
+			r.stopLoops()
+		}
+		r.loops.Wait()
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		r.smu.Lock()

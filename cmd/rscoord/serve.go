@@ -277,7 +277,6 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 		}
 		owning = f.serveOwner(handler, forwarded)
 		f.rep.Store(rep)
-		go rep.publishGauges(ctx, m)
 		log.Info("rscoord listening", slog.String("address", s.Listen), slog.String("replica", rep.node.Self().ID))
 	} else {
 		srv = s.httpServer(handler, log)

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/assign"
+	"github.com/rscoord/rscoord/cluster"
+	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/persistence"
+)
+
+// TestReplicaCloseStopsItsLoops: closing a replica stops its placement
+// loop and its gauges before it closes the etcd client they read, even
+// while the context they were started with still runs (an error path of
+// serve closes the replica before it cancels that context).
+func TestReplicaCloseStopsItsLoops(t *testing.T) {
+	etcd := etcdtest.NewCluster(t)
+	ctx := t.Context()
+	log := slog.New(slog.DiscardHandler)
+	cli, err := etcd.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeCli, err := etcd.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { storeCli.Close() })
+	store, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{Client: storeCli, Prefix: "/close/data/", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	node, err := cluster.Join(ctx, cluster.Options{Client: cli, Root: "/close/", ID: "a",
+		AdvertiseURL: "http://127.0.0.1:1", LeaseTTL: cluster.MinLeaseTTL, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord, err := actors.Start(ctx, actors.Config{Store: store, Logger: log, Placed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coord.Close(context.Background()) })
+	rep := newReplica(cli, node, log, newFront("a", log, assign.Config{}, 0, nil))
+	rep.keys = store
+	before := goleak.IgnoreCurrent()
+	if err := rep.place(ctx, coord, store, metrics.New()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("goroutines left running after the replica closed: %v", err)
+	}
+}
