@@ -38,6 +38,17 @@ func TestOperationsOnStandaloneAndCluster(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Every key, not only the one read below, has both groups: on
+			// the cluster the keys live on different masters.
+			for _, key := range keys {
+				f, err := ops.Inspect(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !f.Exists || f.Group("orders") == nil || f.Group("billing") == nil {
+					t.Fatalf("%s after Provision = %+v, want the key with groups orders and billing", key, f)
+				}
+			}
 			for i := range 5 {
 				if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "orders:1", Values: []any{"n", fmt.Sprint(i)}}).Err(); err != nil {
 					t.Fatal(err)
@@ -75,9 +86,13 @@ func TestOperationsOnStandaloneAndCluster(t *testing.T) {
 			if err := ops.Delete(ctx, "orders:1", "orders:2", "missing:9"); err != nil {
 				t.Fatal(err)
 			}
-			gone, err := ops.Inspect(ctx, "orders:1")
-			if err != nil || gone.Exists {
-				t.Fatalf("deleted key = %+v %v", gone, err)
+			// Every key named is gone (on the cluster orders:1 and orders:2
+			// are on different masters), and a key not named is kept.
+			for key, want := range map[string]bool{"orders:0": true, "orders:1": false, "orders:2": false} {
+				f, err := ops.Inspect(ctx, key)
+				if err != nil || f.Exists != want {
+					t.Fatalf("%s after Delete = %+v %v, want exists %v", key, f, err, want)
+				}
 			}
 			if empty, err := ops.Range(ctx, "orders:1", "", 10, false); err != nil || len(empty) != 0 {
 				t.Fatalf("range of a missing key = %+v %v", empty, err)
