@@ -82,7 +82,7 @@ func TestRandomSequences(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runRandom(t, seed, seen) })
 	}
 	// The sequences must reach every end, or they prove little.
-	for _, st := range []protocol.MigrationState{protocol.MigrationDeprecated, protocol.MigrationRolledBack, protocol.MigrationDraining} {
+	for _, st := range []protocol.MigrationState{protocol.MigrationDeprecated, protocol.MigrationRolledBack, protocol.MigrationDraining, protocol.MigrationRollingBack} {
 		if seen[st] == 0 {
 			t.Errorf("no random sequence reached %s: %v", st, seen)
 		}
