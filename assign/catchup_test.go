@@ -36,7 +36,7 @@ func (w *catchUpWorld) beat(t *testing.T, c *client) Result {
 	c.g = w.g
 	res := c.beat(w.now)
 	if res.Persist {
-		w.store.write(w.g, res.Changes)
+		w.write(t, res.Changes)
 	}
 	return res
 }
@@ -46,19 +46,29 @@ func (w *catchUpWorld) crash(t *testing.T) {
 	t.Helper()
 	w.g = w.store.load()
 	if res := Restore(w.g, w.now, w.cfg); res.Persist {
-		w.store.write(w.g, res.Changes)
+		w.write(t, res.Changes)
 	}
 	for _, c := range []*client{w.a, w.b, w.c} {
 		c.g = w.g
 	}
 }
 
+// write writes what c names to the store; a member's stored epoch never
+// goes back (a restart would restore the older one).
+func (w *catchUpWorld) write(t *testing.T, c Changes) {
+	t.Helper()
+	if back := w.store.write(w.g, c); len(back) > 0 {
+		t.Errorf("stored epoch of %v went back", back)
+	}
+}
+
 // send runs req without a client applying the answer.
-func (w *catchUpWorld) send(req *protocol.HeartbeatRequest) Result {
+func (w *catchUpWorld) send(t *testing.T, req *protocol.HeartbeatRequest) Result {
+	t.Helper()
 	w.now = w.now.Add(10 * time.Millisecond)
 	res := Heartbeat(w.g, req, w.now, w.cfg)
 	if res.Persist {
-		w.store.write(w.g, res.Changes)
+		w.write(t, res.Changes)
 	}
 	return res
 }
@@ -89,7 +99,7 @@ func TestCatchUpIsNotPersisted(t *testing.T) {
 	// record is written, with the new epoch.
 	req := w.b.sim.request()
 	req.MemberName = "renamed"
-	res = w.send(req)
+	res = w.send(t, req)
 	if !res.Persist || len(res.Changes.Members) != 1 || res.Changes.Members[0] != "b" {
 		t.Fatalf("catch-up with a rename: Persist %v, Changes %+v", res.Persist, res.Changes)
 	}
@@ -133,7 +143,7 @@ func TestForgottenEpochAfterReload(t *testing.T) {
 			c := map[string]*client{"a": w.a, "b": w.b}[tc.who]
 			req := c.sim.request()
 			req.MemberEpoch = tc.epoch(w, stored)
-			res := w.send(req)
+			res := w.send(t, req)
 			r := res.Response
 			if r.Status != tc.status || res.Events.ForgottenEpochAccepted != tc.forgotten || res.Persist != tc.persist {
 				t.Fatalf("epoch %d (stored %d, assignment %d): %s forgotten %v persist %v; want %s %v %v", req.MemberEpoch,
@@ -164,17 +174,17 @@ func TestForgottenEpochMarkClears(t *testing.T) {
 	other := w.a.sim.request()
 	other.InstanceID = "another-process"
 	other.MemberEpoch = forgotten
-	if r := w.send(other).Response; r.Status != protocol.StatusFencedMemberEpoch {
+	if r := w.send(t, other).Response; r.Status != protocol.StatusFencedMemberEpoch {
 		t.Fatalf("another incarnation: %s", r.Status)
 	}
 	ahead := w.a.sim.request()
 	ahead.MemberEpoch = w.g.AssignmentEpoch + 1
-	if r := w.send(ahead).Response; r.Status != protocol.StatusInvalidRequest {
+	if r := w.send(t, ahead).Response; r.Status != protocol.StatusInvalidRequest {
 		t.Fatalf("an epoch above the assignment epoch: %s", r.Status)
 	}
 	req := w.a.sim.request()
 	req.MemberEpoch = forgotten
-	if r := w.send(req).Response; r.Status != protocol.StatusInvalidRequest {
+	if r := w.send(t, req).Response; r.Status != protocol.StatusInvalidRequest {
 		t.Errorf("after a processed heartbeat the stored epoch %d is the member's again; %d answered %s",
 			w.g.Members["a"].Epoch, forgotten, r.Status)
 	}
@@ -201,14 +211,14 @@ func TestRestoreUnconfirmsEpochs(t *testing.T) {
 	}
 	req := w.a.sim.request()
 	req.MemberEpoch = w.g.AssignmentEpoch
-	if r := w.send(req).Response; r.Status != protocol.StatusInvalidRequest {
+	if r := w.send(t, req).Response; r.Status != protocol.StatusInvalidRequest {
 		t.Fatalf("a confirmed member ahead of its epoch: %s", r.Status)
 	}
 	w = newCatchUpWorld(t)
 	Restore(w.g, w.now, w.cfg)
 	req = w.a.sim.request()
 	req.MemberEpoch = w.g.AssignmentEpoch
-	if res := w.send(req); res.Response.Status != protocol.StatusOK || !res.Events.ForgottenEpochAccepted {
+	if res := w.send(t, req); res.Response.Status != protocol.StatusOK || !res.Events.ForgottenEpochAccepted {
 		t.Fatalf("after Restore: %s", res.Response.Status)
 	}
 }

@@ -256,7 +256,9 @@ func revokingText(rs []protocol.RevokingShard) string {
 // does before it answers.
 func (s *script) written(res Result) Result {
 	if res.Persist {
-		s.store.write(s.g, res.Changes)
+		if back := s.store.write(s.g, res.Changes); len(back) > 0 {
+			s.t.Errorf("stored epoch of %v went back", back)
+		}
 	}
 	return res
 }
