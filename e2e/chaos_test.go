@@ -598,23 +598,47 @@ const (
 	metricStale      = "rscoord_stale_incarnation_heartbeats_total"
 )
 
-// scrapeMetric reads one counter of the running coordinator (0 if it
-// cannot be read).
+// scrapeMetric reads one counter of the running coordinator. Every counter
+// it is asked for is always exported (0 until counted), so a scrape that
+// keeps failing for 5 s, or lacks the counter, fails the run: read as 0 it
+// would turn the fence check into one that always holds.
 func (r *chaosRun) scrapeMetric(name string) float64 {
-	resp, err := r.adminGet("/metrics")
-	if err != nil {
-		r.t.Logf("scrape /metrics: %v", err)
-		return 0
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var v float64
+		if v, err = r.tryScrape(name); err == nil {
+			return v
+		}
+		if time.Now().After(deadline) {
+			r.t.Errorf("scrape %s: %v", name, err)
+			return 0
 		}
 	}
-	return 0
+}
+
+func (r *chaosRun) tryScrape(name string) (float64, error) {
+	resp, err := r.adminGet("/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", l, err)
+			}
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s in /metrics", name)
 }
 
 // checkHandled waits until every published record was handled at least
