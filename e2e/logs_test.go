@@ -16,7 +16,9 @@ import (
 )
 
 // readJSONLines decodes every complete line of path into a T. A missing
-// file is empty; a torn last line (a killed writer) is skipped.
+// file is empty; a torn last line (a killed writer) is skipped, and any
+// other line that does not decode fails the test: a log whose format
+// changed must not quietly empty a check built on it.
 func readJSONLines[T any](t *testing.T, path string) []T {
 	t.Helper()
 	f, err := os.Open(path)
@@ -28,14 +30,24 @@ func readJSONLines[T any](t *testing.T, path string) []T {
 	}
 	defer f.Close()
 	var out []T
+	var torn error // the last line's, if it is the last
+	line := 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
+		line++
+		if torn != nil {
+			t.Fatalf("%s:%d: %v", path, line-1, torn)
+		}
 		var v T
 		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			torn = err
 			continue
 		}
 		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 	return out
 }
@@ -345,5 +357,27 @@ func TestRecordOutsideWindow(t *testing.T) {
 				t.Fatalf("outsideWindows = %v, want one containing %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReadJSONLines: only a torn last line is skipped.
+func TestReadJSONLines(t *testing.T) {
+	type rec struct{ N int }
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if got := readJSONLines[rec](t, write("ok", "{\"N\":1}\n{\"N\":2}\n")); len(got) != 2 || got[1].N != 2 {
+		t.Fatalf("complete lines: %+v", got)
+	}
+	if got := readJSONLines[rec](t, write("torn", "{\"N\":1}\n{\"N\":")); len(got) != 1 {
+		t.Fatalf("torn last line: %+v", got)
+	}
+	if got := readJSONLines[rec](t, dir+"/missing"); got != nil {
+		t.Fatalf("missing file: %+v", got)
 	}
 }
