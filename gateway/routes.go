@@ -96,12 +96,16 @@ func (s *server) routes() []route {
 }
 
 // chain is the handler chain of rt: for admin mutations audit (outermost,
-// so that refusals are recorded too), then credentials and role, then the
-// rate limit, then the handler.
+// so that refusals are recorded too), then the cross-origin check of
+// unsafe methods, then credentials and role, then the rate limit, then the
+// handler.
 func (s *server) chain(rt route) []gin.HandlerFunc {
 	var out []gin.HandlerFunc
 	if rt.op != "" {
 		out = append(out, s.audited(rt.op))
+	}
+	if rt.method != http.MethodGet && rt.method != http.MethodHead {
+		out = append(out, s.crossOrigin)
 	}
 	if rt.perm != 0 {
 		out = append(out, s.authorize(rt.perm))

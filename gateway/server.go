@@ -88,6 +88,8 @@ type server struct {
 	bodies *bodyMemory
 	// profiles guard the one-at-a-time runtime profiles of /debug/pprof.
 	profiles profiles
+	// origins refuses browsers' cross-origin POSTs and DELETEs (crossOrigin).
+	origins *http.CrossOriginProtection
 }
 
 // Limits of the audit entries of refused requests (401, 403, 429), per
@@ -132,6 +134,7 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 		refusedAuditWarn: window.New(1, time.Minute, 1, opts.Now),
 		bodies:           newBodyMemory(opts.BodyMemory, opts.BodyMemoryWait),
 		profiles:         newProfiles(),
+		origins:          http.NewCrossOriginProtection(),
 	}
 	if s.auth == nil {
 		s.log.Warn("authentication is OFF: every caller is an anonymous ADMIN; use this for local development only")
