@@ -36,7 +36,7 @@ type StoreFlags struct {
 	EtcdEndpoints []string      `placeholder:"URL,…" sep:"," env:"RSCOORD_ETCD_ENDPOINTS" help:"etcd client URLs (--store etcd); list every member, so losing one does not matter."`
 	EtcdPrefix    string        `default:"/rscoord/" env:"RSCOORD_ETCD_PREFIX" help:"Key prefix of this coordinator cluster in etcd; every replica of one cluster uses the same."`
 	EtcdUsername  string        `env:"RSCOORD_ETCD_USERNAME" help:"etcd user (its password comes from RSCOORD_ETCD_PASSWORD)."`
-	EtcdCA        string        `placeholder:"FILE" env:"RSCOORD_ETCD_CA" help:"PEM CA bundle that signs the etcd servers' certificates (turns TLS on)."`
+	EtcdCA        string        `placeholder:"FILE" env:"RSCOORD_ETCD_CA" help:"PEM CA bundle that signs the etcd servers' certificates (turns TLS on; endpoints must then be https://)."`
 	EtcdCert      string        `placeholder:"FILE" env:"RSCOORD_ETCD_CERT" help:"PEM client certificate for etcd (with --etcd-key)."`
 	EtcdKey       string        `placeholder:"FILE" env:"RSCOORD_ETCD_KEY" help:"PEM private key of --etcd-cert."`
 	EtcdLeaseTTL  time.Duration `default:"2s" env:"RSCOORD_ETCD_LEASE_TTL" help:"etcd lease of this replica: how long a dead or frozen replica keeps ownership (a failover takes about this long plus up to 0.5 s). At least 2s; keep it well under --member-lease."`
@@ -58,6 +58,16 @@ func (f *StoreFlags) validate(memberLease time.Duration) []error {
 	}
 	if (f.EtcdCert == "") != (f.EtcdKey == "") {
 		errs = append(errs, errors.New("--etcd-cert and --etcd-key go together"))
+	}
+	if f.EtcdCA != "" || f.EtcdCert != "" {
+		// The etcd client speaks clear text to an http:// (or unix://)
+		// endpoint whatever its TLS configuration says: the CA would be
+		// checked nowhere, and the etcd password would cross in clear.
+		for _, ep := range f.EtcdEndpoints {
+			if scheme, _, ok := strings.Cut(ep, "://"); ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "unix")) {
+				errs = append(errs, fmt.Errorf("--etcd-ca and --etcd-cert turn TLS on, but endpoint %q is clear text: give it as https://", ep))
+			}
+		}
 	}
 	if f.EtcdLeaseTTL < cluster.MinLeaseTTL {
 		errs = append(errs, fmt.Errorf("--etcd-lease-ttl %v is below %v", f.EtcdLeaseTTL, cluster.MinLeaseTTL))
@@ -117,6 +127,15 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (s
 	if s.Store != "etcd" {
 		ps, err := persistence.OpenPebble(s.DataDir, persistence.Options{Logger: log})
 		return ps, nil, err
+	}
+	if s.EtcdUsername != "" {
+		for _, ep := range s.EtcdEndpoints {
+			if scheme, _, ok := strings.Cut(ep, "://"); ok && strings.EqualFold(scheme, "http") {
+				log.Warn("the etcd password crosses the network in clear text: give the etcd endpoints as https:// (--etcd-ca)",
+					slog.String("endpoint", ep))
+				break
+			}
+		}
 	}
 	cli, err := s.etcdClient()
 	if err != nil {
