@@ -34,6 +34,9 @@ type composeService struct {
 	Healthcheck *struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
+	ReadOnly    bool     `yaml:"read_only"`
+	CapDrop     []string `yaml:"cap_drop"`
+	SecurityOpt []string `yaml:"security_opt"`
 }
 
 // Images compose.yaml runs from this repository.
@@ -299,5 +302,45 @@ func checkComposeUsers(t *testing.T, root string, services map[string]composeSer
 	}
 	if pods == 0 {
 		t.Error("no pod services")
+	}
+}
+
+// TestComposeHardening: compose.yaml exposes nothing beyond this machine
+// and runs this repository's images with no more than they need: every
+// published port is bound to 127.0.0.1 (the coordinator's metrics are
+// public on the compose network, Grafana lets anonymous viewers in), and
+// the containers of the rscoord and pods images drop every capability and
+// cannot gain privileges (setuid files, file capabilities); the
+// coordinator's root file system is read-only, its data volume the only
+// place it writes.
+func TestComposeHardening(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]composeService `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	for name, svc := range compose.Services {
+		for _, p := range svc.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("%s publishes %s beyond this machine; want 127.0.0.1:HOST:CONTAINER", name, p)
+			}
+		}
+		if svc.Image != composeCoordinatorImage && svc.Image != composePodsImage {
+			continue
+		}
+		if !slices.Equal(svc.CapDrop, []string{"ALL"}) {
+			t.Errorf("%s: cap_drop %v, want [ALL]", name, svc.CapDrop)
+		}
+		if !slices.Contains(svc.SecurityOpt, "no-new-privileges:true") {
+			t.Errorf("%s: security_opt %v lacks no-new-privileges:true", name, svc.SecurityOpt)
+		}
+		if slices.Contains(svc.Command, "serve") && !svc.ReadOnly {
+			t.Errorf("%s: the coordinator's root file system is writable; want read_only: true", name)
+		}
 	}
 }
