@@ -1,6 +1,12 @@
 package gateway
 
-import "github.com/gin-gonic/gin"
+import (
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
 
 // crossOrigin refuses what a page on another site makes a browser send:
 // a POST or DELETE whose Sec-Fetch-Site is not same-origin (or none, a
@@ -20,4 +26,30 @@ func (s *server) crossOrigin(c *gin.Context) {
 		return
 	}
 	c.Next()
+}
+
+// localHostsOnly refuses a request whose Host does not name this machine
+// (Options.LocalHostsOnly). A request without Host (HTTP/1.0) is let
+// through: browsers always send one.
+func (s *server) localHostsOnly(c *gin.Context) {
+	if !IsLocalHost(c.Request.Host) {
+		s.forbid(c, "this server answers only requests to localhost or a loopback address (authentication is off)")
+		return
+	}
+	c.Next()
+}
+
+// IsLocalHost reports whether hostport (a Host header or a listen
+// address, port optional) is empty, localhost or a loopback IP address.
+func IsLocalHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

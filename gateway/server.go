@@ -62,6 +62,13 @@ type Options struct {
 	// coordinator's own (store, Redis): in cluster mode, whether this
 	// replica holds what it must to serve. Nil: none.
 	Ready func(ctx context.Context) error
+	// LocalHostsOnly answers only requests whose Host names this machine
+	// (localhost, or a loopback address), others 403. The server sets it
+	// when it listens on a loopback address with authentication (or
+	// member authentication) off: a web page its user opens could
+	// otherwise reach it through DNS rebinding, where a name of the page's
+	// own resolves to 127.0.0.1 and its calls are same-origin.
+	LocalHostsOnly bool
 	// Cluster answers GET /coord/v1/monitoring/cluster in cluster mode.
 	// Nil: the route answers 404 (one process, no cluster).
 	Cluster func(ctx context.Context) (protocol.ClusterResponse, error)
@@ -157,6 +164,9 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	r.NoRoute(notFound)
 	r.NoMethod(methodNotAllowed)
 	r.Use(gin.CustomRecovery(s.recovery), requestID, s.accessLog)
+	if opts.LocalHostsOnly {
+		r.Use(s.localHostsOnly)
+	}
 	for _, rt := range s.routes() {
 		r.Handle(rt.method, rt.path, s.chain(rt)...)
 	}

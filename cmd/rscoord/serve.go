@@ -260,6 +260,10 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 		AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
 		LoginFailureLimit: s.LoginFailureLimit, LoginAddressFailureLimit: s.LoginAddressFailureLimit,
 		LoginFailureWindow: s.LoginFailureWindow, BodyMemory: s.HTTPBodyMemory,
+		// Without credentials a loopback server is reached only by local
+		// clients, and through DNS rebinding by any web page its user
+		// opens: then Host names the page's own domain.
+		LocalHostsOnly: (!s.Auth || !s.MemberAuth) && s.Listen != "" && listensOnLoopback(s.Listen),
 	}
 	if rep != nil {
 		gwOpts.Ready = rep.ready
@@ -674,4 +678,11 @@ func (s *ServeCmd) newAuthenticator(ctx context.Context, log *slog.Logger, rep *
 	log.Info("authentication on", slog.Int("users", len(users)), slog.Bool("memberAuth", s.MemberAuth),
 		slog.Duration("tokenTTL", authn.TokenTTL()), slog.Bool("metricsPublic", s.MetricsPublic))
 	return authn, nil
+}
+
+// listensOnLoopback reports whether the listen address addr names a
+// loopback address or localhost; ":8080" and 0.0.0.0 do not.
+func listensOnLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && host != "" && gateway.IsLocalHost(host)
 }
