@@ -97,8 +97,13 @@ func passwordLimited(err error, message string) *authFailure {
 
 // loginUserKey is the key of the per-user login limit: the username from
 // one client address, so that failures elsewhere never lock out the user
-// where its real clients run.
+// where its real clients run. Names no user can have share one key per
+// address: the limiter keeps its keys for the window, and an
+// attacker-chosen name may be as long as the login body or the header.
 func loginUserKey(c *gin.Context, user string) string {
+	if auth.ValidateUsername(user) != nil {
+		user = "\x00impossible"
+	}
 	return user + "\x00" + c.ClientIP()
 }
 
