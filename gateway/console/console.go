@@ -35,8 +35,14 @@ func Handler(prefix string) http.Handler {
 			r.URL.Path = "/"
 		}
 		// The page may render untrusted names: forbid inline script and
-		// every origin but this server's.
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+		// every origin but this server's. default-src does not cover
+		// where forms post or what <base> may name, so those are set
+		// too. No page may frame it (clickjacking): frame-ancestors, and
+		// X-Frame-Options for browsers that know only that.
+		w.Header().Set("Content-Security-Policy",
+			"default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Referrer-Policy", "no-referrer")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)

@@ -51,7 +51,28 @@ func TestServesTheEmbeddedPage(t *testing.T) {
 			t.Fatalf("GET %s: %d %q %q", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 		}
 	}
-	resp, err := http.Get(s.URL + "/console/nope.js")
+	// No page may frame the console (clickjacking), old browsers that
+	// know only X-Frame-Options included; the sign-in form posts nowhere
+	// but here, no <base> can redirect its scripts, and no referrer
+	// leaves with a link followed.
+	resp, err := http.Get(s.URL + "/console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"frame-ancestors 'none'", "form-action 'self'", "base-uri 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("Content-Security-Policy %q lacks %s", csp, want)
+		}
+	}
+	if got := resp.Header.Get("X-Frame-Options"); got != "DENY" {
+		t.Errorf("X-Frame-Options %q, want DENY", got)
+	}
+	if got := resp.Header.Get("Referrer-Policy"); got != "no-referrer" {
+		t.Errorf("Referrer-Policy %q, want no-referrer", got)
+	}
+	resp, err = http.Get(s.URL + "/console/nope.js")
 	if err != nil {
 		t.Fatal(err)
 	}
