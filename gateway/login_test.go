@@ -38,6 +38,18 @@ func TestLogin(t *testing.T) {
 		{"bearer is not a login", "", "Bearer x", 401, protocol.CodeUnauthorized},
 		{"missing password", `{"username":"writer"}`, "", 400, protocol.CodeInvalidRequest},
 		{"malformed", `{"username":`, "", 400, protocol.CodeInvalidRequest},
+		// §4's "empty body with a Basic header": client libraries that
+		// always send a JSON body send {} or null for "nothing", or a login
+		// object whose members are null.
+		{"basic with an empty object", `{}`, writerBasic, 200, ""},
+		{"basic with null", `null`, writerBasic, 200, ""},
+		{"basic with null members", `{"username":null,"password":null}`, writerBasic, 200, ""},
+		{"basic with empty members", `{"username":"","password":""}`, writerBasic, 200, ""},
+		{"basic with unknown members only", `{"rememberMe":true}`, writerBasic, 200, ""},
+		{"wrong basic with an empty object", `{}`, coordtest.Basic(coordtest.UserWriter, "nope"), 401, protocol.CodeUnauthorized},
+		{"empty object without a header", `{}`, "", 400, protocol.CodeInvalidRequest},
+		{"empty object with a bearer header", `{}`, "Bearer x", 400, protocol.CodeInvalidRequest},
+		{"half a body with basic", `{"username":"writer"}`, writerBasic, 400, protocol.CodeInvalidRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
