@@ -26,6 +26,16 @@ import (
 // replica of a cluster shares (cluster.Options.Settings).
 const settingMemberLease = "member-lease"
 
+// endpointScheme is the scheme of an etcd endpoint URL, lower-cased; ""
+// for a bare host:port.
+func endpointScheme(ep string) string {
+	scheme, _, ok := strings.Cut(ep, "://")
+	if !ok {
+		return ""
+	}
+	return strings.ToLower(scheme)
+}
+
 // envEtcdPassword holds the etcd password: secrets stay off the command
 // line.
 const envEtcdPassword = "RSCOORD_ETCD_PASSWORD"
@@ -64,7 +74,7 @@ func (f *StoreFlags) validate(memberLease time.Duration) []error {
 		// endpoint whatever its TLS configuration says: the CA would be
 		// checked nowhere, and the etcd password would cross in clear.
 		for _, ep := range f.EtcdEndpoints {
-			if scheme, _, ok := strings.Cut(ep, "://"); ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "unix")) {
+			if s := endpointScheme(ep); s == "http" || s == "unix" {
 				errs = append(errs, fmt.Errorf("--etcd-ca and --etcd-cert turn TLS on, but endpoint %q is clear text: give it as https://", ep))
 			}
 		}
@@ -130,7 +140,7 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (s
 	}
 	if s.EtcdUsername != "" {
 		for _, ep := range s.EtcdEndpoints {
-			if scheme, _, ok := strings.Cut(ep, "://"); ok && strings.EqualFold(scheme, "http") {
+			if endpointScheme(ep) == "http" {
 				log.Warn("the etcd password crosses the network in clear text: give the etcd endpoints as https:// (--etcd-ca)",
 					slog.String("endpoint", ep))
 				break
