@@ -330,6 +330,10 @@ func TestComposeHardening(t *testing.T) {
 				t.Errorf("%s publishes %s beyond this machine; want 127.0.0.1:HOST:CONTAINER", name, p)
 			}
 		}
+		if strings.HasPrefix(svc.Image, "grafana/") &&
+			(svc.Environment["GF_AUTH_DISABLE_LOGIN_FORM"] != "true" || svc.Environment["GF_AUTH_BASIC_ENABLED"] != "false") {
+			t.Errorf("%s: Grafana's default admin (admin/admin) can log in; want GF_AUTH_DISABLE_LOGIN_FORM true and GF_AUTH_BASIC_ENABLED false", name)
+		}
 		if svc.Image != composeCoordinatorImage && svc.Image != composePodsImage {
 			continue
 		}
