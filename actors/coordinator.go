@@ -212,6 +212,10 @@ func (c *Coordinator) BeginShutdown() {
 	}
 }
 
+// HeldHeartbeats is how many heartbeats every group holds right now
+// (waitMs), counted against Config.MaxHeldHeartbeats.
+func (c *Coordinator) HeldHeartbeats() int64 { return c.env.held.n.Load() }
+
 // Terminating reports whether shutdown has begun.
 func (c *Coordinator) Terminating() bool { return c.env.terminating.Load() }
 

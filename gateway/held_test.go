@@ -15,6 +15,7 @@ import (
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
 // heldAnswer is the outcome of a heartbeat posted in the background.
@@ -394,5 +395,35 @@ func TestHeldHeartbeatBehindInEpochIsHeld(t *testing.T) {
 	}
 	if got.resp.MemberEpoch <= req.MemberEpoch || !slices.Equal(protocol.Indexes(got.resp.Assignment.AssignedShards), []int{0}) {
 		t.Fatalf("a's held answer: epoch %d (request %d), assigned %v: want a newer epoch and shard 0", got.resp.MemberEpoch, req.MemberEpoch, got.resp.Assignment.AssignedShards)
+	}
+}
+
+// TestHeldHeartbeatsGauge: rscoord_held_heartbeats counts the heartbeats
+// held right now, across groups: 0, one per parked answer, 0 once answered.
+func TestHeldHeartbeatsGauge(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 2)
+	s.CreateStream("payments", 2)
+	a := coordtest.NewMember("a", "orders", "orders")
+	b := coordtest.NewMember("b", "payments", "payments")
+	a.Beat(s)
+	b.Beat(s)
+	coordtest.Converge(t, s, 5, a)
+	coordtest.Converge(t, s, 5, b)
+	held := func() float64 { return metricValue(scrape(t, s, "/metrics"), metrics.HeldHeartbeats, nil) }
+	if got := held(); got != 0 {
+		t.Fatalf("%s = %v with nothing held, want 0", metrics.HeldHeartbeats, got)
+	}
+	reqA, reqB := a.Request(), b.Request()
+	reqA.WaitMs, reqB.WaitMs = 800, 800
+	heldA := postParked(t, s, "orders", "orders", reqA)
+	heldB := postParked(t, s, "payments", "payments", reqB)
+	if got := held(); got != 2 {
+		t.Fatalf("%s = %v with a heartbeat held in each of two groups, want 2", metrics.HeldHeartbeats, got)
+	}
+	a.Apply(reqA, wait(t, heldA, 5*time.Second).resp)
+	b.Apply(reqB, wait(t, heldB, 5*time.Second).resp)
+	if got := held(); got != 0 {
+		t.Fatalf("%s = %v once both were answered, want 0", metrics.HeldHeartbeats, got)
 	}
 }

@@ -116,6 +116,7 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
+	opts.Metrics.SetHeldSource(coord.HeldHeartbeats)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
 // TestBinaryHTTP2: HTTP/2 over cleartext is off by default and on with
@@ -62,7 +63,15 @@ func TestBinaryHTTP2(t *testing.T) {
 		a.proto = resp.ProtoMajor
 		a.err = json.NewDecoder(resp.Body).Decode(&a.resp)
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// SIGTERM once the heartbeat is held, not before: its RETRY at once is
+	// what this checks.
+	deadline := time.Now().Add(5 * time.Second)
+	for gaugeValue(scrapeMetrics(t, s), metrics.HeldHeartbeats, nil) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat was never held")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	start := time.Now()
 	if err := p.proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -42,6 +42,8 @@ const (
 	CollectionErrorsTotal = "rscoord_collection_errors_total"
 	// GroupStateInfo is 1 for a group's current state and 0 for the others.
 	GroupStateInfo = "rscoord_group_state"
+	// HeldHeartbeats is how many heartbeats are held right now (waitMs).
+	HeldHeartbeats = "rscoord_held_heartbeats"
 
 	// ClusterReplicasLive is, in cluster mode, the number of coordinator
 	// replicas this replica sees alive (set with [Metrics.SetClusterReplicasLive]).

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,8 @@ type Metrics struct {
 
 	state *stateCollector
 	live  *liveCollector
+	// held reads the heartbeats held right now (SetHeldSource); nil: 0.
+	held atomic.Pointer[func() int64]
 }
 
 var _ actors.Observer = (*Metrics)(nil)
@@ -99,11 +102,25 @@ func New(opts ...Option) *Metrics {
 	m.adminFailures = counterVec("rscoord_admin_mutation_failures_total", "Refused admin mutations, by operation and error code.", "operation", "code")
 	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login, logout, body_memory).", "limiter")
 	m.authRefused = counterVec("rscoord_auth_refusals_total", "Requests refused for credentials, by status (401, 403).", "status")
-	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live,
+	// Read when scraped, so that holding and answering a heartbeat costs
+	// nothing more.
+	heldNow := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: HeldHeartbeats,
+		Help: "Heartbeats held right now (waitMs), waiting for news or the end of their wait; bounded by --max-held-heartbeats."},
+		func() float64 {
+			if f := m.held.Load(); f != nil {
+				return float64((*f)())
+			}
+			return 0
+		})
+	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live, heldNow,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initLabels()
 	return m
 }
+
+// SetHeldSource makes rscoord_held_heartbeats read f (the coordinator's
+// count) when scraped.
+func (m *Metrics) SetHeldSource(f func() int64) { m.held.Store(&f) }
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
