@@ -175,7 +175,8 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.unsure(w, r, fmt.Sprintf("replica %s is not in the cluster right now (joining)", f.self))
 			return
 		}
-		local, to, err := rep.route(r.Context(), prefix, forwardedBy != "")
+		creates := r.Method == http.MethodPost && r.URL.Path == protocol.BasePath+"/streams/"+prefix
+		local, to, err := rep.route(r.Context(), prefix, forwardedBy != "", creates)
 		switch {
 		case err != nil:
 			f.unsure(w, r, err.Error())
@@ -232,7 +233,12 @@ func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy s
 // process paused between the routing and the answer) could reach the
 // member after another replica loaded the stream and counted every
 // member's lease from that load, letting the member read past it.
+//
+// A heartbeat about a stream this replica did not run when it came in,
+// and still does not (one the store does not hold, see replica.route), is
+// answered as it is: that answer grants nothing.
 func (f *front) serveHeartbeat(w http.ResponseWriter, r *http.Request, forwardedBy string, rep *replica, prefix string) {
+	servedBefore := rep.isServing(prefix)
 	if r.Body != nil {
 		// Keep the start of the body: a RETRY echoes its requestId.
 		head, err := io.ReadAll(io.LimitReader(r.Body, maxBufferedHeartbeat))
@@ -248,7 +254,7 @@ func (f *front) serveHeartbeat(w http.ResponseWriter, r *http.Request, forwarded
 	}
 	answer := &bufferedAnswer{under: w, header: http.Header{}}
 	f.serveLocal(answer, r, forwardedBy, true)
-	if !rep.node.Valid() || !rep.isServing(prefix) {
+	if served := rep.isServing(prefix); !rep.node.Valid() || served != servedBefore {
 		f.unsure(w, r, fmt.Sprintf("replica %s is no longer certain to run stream %q (its etcd lease)", f.self, prefix))
 		return
 	}

@@ -146,7 +146,7 @@ func (r *replica) live(id string) bool {
 // by another replica (to), or nowhere right now (err: the caller answers
 // RETRY / 503). A request another replica forwarded is never forwarded
 // again: two replicas with different views of etcd would bounce it.
-func (r *replica) route(ctx context.Context, prefix string, forwarded bool) (local bool, to cluster.Replica, err error) {
+func (r *replica) route(ctx context.Context, prefix string, forwarded, creates bool) (local bool, to cluster.Replica, err error) {
 	if !r.node.Valid() {
 		return false, to, fmt.Errorf("replica %s is not certain of its etcd lease", r.node.Self().ID)
 	}
@@ -178,11 +178,32 @@ func (r *replica) route(ctx context.Context, prefix string, forwarded bool) (loc
 		return false, placed, nil
 	}
 	// Placed here and held by nobody (a new stream, or one whose owner
-	// just left): claim it now rather than at the next round.
+	// just left): claim it now rather than at the next round. Not for a
+	// name the store does not hold, unless the request creates it: a claim
+	// is an etcd write, kept for unknownStreamGrace, and a request about a
+	// stream that does not exist (a typo, a scan of names, one not yet
+	// authenticated) must not cost one. It is answered here: not found.
+	if !creates {
+		if stored, err := r.stored(ctx, prefix); err != nil || !stored {
+			return err == nil, to, err
+		}
+	}
 	if err := r.ensure(ctx, prefix); err != nil {
 		return false, to, err
 	}
 	return true, to, nil
+}
+
+// stored reports whether the store holds the stream (its key alone is
+// read).
+func (r *replica) stored(ctx context.Context, prefix string) (bool, error) {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	prefixes, err := r.keys.StreamPrefixes(lctx)
+	if err != nil {
+		return false, fmt.Errorf("listing the stored streams: %w", err)
+	}
+	return slices.Contains(prefixes, prefix), nil
 }
 
 // ensure claims the stream and starts its actors, loaded after the claim,
