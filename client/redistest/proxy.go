@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("redistest: proxy to %s: %w", target, err)
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
 	p.rule.Store(&dropRule{})
