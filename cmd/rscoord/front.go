@@ -239,18 +239,11 @@ func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy s
 // answered as it is: that answer grants nothing.
 func (f *front) serveHeartbeat(w http.ResponseWriter, r *http.Request, forwardedBy string, rep *replica, prefix string) {
 	servedBefore := rep.isServing(prefix)
-	if r.Body != nil {
-		// Keep the start of the body: a RETRY echoes its requestId.
-		head, err := io.ReadAll(io.LimitReader(r.Body, maxBufferedHeartbeat))
-		if err != nil {
-			f.unsure(w, r, "reading the heartbeat: "+err.Error())
-			return
-		}
-		r = r.WithContext(context.WithValue(r.Context(), bufferedBodyKey{}, head))
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	// Keep the start of the body: a RETRY echoes its requestId.
+	r, err := keepHeartbeatHead(r)
+	if err != nil {
+		f.unsure(w, r, err.Error())
+		return
 	}
 	answer := &bufferedAnswer{under: w, header: http.Header{}}
 	f.serveLocal(answer, r, forwardedBy, true)
@@ -300,21 +293,34 @@ func (f *front) forward(w http.ResponseWriter, r *http.Request, advertise string
 		f.unsure(w, r, err.Error())
 		return
 	}
-	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/heartbeat") && heartbeatPath.MatchString(r.URL.Path) && r.Body != nil {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/heartbeat") && heartbeatPath.MatchString(r.URL.Path) {
 		// Keep the start of the body: the answer RETRY echoes its requestId
 		// when the owner cannot be reached.
-		head, err := io.ReadAll(io.LimitReader(r.Body, maxBufferedHeartbeat))
-		if err != nil {
-			f.unsure(w, r, "reading the heartbeat: "+err.Error())
+		if r, err = keepHeartbeatHead(r); err != nil {
+			f.unsure(w, r, err.Error())
 			return
 		}
-		r = r.WithContext(context.WithValue(r.Context(), bufferedBodyKey{}, head))
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
 	}
 	p.ServeHTTP(w, r)
+}
+
+// keepHeartbeatHead reads the start of a heartbeat's body into its context
+// (bufferedBodyKey), for a RETRY that echoes its requestId, and leaves the
+// body to read whole as before.
+func keepHeartbeatHead(r *http.Request) (*http.Request, error) {
+	if r.Body == nil {
+		return r, nil
+	}
+	head, err := io.ReadAll(io.LimitReader(r.Body, maxBufferedHeartbeat))
+	if err != nil {
+		return r, fmt.Errorf("reading the heartbeat: %w", err)
+	}
+	r = r.WithContext(context.WithValue(r.Context(), bufferedBodyKey{}, head))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	return r, nil
 }
 
 // clientAddress drops clientAddressHeader from r and, when its signature
