@@ -284,6 +284,12 @@ func send(t *testing.T, url, method, path, body, authorization string) (int, htt
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}
+	return roundTrip(t, req)
+}
+
+// roundTrip sends req and returns the status, headers and whole body.
+func roundTrip(t *testing.T, req *http.Request) (int, http.Header, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

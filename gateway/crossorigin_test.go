@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,16 +31,8 @@ func crossSite(t *testing.T, url, path, body, authorization, origin, fetchSite s
 	if fetchSite != "" {
 		req.Header.Set("Sec-Fetch-Site", fetchSite)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, raw
+	status, _, raw := roundTrip(t, req)
+	return status, raw
 }
 
 // TestCrossSiteRequestsRefused: a page on another site cannot make an
