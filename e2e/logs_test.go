@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 // file is empty; a torn last line (a killed writer) is skipped, and any
 // other line that does not decode fails the test: a log whose format
 // changed must not quietly empty a check built on it.
-func readJSONLines[T any](t *testing.T, path string) []T {
+func readJSONLines[T any](t testing.TB, path string) []T {
 	t.Helper()
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -380,4 +381,33 @@ func TestReadJSONLines(t *testing.T) {
 	if got := readJSONLines[rec](t, dir+"/missing"); got != nil {
 		t.Fatalf("missing file: %+v", got)
 	}
+	bad := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		readJSONLines[rec](bad, write("bad", "{\"N\":1}\nnot json\n{\"N\":3}\n"))
+	}()
+	<-done
+	if bad.failed == "" {
+		t.Fatal("a line that does not decode, before the last, was skipped; want the test failed")
+	}
+}
+
+// fatalRecorder is a testing.TB whose Fatal and Fatalf record the failure
+// and end the goroutine, as a test's do, without failing the test.
+type fatalRecorder struct {
+	testing.TB
+	failed string
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatal(args ...any) {
+	f.failed = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }
