@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,7 +14,7 @@ import (
 
 // WaitFlags make a migration command follow the migration until it ends.
 type WaitFlags struct {
-	Wait bool          `help:"Follow the migration, printing each change, until it is DEPRECATED or ROLLED_BACK (Ctrl-C stops following, not the migration)."`
+	Wait bool          `help:"Follow the migration, printing each change (with --json: the migration as one JSON object per line), until it is DEPRECATED or ROLLED_BACK (Ctrl-C stops following, not the migration)."`
 	Poll time.Duration `default:"1s" help:"How often --wait asks the coordinator."`
 }
 
@@ -35,10 +37,11 @@ func (c *StreamMigrationsCmd) Run(ctx context.Context, a *Admin) error {
 	if err != nil {
 		return fmt.Errorf("stream migrations %s: %w", c.Prefix, err)
 	}
-	if a.JSON && !c.Wait {
-		return printJSON(a.Out, raw)
-	}
-	if err := printMigrations(a, resp.Migrations); err != nil {
+	if a.JSON {
+		if err := printJSON(a.Out, raw); err != nil {
+			return err
+		}
+	} else if err := printMigrations(a, resp.Migrations); err != nil {
 		return err
 	}
 	if !c.Wait || resp.ActiveReshardingID == nil {
@@ -129,7 +132,8 @@ func fetchMigrations(ctx context.Context, a *Admin, prefix, group string) (proto
 }
 
 // waitMigration polls migration id every poll and prints a line each time
-// its state or detail changes, until it is final or ctx ends.
+// its state or detail changes, until it is final or ctx ends. Under --json
+// the line is the migration as the server answered it.
 func waitMigration(ctx context.Context, a *Admin, prefix, group, id string, poll time.Duration) error {
 	if poll <= 0 {
 		poll = time.Second
@@ -137,7 +141,7 @@ func waitMigration(ctx context.Context, a *Admin, prefix, group, id string, poll
 	last := ""
 	for {
 		var m protocol.Migration
-		_, err := a.Client.Do(ctx, http.MethodGet, []string{"streams", prefix, "groups", group, "migrations", id}, nil, &m)
+		raw, err := a.Client.Do(ctx, http.MethodGet, []string{"streams", prefix, "groups", group, "migrations", id}, nil, &m)
 		if err != nil {
 			return fmt.Errorf("wait for migration %s: %w", id, err)
 		}
@@ -146,7 +150,7 @@ func waitMigration(ctx context.Context, a *Admin, prefix, group, id string, poll
 			line += ": " + m.Detail
 		}
 		if line != last {
-			if err := printLine(a.Out, "%s %s\n", time.Now().UTC().Format(time.TimeOnly), line); err != nil {
+			if err := printChange(a, raw, line); err != nil {
 				return err
 			}
 			last = line
@@ -161,4 +165,17 @@ func waitMigration(ctx context.Context, a *Admin, prefix, group, id string, poll
 		case <-time.After(poll):
 		}
 	}
+}
+
+// printChange prints one change of a followed migration: the time and
+// line, or under --json the server's answer on one line.
+func printChange(a *Admin, raw []byte, line string) error {
+	if !a.JSON {
+		return printLine(a.Out, "%s %s", time.Now().UTC().Format(time.TimeOnly), line)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return fmt.Errorf("print JSON: %w", err)
+	}
+	return printLine(a.Out, "%s", buf.Bytes())
 }

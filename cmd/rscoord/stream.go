@@ -96,9 +96,23 @@ func (c *StreamScaleCmd) Run(ctx context.Context, a *Admin) error {
 	if err != nil {
 		return fmt.Errorf("stream scale %s: %w", c.Prefix, err)
 	}
-	if a.JSON && !c.Wait {
-		return printJSON(a.Out, raw)
+	if a.JSON {
+		if err := printJSON(a.Out, raw); err != nil {
+			return err
+		}
+	} else if err := printScale(a, resp); err != nil {
+		return err
 	}
+	if !c.Wait || len(resp.Migrations) == 0 || len(resp.AffectedConsumerGroups) == 0 ||
+		resp.Migrations[0].ReshardingID == protocol.NoopReshardingID {
+		return nil
+	}
+	return waitMigration(ctx, a, c.Prefix, resp.AffectedConsumerGroups[0], resp.Migrations[0].ReshardingID, c.Poll)
+}
+
+// printScale prints a scale answer: the groups it affects, then the
+// migration as each group sees it.
+func printScale(a *Admin, resp protocol.ScaleResponse) error {
 	groups := none
 	if len(resp.AffectedConsumerGroups) > 0 {
 		groups = strings.Join(resp.AffectedConsumerGroups, ", ")
@@ -107,14 +121,17 @@ func (c *StreamScaleCmd) Run(ctx context.Context, a *Admin) error {
 		resp.StreamPrefix, resp.TargetShardCount, groups); err != nil {
 		return err
 	}
-	if err := printMigrations(a, resp.Migrations); err != nil {
-		return err
+	if len(resp.Migrations) == 0 || len(resp.Migrations) != len(resp.AffectedConsumerGroups) {
+		return printMigrations(a, resp.Migrations)
 	}
-	if !c.Wait || len(resp.Migrations) == 0 || len(resp.AffectedConsumerGroups) == 0 ||
-		resp.Migrations[0].ReshardingID == protocol.NoopReshardingID {
-		return nil
+	// The answer holds the stream's one migration once per group, in the
+	// order of the groups: without the group, the rows look repeated.
+	t := newTable(a.Out, "GROUP", "RESHARDING ID", "FROM", "TO", "STATE", "CREATED", "UPDATED", "DETAIL")
+	for i, m := range resp.Migrations {
+		t.row(resp.AffectedConsumerGroups[i], m.ReshardingID, formatInt(m.FromShardCount), formatInt(m.ToShardCount),
+			string(m.State), formatTime(&m.CreatedAt), formatTime(&m.UpdatedAt), orNone(m.Detail))
 	}
-	return waitMigration(ctx, a, c.Prefix, resp.AffectedConsumerGroups[0], resp.Migrations[0].ReshardingID, c.Poll)
+	return t.flush()
 }
 
 // printMigrations prints a migrations table, or says there is none.

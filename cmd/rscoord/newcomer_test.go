@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
+)
+
+// TestScaleOutputAgainstServer scales a stream of two groups on the built
+// server with Redis and a short producer routing lease, so that the
+// migration ends on its own: the scale table names the group of each row
+// (the answer holds the one migration once per group), --wait prints each
+// change on a line of its own with no blank line between, and --json
+// --wait prints only JSON: the answer, then one object per change.
+func TestScaleOutputAgainstServer(t *testing.T) {
+	rdb := redistest.Standalone(t)
+	p := startProcess(t, t.TempDir(), "--redis", rdb.Addr,
+		"--producer-routing-lease", "300ms", "--drain-check-interval", "100ms")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("RSCOORD_USER", "admin")
+	t.Setenv("RSCOORD_PASSWORD", testAdminPassword)
+	ctx := context.Background()
+	cli := func(args ...string) cliResult {
+		t.Helper()
+		res := runCLI(ctx, append(args, "--server", p.url)...)
+		if res.code != exitOK {
+			t.Fatalf("%v: %+v", args, res)
+		}
+		return res
+	}
+	cli("stream", "create", "orders", "--shards", "2")
+	cli("group", "create", "orders", "billing")
+
+	res := cli("stream", "scale", "orders", "--to", "4", "--reason", "test", "--wait", "--poll", "50ms")
+	lines := strings.Split(strings.TrimRight(res.stdout, "\n"), "\n")
+	var header string
+	rows := map[string]string{}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case strings.HasPrefix(l, "GROUP"):
+			header = l
+		case len(f) > 1 && f[1] == "rs-1" && (f[0] == "billing" || f[0] == "orders"):
+			rows[f[0]] = l
+		}
+	}
+	if !strings.Contains(header, "RESHARDING ID") || len(rows) != 2 {
+		t.Errorf("scale table does not name the group of each row (header %q, rows %v):\n%s", header, rows, res.stdout)
+	}
+	if !strings.Contains(res.stdout, "rs-1 DEPRECATED (2 → 4)") {
+		t.Fatalf("--wait did not follow the migration to its end:\n%s", res.stdout)
+	}
+	// The progress lines come after the table; none is followed by a blank line.
+	progress := res.stdout[strings.Index(res.stdout, "rs-1 ACTIVE (2 → 4)"):]
+	if strings.Contains(progress, "\n\n") {
+		t.Errorf("--wait progress has blank lines:\n%s", progress)
+	}
+
+	res = cli("stream", "scale", "orders", "--to", "6", "--reason", "test", "--wait", "--poll", "50ms", "--json")
+	dec := json.NewDecoder(strings.NewReader(res.stdout))
+	var answer protocol.ScaleResponse
+	if err := dec.Decode(&answer); err != nil || answer.TargetShardCount != 6 || len(answer.Migrations) != 2 {
+		t.Fatalf("--json --wait: first value is not the scale answer (%v, %+v):\n%s", err, answer, res.stdout)
+	}
+	var last protocol.Migration
+	changes := 0
+	for dec.More() {
+		if err := dec.Decode(&last); err != nil {
+			t.Fatalf("--json --wait: change %d is not JSON: %v\n%s", changes+1, err, res.stdout)
+		}
+		changes++
+	}
+	if changes == 0 || last.ReshardingID != "rs-2" || last.State != protocol.MigrationDeprecated {
+		t.Errorf("--json --wait: %d changes, last %+v; want rs-2 DEPRECATED last:\n%s", changes, last, res.stdout)
+	}
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
