@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -73,8 +74,19 @@ func (c *Client) DoQuery(ctx context.Context, method string, segments []string, 
 	if len(query) > 0 {
 		path += "?" + query.Encode()
 	}
-	return wire.Do(ctx, method, path, in, out)
+	raw, err := wire.Do(ctx, method, path, in, out)
+	var apiErr *APIError
+	if c.authorization == "" && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
+		// The server's message names HTTP headers; someone who typed a
+		// command without credentials needs the CLI's ways to give them.
+		apiErr.Body.Message += noCredentialsHint
+	}
+	return raw, err
 }
+
+// noCredentialsHint ends the message of a 401 answered to a request sent
+// without credentials.
+const noCredentialsHint = " (this command sent no credentials: set RSCOORD_USER and RSCOORD_PASSWORD, give --token, or run rscoord login first)"
 
 // url joins the server, the protocol base path and the escaped segments.
 func (c *Client) url(segments []string) string {

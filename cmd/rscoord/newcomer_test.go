@@ -82,3 +82,42 @@ func TestScaleOutputAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMissingCredentialsSaysHowToSignIn runs a command with no
+// credentials and no saved login against the built server: the 401 line
+// says how to give credentials; a wrong password gets no such hint (the
+// credentials were given, they are wrong).
+func TestMissingCredentialsSaysHowToSignIn(t *testing.T) {
+	p := startProcess(t, t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("RSCOORD_USER", "")
+	t.Setenv("RSCOORD_PASSWORD", "")
+	t.Setenv("RSCOORD_TOKEN", "")
+	ctx := context.Background()
+
+	res := runCLI(ctx, "stream", "list", "--server", p.url)
+	if res.code != exitError || !strings.Contains(res.stderr, "401 UNAUTHORIZED") {
+		t.Fatalf("no credentials: %+v", res)
+	}
+	for _, want := range []string{"RSCOORD_USER", "RSCOORD_PASSWORD", "--token", "rscoord login"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("no credentials: stderr lacks %q: %s", want, res.stderr)
+		}
+	}
+	if n := strings.Count(res.stderr, "\n"); n != 1 {
+		t.Errorf("no credentials: %d lines on stderr, want one: %q", n, res.stderr)
+	}
+	res = runCLI(ctx, "stream", "list", "--json", "--server", p.url)
+	var got jsonError
+	if err := json.Unmarshal([]byte(res.stderr), &got); err != nil || got.HTTPStatus != 401 || !strings.Contains(got.Message, "rscoord login") {
+		t.Errorf("no credentials, --json: %v %+v", err, got)
+	}
+
+	res = runCLI(ctx, "stream", "list", "--user", "admin", "--password", "wrong", "--server", p.url)
+	if res.code != exitError || !strings.Contains(res.stderr, "401") || strings.Contains(res.stderr, "rscoord login") {
+		t.Errorf("wrong password: %+v", res)
+	}
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
