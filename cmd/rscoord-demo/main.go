@@ -41,7 +41,7 @@ import (
 type CLI struct {
 	Listen    string        `default:"127.0.0.1:8080" help:"Address of the coordinator."`
 	Redis     string        `default:"127.0.0.1:6379" help:"Redis address; a redis-server is started there (and stopped at the end) when none answers."`
-	Dir       string        `default:"./.demo" help:"Working directory: data, logs, users file. Emptied at start."`
+	Dir       string        `default:"./.demo" help:"Working directory: data, logs, users file. Emptied at start when the demo made it (a non-empty directory it did not make is refused)."`
 	Bin       string        `default:"./bin" help:"Directory holding the rscoord, consumer-pod and publisher-pod binaries."`
 	Stream    string        `default:"orders" help:"Stream prefix (its consumer group has the same name)."`
 	Shards    int           `default:"4" help:"Shard count of the stream."`
@@ -49,6 +49,11 @@ type CLI struct {
 	Rate      float64       `default:"20" help:"Records per second the publisher sends."`
 	StopAfter time.Duration `help:"Stop on its own after this long (0: run until Ctrl-C)."`
 }
+
+// demoMarker is the file that marks a --dir the demo made: only such a
+// directory (or an empty one) is emptied at start, so a mistyped --dir
+// cannot wipe someone's files.
+const demoMarker = ".rscoord-demo"
 
 // memberUser is the MEMBER user the pods authenticate as.
 const memberUser = "demo-member"
@@ -87,10 +92,10 @@ func run(ctx context.Context, cli CLI, out io.Writer) (err error) {
 			err = stopErr
 		}
 	}()
-	if err := os.RemoveAll(cli.Dir); err != nil {
-		return fmt.Errorf("empty %s: %w", cli.Dir, err)
+	if err := checkListenFree(cli.Listen); err != nil {
+		return err
 	}
-	if err := os.MkdirAll(cli.Dir, 0o700); err != nil {
+	if err := resetDir(cli.Dir); err != nil {
 		return err
 	}
 	if err := d.startRedis(ctx); err != nil {
@@ -139,6 +144,45 @@ func run(ctx context.Context, cli CLI, out io.Writer) (err error) {
 	}
 	d.banner(base, adminPassword, generated)
 	return d.wait(ctx)
+}
+
+// checkListenFree fails when something already accepts connections on
+// listen: the demo's coordinator could not bind it, and the demo would
+// then talk to that other server (whose 401 or data would be taken for
+// the demo's own).
+func checkListenFree(listen string) error {
+	conn, err := net.DialTimeout("tcp", listen, time.Second)
+	if err != nil {
+		return nil
+	}
+	conn.Close()
+	return fmt.Errorf("something already listens on %s (a coordinator from go tool task run, or an earlier demo?): stop it, or give the demo another --listen", listen)
+}
+
+// resetDir empties dir for a new run and marks it as the demo's. A
+// directory that exists, is not empty and lacks the marker is refused.
+func resetDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("--dir %s: %w", dir, err)
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, demoMarker)); err != nil {
+			return fmt.Errorf("--dir %s holds files the demo did not write (no %s in it): give another --dir, or empty it yourself", dir, demoMarker)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("empty %s: %w", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--dir %s: %w", dir, err)
+	}
+	marker := filepath.Join(dir, demoMarker)
+	if err := os.WriteFile(marker, []byte("made by rscoord-demo; emptied at its next start\n"), 0o600); err != nil {
+		return fmt.Errorf("--dir %s: %w", dir, err)
+	}
+	return nil
 }
 
 // startRedis starts redis-server on cli.Redis unless something answers
