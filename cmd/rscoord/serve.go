@@ -47,7 +47,7 @@ type ServeCmd struct {
 	DefaultShards        int           `default:"4" env:"RSCOORD_DEFAULT_SHARDS" help:"Shard count of a stream created without one."`
 	StaleMemberRetention time.Duration `default:"10m" env:"RSCOORD_STALE_MEMBER_RETENTION" help:"How long expired, fenced and left members stay visible."`
 	MaxCorrectionStep    int64         `default:"1000000" env:"RSCOORD_MAX_CORRECTION_STEP" help:"How far past a group's metadataVersion a member's report may move it (a metadata correction); a report further ahead is refused for that member alone."`
-	AutoCreateGroups     bool          `default:"true" negatable:"" env:"RSCOORD_AUTO_CREATE_GROUPS" help:"Register an unknown group of a known stream on its first join."`
+	AutoCreateGroups     bool          `default:"true" negatable:"" env:"RSCOORD_AUTO_CREATE_GROUPS" help:"Register an unknown group of a known stream on its first join, or on producer routing asked by a MEMBER, WRITE or ADMIN caller."`
 	ShutdownTimeout      time.Duration `default:"30s" env:"RSCOORD_SHUTDOWN_TIMEOUT" help:"How long in-flight requests may take to finish on SIGTERM."`
 	LogLevel             slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written: debug, info, warn or error."`
 	LogFormat            string        `default:"text" enum:"text,json" env:"RSCOORD_LOG_FORMAT" help:"Log format on stderr: text or json."`
@@ -79,7 +79,7 @@ type ServeCmd struct {
 	MetricsTimeout        time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
 	MetricsMaxMembers     int           `default:"1000" env:"RSCOORD_METRICS_MAX_MEMBERS" help:"Most members exported by the per-member gauges (those with the oldest heartbeats first); the rest are counted in rscoord_member_series_capped."`
 
-	Redis                []string      `placeholder:"HOST:PORT,…|URL" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one host:port is a standalone server, several the seeds of a cluster; or a redis:// or rediss:// (TLS) URL, with addr= parameters for further cluster seeds. None: scales skip provisioning and drain proofs."`
+	Redis                []string      `placeholder:"HOST:PORT|URL" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one host:port is a standalone server, several the seeds of a cluster; or a redis:// or rediss:// (TLS) URL, with addr= parameters for further cluster seeds. None: scales skip provisioning and drain proofs."`
 	RedisUsername        string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD); a URL with its own credentials keeps them."`
 	RedisCAFile          string        `name:"redis-ca-file" placeholder:"FILE" env:"RSCOORD_REDIS_CA_FILE" help:"PEM file of the CAs that sign the Redis server certificate of a rediss:// --redis (default: the system's)."`
 	RedisNATMap          string        `name:"redis-nat-map" placeholder:"ANNOUNCED=REACHABLE,…" env:"RSCOORD_REDIS_NAT_MAP" help:"Redis Cluster nodes behind NAT: announced-host:port=connect-host:port,… maps each address the cluster announces to one the coordinator reaches (makes --redis a cluster even with one seed)."`
