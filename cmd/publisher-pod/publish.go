@@ -78,6 +78,9 @@ func publish(ctx context.Context, cli *CLI, log *slog.Logger) (sum summary, err 
 	defer p.Close() // step 2
 
 	if err := startWithRetry(ctx, p, cli.RetryTimeout, log); err != nil {
+		// A signal during the start stops the run before any record, as
+		// one during publishing does: the summary says so.
+		sum.interrupted = ctx.Err() != nil
 		return sum, err
 	}
 	r, _ := p.Routing()
