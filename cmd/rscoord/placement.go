@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -76,9 +77,14 @@ type replica struct {
 	keys  streamKeys
 	moves *prometheus.CounterVec
 
-	// refused receives the streams whose writes etcd refused (the owner
-	// key is gone): they are dropped at once.
-	refused chan string
+	// refused holds the streams whose writes etcd refused (the owner key
+	// is gone) until the placement loop drops them; refusedSignal wakes
+	// the loop (capacity 1). A set, not a bounded queue: however many
+	// streams lose their keys at once, none is forgotten, and one that
+	// was not dropped would keep answering write-free heartbeats OK.
+	rmu           sync.Mutex
+	refused       map[string]struct{} // guarded by rmu
+	refusedSignal chan struct{}
 
 	// mu serializes claims and releases.
 	mu sync.Mutex
@@ -98,7 +104,7 @@ type replica struct {
 }
 
 func newReplica(cli *clientv3.Client, node *cluster.Node, log *slog.Logger, f *front) *replica {
-	return &replica{cli: cli, node: node, log: log, front: f, refused: make(chan string, 64), serving: map[string]time.Time{}}
+	return &replica{cli: cli, node: node, log: log, front: f, refused: map[string]struct{}{}, refusedSignal: make(chan struct{}, 1), serving: map[string]time.Time{}}
 }
 
 // isServing reports whether the stream's actors run here.
@@ -131,9 +137,35 @@ func (r *replica) servingSince(prefix string) (time.Time, bool) {
 // refusedWrite is told by the store of every write of a stream etcd
 // refused: this replica no longer owns the stream, whose actors stop.
 func (r *replica) refusedWrite(prefix string) {
+	r.rmu.Lock()
+	r.refused[prefix] = struct{}{}
+	r.rmu.Unlock()
 	select {
-	case r.refused <- prefix:
-	default: // a full queue is drained by the next round anyway
+	case r.refusedSignal <- struct{}{}:
+	default: // a wake-up is pending: it takes this stream too
+	}
+}
+
+// takeRefused returns, sorted, and forgets the streams refusedWrite
+// collected.
+func (r *replica) takeRefused() []string {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	out := slices.Sorted(maps.Keys(r.refused))
+	clear(r.refused)
+	return out
+}
+
+// dropRefused drops each stream whose write etcd refused, if it runs here.
+// Checked under r.mu: a refusal seen while ensure loads the stream is
+// acted on once ensure has marked it served, not lost.
+func (r *replica) dropRefused(ctx context.Context) {
+	for _, p := range r.takeRefused() {
+		r.mu.Lock()
+		if r.isServing(p) {
+			r.dropLocked(ctx, p, "the store refused a write: the owner key is gone")
+		}
+		r.mu.Unlock()
 	}
 }
 
@@ -292,10 +324,8 @@ func (r *replica) place(ctx context.Context, coord *actors.Coordinator, store pe
 			case <-tick.C:
 			case <-r.node.Changes():
 			case <-r.node.OwnerChanges():
-			case p := <-r.refused:
-				if r.isServing(p) {
-					r.drop(ctx, p, "the store refused a write: the owner key is gone")
-				}
+			case <-r.refusedSignal:
+				r.dropRefused(ctx)
 			}
 		}
 	})
