@@ -99,8 +99,8 @@ type replica struct {
 	stopLoops context.CancelFunc
 	loops     sync.WaitGroup
 
-	closeOnce sync.Once
-	closeErr  error
+	leaveOnce, closeOnce sync.Once
+	leaveErr, closeErr   error
 }
 
 func newReplica(cli *clientv3.Client, node *cluster.Node, log *slog.Logger, f *front) *replica {
@@ -426,12 +426,14 @@ func (r *replica) settleStrays(ctx context.Context, known map[string]bool) {
 	}
 }
 
-// close stops the placement loop and the gauges and waits for them, then
+// leave stops the placement loop and the gauges and waits for them, then
 // gives every stream up (SIGTERM: the others take over at once instead of
-// one lease later) and leaves the cluster. Later calls return the first
-// call's error.
-func (r *replica) close(ctx context.Context) error {
-	r.closeOnce.Do(func() {
+// one lease later) and leaves the cluster. The etcd client stays open: the
+// actors may still write (refused now, a certain outcome) and read until
+// they stop, and the store uses the client until it closes; close closes
+// it after that. Later calls return the first call's error.
+func (r *replica) leave(ctx context.Context) error {
+	r.leaveOnce.Do(func() {
 		if r.stopLoops != nil {
 			r.stopLoops()
 		}
@@ -441,8 +443,18 @@ func (r *replica) close(ctx context.Context) error {
 		r.smu.Lock()
 		clear(r.serving)
 		r.smu.Unlock()
-		r.closeErr = errors.Join(r.node.Leave(ctx), r.cli.Close())
+		r.leaveErr = r.node.Leave(ctx)
 		r.front.rep.CompareAndSwap(r, nil)
+	})
+	return r.leaveErr
+}
+
+// close leaves the cluster (leave), if that has not been done, and closes
+// the etcd client: call it once the coordinator and the store are closed.
+// Later calls return the first call's error.
+func (r *replica) close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		r.closeErr = errors.Join(r.leave(ctx), r.cli.Close())
 	})
 	return r.closeErr
 }

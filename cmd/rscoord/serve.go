@@ -195,7 +195,9 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	if rep != nil {
-		defer rep.close(context.Background()) // error paths; a no-op after shutdown closed it
+		// Last, after the store (and the revocations' watch) closed: the
+		// etcd client. It also leaves the cluster on the error paths.
+		defer rep.close(context.Background())
 		go func() {
 			select {
 			case <-rep.node.Done():
@@ -316,8 +318,11 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	var leaveErr error
 	if rep != nil {
 		// Owner key first: the next replica takes over while this one
-		// drains its requests (answered RETRY / 503 from now on).
-		leaveErr = rep.close(closeCtx)
+		// drains its requests (answered RETRY / 503 from now on). The
+		// etcd client is closed last (the deferred rep.close), after the
+		// actors and the store: their last writes and reads are answered,
+		// not cut off with an unknown outcome.
+		leaveErr = rep.leave(closeCtx)
 	}
 	stopCollecting()
 	<-collected // validated with the flags: it ends only when told to
