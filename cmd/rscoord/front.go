@@ -176,7 +176,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		creates := r.Method == http.MethodPost && r.URL.Path == protocol.BasePath+"/streams/"+prefix
-		local, to, err := rep.route(r.Context(), prefix, forwardedBy != "", creates)
+		local, to, err := rep.route(r, prefix, forwardedBy != "", creates)
 		switch {
 		case err != nil:
 			f.unsure(w, r, err.Error())

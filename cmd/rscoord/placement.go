@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -76,6 +77,10 @@ type replica struct {
 	// keys lists the stored streams by their keys (the gauges).
 	keys  streamKeys
 	moves *prometheus.CounterVec
+
+	// credible tells whether a request's credentials may be good (nil:
+	// any may); see credentialCheck. Set before the front routes here.
+	credible func(*http.Request) bool
 
 	// refused holds the streams whose writes etcd refused (the owner key
 	// is gone) until the placement loop drops them; refusedSignal wakes
@@ -178,7 +183,8 @@ func (r *replica) live(id string) bool {
 // by another replica (to), or nowhere right now (err: the caller answers
 // RETRY / 503). A request another replica forwarded is never forwarded
 // again: two replicas with different views of etcd would bounce it.
-func (r *replica) route(ctx context.Context, prefix string, forwarded, creates bool) (local bool, to cluster.Replica, err error) {
+func (r *replica) route(req *http.Request, prefix string, forwarded, creates bool) (local bool, to cluster.Replica, err error) {
+	ctx := req.Context()
 	if !r.node.Valid() {
 		return false, to, fmt.Errorf("replica %s is not certain of its etcd lease", r.node.Self().ID)
 	}
@@ -215,6 +221,12 @@ func (r *replica) route(ctx context.Context, prefix string, forwarded, creates b
 	// is an etcd write, kept for unknownStreamGrace, and a request about a
 	// stream that does not exist (a typo, a scan of names, one not yet
 	// authenticated) must not cost one. It is answered here: not found.
+	// Nor does a request whose credentials cannot be good cost the read
+	// that tells: routing runs before the gateway checks them, and it
+	// refuses such a request here whatever the store holds.
+	if !creates && r.credible != nil && !r.credible(req) {
+		return true, to, nil
+	}
 	if !creates {
 		if stored, err := r.stored(ctx, prefix); err != nil || !stored {
 			return err == nil, to, err

@@ -282,6 +282,7 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 			return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(context.Background()), store.Close())
 		}
 		owning = f.serveOwner(handler, forwarded)
+		rep.credible = credentialCheck{authn: authn, memberAuth: s.MemberAuth}.credible
 		f.rep.Store(rep)
 		log.Info("rscoord listening", slog.String("address", s.Listen), slog.String("replica", rep.node.Self().ID))
 	} else {

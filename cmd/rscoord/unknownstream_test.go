@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -56,4 +60,63 @@ func TestClusterUnknownStreamsAreNotClaimed(t *testing.T) {
 	}
 	o := coordtest.NewMember("o", "orders", "orders")
 	coordtest.Converge(t, member, 5, o)
+}
+
+// etcdRanges is how many range requests the etcd members have answered,
+// from their metrics.
+func etcdRanges(t *testing.T, c *testCluster) int {
+	t.Helper()
+	total := 0.0
+	for _, m := range c.Members {
+		resp, err := http.Get(m.ClientURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(line, "grpc_server_handled_total{") && strings.Contains(line, `grpc_method="Range"`) {
+				fields := strings.Fields(line)
+				v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+				if err != nil {
+					t.Fatalf("etcd metric %q: %v", line, err)
+				}
+				total += v
+			}
+		}
+	}
+	return int(total)
+}
+
+// TestClusterRequestsWithoutGoodCredentialsReadNothing: requests about
+// made-up streams placed on the replica they reach, without credentials
+// or with a token no replica issued, are refused without an etcd read:
+// routing them would read the stored streams to tell 404 from a stream
+// whose owner just left, before the gateway looked at the credentials.
+func TestClusterRequestsWithoutGoodCredentialsReadNothing(t *testing.T) {
+	c := newTestCluster(t)
+	r1 := startReplica(t, c, "r1", freeLoopbackPort(t))
+	anonymous := coordtest.Remote(t, r1.url)
+	forged := coordtest.Remote(t, r1.url).As("Bearer not-a-token")
+	const requests = 200
+	before := etcdRanges(t, c)
+	start := time.Now()
+	for i := range requests / 2 {
+		for _, s := range []*coordtest.Server{anonymous, forged} {
+			path := fmt.Sprintf("%s/streams/made-up-%d/groups/g", protocol.BasePath, i)
+			if status, raw := s.Do(http.MethodGet, path, nil); status != http.StatusUnauthorized {
+				t.Fatalf("GET %s: %d %s, want 401", path, status, raw)
+			}
+		}
+	}
+	reads := etcdRanges(t, c) - before
+	t.Logf("%d etcd range requests in %v during %d refused requests", reads, time.Since(start), requests)
+	// The replica's own rounds read a few times a second.
+	if allowed := 10 + int(10*time.Since(start).Seconds()); reads > allowed {
+		t.Fatalf("%d etcd range requests during %d requests without good credentials, want at most %d (the replica's own rounds)",
+			reads, requests, allowed)
+	}
 }
