@@ -252,6 +252,17 @@ func (r *replica) stored(ctx context.Context, prefix string) (bool, error) {
 
 // ensure claims the stream and starts its actors, loaded after the claim,
 // unless they run here already.
+//
+// The fence is the owner key, not the run: a dropped run's write would
+// pass it if this replica still held (or adopted again, after a failed
+// release) the same key. None can: writes are made only inside the
+// actors' handlers, synchronously, and AddStream refuses a new run until
+// every actor of the dropped one has stopped, so no write of it starts or
+// is awaited after the new run loads. What is left is a write whose
+// outcome its actor never learned (a timeout while etcd still applies
+// it): its answer was RETRY, so the state it holds was never told, the
+// same as any unknown outcome; and after a new claim its create revision
+// no longer matches.
 func (r *replica) ensure(ctx context.Context, prefix string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
