@@ -653,7 +653,7 @@ func (s *ServeCmd) newAuthenticator(ctx context.Context, log *slog.Logger, rep *
 		}
 	}
 	if !slices.ContainsFunc(users, func(u auth.User) bool { return u.Username == auth.AdminUsername }) {
-		admin, err := auth.BootstrapAdmin(s.DataDir, os.Getenv(envAdminPassword), 0, os.Stderr)
+		admin, err := auth.BootstrapAdmin(s.DataDir, os.Getenv(envAdminPassword), secret, 0, os.Stderr)
 		if err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
 		}

@@ -246,7 +246,8 @@ func TestBinaryBusyAddressKeepsTheFirstStart(t *testing.T) {
 
 // TestBinaryBootstrapAdmin starts a server without RSCOORD_ADMIN_PASSWORD:
 // it prints a generated password once, which works, keeps only its hash,
-// and prints nothing on the next start. RSCOORD_ADMIN_PASSWORD then wins.
+// and prints nothing on the next start. RSCOORD_ADMIN_PASSWORD then wins,
+// and its tokens outlive a restart until the password changes.
 func TestBinaryBootstrapAdmin(t *testing.T) {
 	data := t.TempDir()
 	p := startProcessEnv(t, data, nil)
@@ -311,6 +312,26 @@ func TestBinaryBootstrapAdmin(t *testing.T) {
 	s.Authorization = coordtest.Basic("admin", "from-env")
 	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusOK, nil)
 	s.Authorization = coordtest.Basic("admin", password)
+	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusUnauthorized, nil)
+	s.Authorization = ""
+	var envLogin protocol.LoginResponse
+	s.JSON(http.MethodPost, protocol.BasePath+"/auth/login", protocol.LoginRequest{Username: "admin", Password: "from-env"}, http.StatusOK, &envLogin)
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart with the same RSCOORD_ADMIN_PASSWORD keeps its tokens; a
+	// changed one revokes them.
+	p = startProcessEnv(t, data, []string{envAdminPassword + "=from-env"})
+	s = coordtest.Remote(t, p.url)
+	s.Authorization = "Bearer " + envLogin.AccessToken
+	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusOK, nil)
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p = startProcessEnv(t, data, []string{envAdminPassword + "=changed"})
+	s = coordtest.Remote(t, p.url)
+	s.Authorization = "Bearer " + envLogin.AccessToken
 	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusUnauthorized, nil)
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,7 +148,7 @@ func TestParseUsers(t *testing.T) {
 func TestBootstrapAdmin(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	u, err := BootstrapAdmin(dir, "", bcrypt.MinCost, &out)
+	u, err := BootstrapAdmin(dir, "", secretA, bcrypt.MinCost, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,17 +178,66 @@ func TestBootstrapAdmin(t *testing.T) {
 	}
 	// Second start: nothing printed, same hash.
 	out.Reset()
-	again, err := BootstrapAdmin(dir, "", bcrypt.MinCost, &out)
+	again, err := BootstrapAdmin(dir, "", secretA, bcrypt.MinCost, &out)
 	if err != nil || out.Len() != 0 || bcrypt.CompareHashAndPassword(again.PasswordHash, []byte(password)) != nil {
 		t.Fatalf("second start: printed %q, err %v", out.String(), err)
 	}
 	// RSCOORD_ADMIN_PASSWORD wins and is not stored.
-	fromEnv, err := BootstrapAdmin(dir, "chosen", bcrypt.MinCost, &out)
+	fromEnv, err := BootstrapAdmin(dir, "chosen", secretA, bcrypt.MinCost, &out)
 	if err != nil || out.Len() != 0 || bcrypt.CompareHashAndPassword(fromEnv.PasswordHash, []byte("chosen")) != nil {
 		t.Fatalf("from env: %v, printed %q", err, out.String())
 	}
 	if now, _ := os.ReadFile(path); !bytes.Equal(now, stored) {
 		t.Fatal("the env password changed the stored hash")
+	}
+}
+
+// TestBootstrapAdminTokensOutliveRestarts issues a token to the admin of
+// RSCOORD_ADMIN_PASSWORD and checks it with the admin of a later start (or
+// of another replica): the password is hashed afresh each time, and the
+// token stays good until the password or the token secret changes.
+func TestBootstrapAdminTokensOutliveRestarts(t *testing.T) {
+	now := time.Now()
+	first, err := BootstrapAdmin(t.TempDir(), "chosen", secretA, bcrypt.MinCost, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := newAuth(t, secretA, now, first).Issue(first.principal(MethodBasic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		password string
+		secret   []byte
+		want     error
+	}{
+		{"same password, same secret", "chosen", secretA, nil},
+		{"password changed", "changed", secretA, ErrRevokedToken},
+		{"secret changed", "chosen", secretB, ErrRevokedToken},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			later, err := BootstrapAdmin(t.TempDir(), tc.password, tc.secret, bcrypt.MinCost, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(later.PasswordHash, first.PasswordHash) {
+				t.Fatal("the password was not hashed afresh: the test proves nothing")
+			}
+			cfg := Config{Users: []User{later}, Secret: tc.secret, TokenTTL: time.Hour, Now: func() time.Time { return now }}
+			if !bytes.Equal(tc.secret, secretA) {
+				cfg.PreviousSecrets = [][]byte{secretA} // the token's signature still verifies
+			}
+			a, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = a.VerifyToken(token.Value)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("VerifyToken = %v, want %v", err, tc.want)
+			}
+		})
 	}
 }
 

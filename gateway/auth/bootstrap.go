@@ -64,13 +64,22 @@ func LoadOrCreateSecret(dir, fromEnv string) ([]byte, error) {
 // stored). Otherwise the bcrypt hash kept in dir is used; on first start a
 // random password is generated, printed once to announce, and only its
 // hash is stored (mode 0600). cost is the bcrypt cost (0: default).
-func BootstrapAdmin(dir, fromEnv string, cost int, announce io.Writer) (User, error) {
+//
+// fromEnv is hashed afresh at every start, with a new salt, so its tokens
+// are issued for a keyed hash of the password under secret (the token
+// secret) instead of the bcrypt hash: they outlive a restart, and are good
+// on every replica that shares the secret, until the password or the
+// secret changes. The keyed hash never leaves the server (a token carries
+// a hash of it), so a token does not let anyone guess the password
+// offline.
+func BootstrapAdmin(dir, fromEnv string, secret []byte, cost int, announce io.Writer) (User, error) {
 	if fromEnv != "" {
 		hash, err := HashPassword(fromEnv, cost)
 		if err != nil {
 			return User{}, fmt.Errorf("RSCOORD_ADMIN_PASSWORD: %w", err)
 		}
-		return User{Username: AdminUsername, PasswordHash: hash, Roles: Admin}, nil
+		credential := sign(secret, "rscoord-bootstrap-admin\x00"+fromEnv)
+		return User{Username: AdminUsername, PasswordHash: hash, Credential: credential, Roles: Admin}, nil
 	}
 	path := filepath.Join(dir, AdminHashFile)
 	raw, err := os.ReadFile(path)

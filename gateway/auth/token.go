@@ -67,9 +67,14 @@ func sign(secret []byte, msg string) []byte {
 }
 
 // credentialFingerprint names a user's credential without revealing it:
-// SHA-256 of the bcrypt hash (itself salted), cut to 96 bits.
+// SHA-256 of the bcrypt hash (itself salted), or of [User.Credential]
+// when set, cut to 96 bits.
 func credentialFingerprint(u User) string {
-	sum := sha256.Sum256(append([]byte("rscoord-credential\x00"+u.Username+"\x00"), u.PasswordHash...))
+	credential := u.PasswordHash
+	if u.Credential != nil {
+		credential = u.Credential
+	}
+	sum := sha256.Sum256(append([]byte("rscoord-credential\x00"+u.Username+"\x00"), credential...))
 	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 

@@ -19,6 +19,12 @@ type User struct {
 	Username string
 	// PasswordHash is a bcrypt hash ($2a$, $2b$ or $2y$).
 	PasswordHash []byte
+	// Credential, when set, is what the user's tokens are issued for in
+	// place of PasswordHash: a token names it (hashed), and a user whose
+	// Credential changed has every older token refused. It lets a
+	// password hashed afresh at every start (with a new salt) keep its
+	// tokens; see [BootstrapAdmin].
+	Credential []byte
 	// Roles hold on every stream.
 	Roles Roles
 	// Grants hold on the streams they name only.
