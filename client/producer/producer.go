@@ -196,8 +196,16 @@ func (p *Producer) usable() (*routing, error) {
 	}
 	r := p.cur.Load()
 	if now := time.Now(); r.expired(now, p.cfg.routingLease) {
-		return nil, fmt.Errorf("%w: last successful refresh %s ago, lease %s; last refresh error: %v",
-			ErrRoutingLeaseExpired, now.Sub(r.fetchedAt).Round(time.Millisecond), r.lease(p.cfg.routingLease), p.lastRefreshError())
+		age, lease := now.Sub(r.fetchedAt).Round(time.Millisecond), r.lease(p.cfg.routingLease)
+		// The refresh failure is wrapped, not only printed, so a caller
+		// tells a coordinator that is down from one that refuses
+		// (errors.Is, errors.As on CoordinatorError).
+		if last := p.lastRefreshError(); last != nil {
+			return nil, fmt.Errorf("%w: last successful refresh %s ago, lease %s; last refresh error: %w",
+				ErrRoutingLeaseExpired, age, lease, last)
+		}
+		return nil, fmt.Errorf("%w: last successful refresh %s ago, lease %s; no refresh failed since",
+			ErrRoutingLeaseExpired, age, lease)
 	}
 	return r, nil
 }
