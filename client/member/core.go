@@ -54,7 +54,8 @@ func (c *memberCore) handle(run *shardRun, msgs []*Message) {
 		// under an ownership that has since ended (fenced, lease lapsed,
 		// let go) is never dispatched; it stays pending for the shard's
 		// owner.
-		if err := run.ackAllowed(); err != nil {
+		hctx, cancel, err := run.dispatchContext()
+		if err != nil {
 			c.log.Debug("records not dispatched: ownership ended after they were read",
 				slog.String("streamKey", run.key), slog.String("id", todo[0].ID), slog.Int("records", len(todo)),
 				slog.Any("reason", err))
@@ -63,7 +64,8 @@ func (c *memberCore) handle(run *shardRun, msgs []*Message) {
 		for _, m := range todo {
 			m.Attempt = attempt
 		}
-		err := c.call(run.handlerCtx, todo)
+		err = c.call(hctx, todo)
+		cancel()
 		todo = unsettled(todo)
 		if err == nil || len(todo) == 0 {
 			return

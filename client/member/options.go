@@ -68,6 +68,8 @@ type config struct {
 	// retryAttempts, retryDelay, retryMaxDelay: WithHandlerRetry.
 	retryAttempts             int
 	retryDelay, retryMaxDelay time.Duration
+	// noHandlerDeadline: WithHandlerDeadline(false).
+	noHandlerDeadline bool
 	// redisFailureLimit: reads failed in a row on one shard before the
 	// member gives its shards back.
 	redisFailureLimit int
@@ -252,6 +254,27 @@ func WithRedisFailureLimit(n int) Opt {
 // 1..MaxHandlerAttempts, delay at least 1ms and at most maxDelay.
 func WithHandlerRetry(attempts int, delay, maxDelay time.Duration) Opt {
 	return optFunc(func(c *config) { c.retryAttempts, c.retryDelay, c.retryMaxDelay = attempts, delay, maxDelay })
+}
+
+// WithHandlerDeadline says whether a handler's ctx carries the member's
+// lease end as its deadline (on, the default). The deadline is the lease
+// end as known when the records were handed to the handler (each attempt
+// of WithHandlerRetry gets the one known then): up to it the member is
+// sure it owns the shard. A context's deadline cannot move, so a later
+// heartbeat that renews the lease does not extend it, and ctx ends at it
+// even though the member still owns the shard: a handler that respects
+// ctx never works past what its member can vouch for, and it can plan by
+// ctx.Deadline(): while heartbeats succeed it is about the member lease
+// minus up to two heartbeat intervals after the hand-over. Its Ack still succeeds
+// after the deadline while the lease holds (give it a fresh context).
+//
+// Off: ctx has no deadline and ends only when the member must stop at once
+// (lease lapsed, fenced, drain deadline of a revoked shard, Run ending), so
+// a handler may run across lease renewals, up to the drain deadline once
+// its shard is revoked. Choose it for handlers that may take longer than
+// the member lease.
+func WithHandlerDeadline(on bool) Opt {
+	return optFunc(func(c *config) { c.noHandlerDeadline = !on })
 }
 
 // newConfig applies opts, fills defaults and validates the result.

@@ -36,7 +36,8 @@ type shardRun struct {
 	// stats are the member's counters of this shard (Runtime.Stats).
 	stats *shardCounters
 
-	// handlerCtx is given to handlers; cancelled when the run is fenced,
+	// handlerCtx is the parent of every handler call's context
+	// (dispatchContext); cancelled when the run is fenced,
 	// and once it has ended.
 	handlerCtx     context.Context
 	cancelHandlers context.CancelFunc
@@ -245,6 +246,33 @@ func (r *shardRun) ackAllowed() error {
 		return ErrLeaseExpired
 	}
 	return nil
+}
+
+// dispatchContext is the context of one handler call, or why the run may
+// no longer hand records out. Its deadline (WithHandlerDeadline) is the
+// lease end as known now: a renewal later cannot move a context's
+// deadline, so a handler that plans by ctx.Deadline() never plans past
+// the time up to which this member may be sure it still owns the shard.
+// It is also cancelled whenever handlerCtx is (fenced, lease lapsed,
+// drain deadline, Run ending). The lease is read once, for both the check
+// and the deadline.
+func (r *shardRun) dispatchContext() (context.Context, context.CancelFunc, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed != nil {
+		return nil, nil, closed
+	}
+	left := r.core.lease.until()
+	if left <= 0 {
+		return nil, nil, ErrLeaseExpired
+	}
+	if r.core.cfg.noHandlerDeadline {
+		ctx, cancel := context.WithCancel(r.handlerCtx)
+		return ctx, cancel, nil
+	}
+	ctx, cancel := context.WithDeadline(r.handlerCtx, time.Now().Add(left))
+	return ctx, cancel, nil
 }
 
 // acked records a successful Ack or AckDel of m.

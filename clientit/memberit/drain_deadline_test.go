@@ -62,7 +62,9 @@ func TestRevokedShardHandlerCancelledAtDrainDeadline(t *testing.T) {
 		}
 		return m.Ack(ctx)
 	}
-	a := e.start("rs-da", handler, member.WithMaxWorkers(2),
+	// The held handlers wait for the drain deadline, across lease
+	// renewals: their contexts carry no lease deadline.
+	a := e.start("rs-da", handler, member.WithMaxWorkers(2), member.WithHandlerDeadline(false),
 		member.WithOnRevoked(func(ctx context.Context, shards []int) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -64,7 +64,9 @@ func TestSecondRevocationKeepsTheFirstsDeadline(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	e.start("dw-a", handler, member.WithMaxWorkers(shards), hooks)
+	// Held until the drain deadline, across lease renewals: no lease
+	// deadline on the handlers' contexts.
+	e.start("dw-a", handler, member.WithMaxWorkers(shards), member.WithHandlerDeadline(false), hooks)
 	for i := range shards {
 		e.publish(i, 1, "hold")
 	}
