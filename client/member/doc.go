@@ -133,8 +133,10 @@
 //  12. Hooks never run concurrently, not even across the members of one
 //     Runtime; they run on the member's actor.
 //  13. Leave (Run's context cancelled): stop reads on every shard, drain
-//     (at most WithLeaveTimeout, then abandon), heartbeat memberEpoch -1
-//     reporting every shard REVOKED, return.
+//     (at most WithLeaveTimeout, then abandon), wait for every read loop
+//     to return (even past the timeout: the leave frees the shards at
+//     once; at most one read), heartbeat memberEpoch -1 reporting every
+//     shard REVOKED, return.
 //  14. Redis first: a member sends its join only after Redis answered a
 //     PING (probed with backoff until it does). When reads of one shard
 //     fail WithRedisFailureLimit times in a row (3), the member gives

@@ -1061,12 +1061,20 @@ func (a *memberActor) leaveDeadline() {
 }
 
 // maybeLeave sends the leave heartbeat once every run has drained (or the
-// leave timeout passed) and no heartbeat is in flight.
+// leave timeout passed), every read loop has returned and no heartbeat is
+// in flight.
+//
+// The read loops are waited for even after the leave timeout: the leave
+// reports every shard REVOKED, which frees them at once, while a blocking
+// XREADGROUP issued before would still take records written to its shard
+// into this consumer's pending list beside the next owner's reads. The
+// wait is at most one read (WithBlock, or the lease left when it was
+// issued).
 func (a *memberActor) maybeLeave() {
 	if !a.leaving || a.leaveSent || a.done || a.hbBusy {
 		return
 	}
-	if len(a.runs) > 0 && !a.leaveExpired {
+	if (len(a.runs) > 0 && !a.leaveExpired) || a.reading() {
 		return
 	}
 	a.leaveSent = true

@@ -225,7 +225,8 @@ func WithMemberLease(d time.Duration) Opt {
 // WithLeaveTimeout bounds the graceful leave after Run's context is
 // cancelled: draining in-flight handlers, then the leave heartbeat.
 // Handlers still running when it passes are abandoned (their ACKs fail)
-// and the member leaves anyway. Default 30s; at least 100ms.
+// and the member leaves anyway, once its reads in progress have returned
+// (at most WithBlock later). Default 30s; at least 100ms.
 func WithLeaveTimeout(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.leaveTimeout = d })
 }
