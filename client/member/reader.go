@@ -240,7 +240,9 @@ func firstStream(res []redis.XStream) []redis.XMessage {
 // messages turns entries into Messages. A pending entry whose record was
 // deleted (XDEL, trimming) comes back without fields: there is nothing to
 // handle and it can never be handled, so it is acknowledged here — the one
-// ACK the runtime makes on its own (doc.go rule 10).
+// ACK the runtime makes on its own (doc.go rule 10) — but, like any ACK,
+// only while the member may acknowledge (rules 8 and 9): a read whose
+// answer arrives after a fence or a lapsed lease leaves it pending.
 func (r *shardRun) messages(ctx context.Context, msgs []redis.XMessage, redelivered bool) ([]*Message, error) {
 	out := make([]*Message, 0, len(msgs))
 	var gone []string
@@ -255,7 +257,10 @@ func (r *shardRun) messages(ctx context.Context, msgs []redis.XMessage, redelive
 		})
 	}
 	if len(gone) > 0 {
-		if err := r.core.rdb.XAck(ctx, r.key, r.core.cfg.group, gone...).Err(); err != nil {
+		if err := r.ackAllowed(); err != nil {
+			r.core.log.Debug("pending entries whose records were deleted left pending: ownership ended",
+				slog.String("streamKey", r.key), slog.Any("ids", gone), slog.Any("reason", err))
+		} else if err := r.core.rdb.XAck(ctx, r.key, r.core.cfg.group, gone...).Err(); err != nil {
 			// Not fatal for the rest of the batch: the entries stay
 			// pending and come back with the next claim.
 			r.core.log.Warn("could not acknowledge pending entries whose records were deleted",
