@@ -94,7 +94,7 @@ func (c *memberCore) handle(run *shardRun, msgs []*Message) {
 func (c *memberCore) call(ctx context.Context, msgs []*Message) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v", p)
+			err = panicError("handler", p)
 		}
 	}()
 	if c.batch != nil {
@@ -106,6 +106,15 @@ func (c *memberCore) call(ctx context.Context, msgs []*Message) (err error) {
 		return fmt.Errorf("handle: %w", err)
 	}
 	return nil
+}
+
+// panicError turns a recovered panic of what into an error; a panic with
+// an error wraps it, so that errors.Is and errors.As see its cause.
+func panicError(what string, p any) error {
+	if err, ok := p.(error); ok {
+		return fmt.Errorf("%s panicked: %w", what, err)
+	}
+	return fmt.Errorf("%s panicked: %v", what, p)
 }
 
 // unsettled are the records neither acknowledged nor Nacked.

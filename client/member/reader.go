@@ -130,7 +130,7 @@ func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
 func (r *shardRun) fetchSafe(ctx context.Context, rd *reader) (batch []*Message, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("read panicked: %v", p)
+			err = panicError("read", p)
 		}
 	}()
 	return r.fetch(ctx, rd)
