@@ -35,10 +35,9 @@
 //     [ErrLeaseExpired] or [ErrRevoked] must not be retried: the record
 //     will be redelivered to the shard's owner. Return an error for a
 //     transient failure: WithHandlerRetry retries in place, keeping the
-//     shard's order. The handler's ctx has the member's lease end, as
-//     known when the record was handed over, as its deadline (a renewal
-//     cannot move it; WithHandlerDeadline(false) for handlers that run
-//     longer than the lease).
+//     shard's order. WithHandlerDeadline(true) gives the handler's ctx the
+//     member's lease end, as known when the record was handed over, as
+//     its deadline (a renewal cannot move it).
 //  5. Apps that run readers of their own use [WithHooks] (or
 //     WithOnAssigned and WithOnRevoked): both are told the set of shards
 //     and a [Reason]; when OnRevoked returns, their readers of those shards

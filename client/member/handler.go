@@ -9,9 +9,9 @@ import (
 
 // Handler handles one record. It runs on one of the member's workers; ctx
 // is cancelled when the member must stop at once (fenced, lease expired,
-// drain deadline passed, Run ending), its deadline is the member's lease
-// end as known when the record was handed over (see WithHandlerDeadline),
-// and [MemberID] names the member.
+// drain deadline passed, Run ending), with WithHandlerDeadline(true) its
+// deadline is the member's lease end as known when the record was handed
+// over, and [MemberID] names the member.
 //
 // Nothing is acknowledged for the handler: it calls msg.Ack or msg.AckDel
 // when the record is done, or msg.Nack (or nothing) to leave it pending for

@@ -68,8 +68,8 @@ type config struct {
 	// retryAttempts, retryDelay, retryMaxDelay: WithHandlerRetry.
 	retryAttempts             int
 	retryDelay, retryMaxDelay time.Duration
-	// noHandlerDeadline: WithHandlerDeadline(false).
-	noHandlerDeadline bool
+	// handlerDeadline: WithHandlerDeadline(true).
+	handlerDeadline bool
 	// redisFailureLimit: reads failed in a row on one shard before the
 	// member gives its shards back.
 	redisFailureLimit int
@@ -258,24 +258,23 @@ func WithHandlerRetry(attempts int, delay, maxDelay time.Duration) Opt {
 }
 
 // WithHandlerDeadline says whether a handler's ctx carries the member's
-// lease end as its deadline (on, the default). The deadline is the lease
+// lease end as its deadline (default off). On, the deadline is the lease
 // end as known when the records were handed to the handler (each attempt
 // of WithHandlerRetry gets the one known then): up to it the member is
-// sure it owns the shard. A context's deadline cannot move, so a later
-// heartbeat that renews the lease does not extend it, and ctx ends at it
-// even though the member still owns the shard: a handler that respects
-// ctx never works past what its member can vouch for, and it can plan by
-// ctx.Deadline(): while heartbeats succeed it is about the member lease
-// minus up to two heartbeat intervals after the hand-over. Its Ack still succeeds
-// after the deadline while the lease holds (give it a fresh context).
+// sure it owns the shard, and a handler can plan by ctx.Deadline(). A
+// context's deadline cannot move, so a later heartbeat that renews the
+// lease does not extend it: ctx ends at it even though the member still
+// owns the shard (while heartbeats succeed, about the member lease less up
+// to two heartbeat intervals after the hand-over), and a handler that
+// always needs longer never finishes. Its Ack still succeeds after the
+// deadline while the lease holds (give it a fresh context).
 //
 // Off: ctx has no deadline and ends only when the member must stop at once
 // (lease lapsed, fenced, drain deadline of a revoked shard, Run ending), so
 // a handler may run across lease renewals, up to the drain deadline once
-// its shard is revoked. Choose it for handlers that may take longer than
-// the member lease.
+// its shard is revoked.
 func WithHandlerDeadline(on bool) Opt {
-	return optFunc(func(c *config) { c.noHandlerDeadline = !on })
+	return optFunc(func(c *config) { c.handlerDeadline = on })
 }
 
 // newConfig applies opts, fills defaults and validates the result.

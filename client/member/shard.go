@@ -267,7 +267,7 @@ func (r *shardRun) dispatchContext() (context.Context, context.CancelFunc, error
 	if left <= 0 {
 		return nil, nil, ErrLeaseExpired
 	}
-	if r.core.cfg.noHandlerDeadline {
+	if !r.core.cfg.handlerDeadline {
 		ctx, cancel := context.WithCancel(r.handlerCtx)
 		return ctx, cancel, nil
 	}

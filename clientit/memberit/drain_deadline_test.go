@@ -62,9 +62,7 @@ func TestRevokedShardHandlerCancelledAtDrainDeadline(t *testing.T) {
 		}
 		return m.Ack(ctx)
 	}
-	// The held handlers wait for the drain deadline, across lease
-	// renewals: their contexts carry no lease deadline.
-	a := e.start("rs-da", handler, member.WithMaxWorkers(2), member.WithHandlerDeadline(false),
+	a := e.start("rs-da", handler, member.WithMaxWorkers(2),
 		member.WithOnRevoked(func(ctx context.Context, shards []int) {
 			mu.Lock()
 			defer mu.Unlock()

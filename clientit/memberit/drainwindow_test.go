@@ -64,9 +64,7 @@ func TestSecondRevocationKeepsTheFirstsDeadline(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	// Held until the drain deadline, across lease renewals: no lease
-	// deadline on the handlers' contexts.
-	e.start("dw-a", handler, member.WithMaxWorkers(shards), member.WithHandlerDeadline(false), hooks)
+	e.start("dw-a", handler, member.WithMaxWorkers(shards), hooks)
 	for i := range shards {
 		e.publish(i, 1, "hold")
 	}

@@ -31,8 +31,8 @@ func (o *okSendTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// TestHandlerContextDeadlineIsTheLeaseEnd: a handler's context carries the
-// member's lease end, as known when the record was handed over, as its
+// TestHandlerContextDeadlineIsTheLeaseEnd: with WithHandlerDeadline(true)
+// a handler's context carries the member's lease end, as known when the record was handed over, as its
 // deadline, so a handler can plan its work by ctx.Deadline(); the context
 // ends then even though later heartbeats renew the lease (a deadline
 // cannot move), and the record is not acknowledged for the handler.
@@ -59,7 +59,7 @@ func TestHandlerContextDeadlineIsTheLeaseEnd(t *testing.T) {
 		}
 		got <- s
 		return nil
-	}, member.WithHTTPClient(&http.Client{Transport: tr}))
+	}, member.WithHTTPClient(&http.Client{Transport: tr}), member.WithHandlerDeadline(true))
 	e.publish(0, 1, "plan")
 	var s seen
 	select {
@@ -96,8 +96,7 @@ func TestHandlerContextDeadlineIsTheLeaseEnd(t *testing.T) {
 	}
 }
 
-// TestHandlerDeadlineOff: with WithHandlerDeadline(false) a handler's
-// context has no deadline, and it outlives the lease end known at the
+// TestHandlerDeadlineOff: by default a handler's context has no deadline, and it outlives the lease end known at the
 // hand-over while heartbeats keep renewing the lease.
 func TestHandlerDeadlineOff(t *testing.T) {
 	t.Parallel()
@@ -120,7 +119,7 @@ func TestHandlerDeadlineOff(t *testing.T) {
 		s.err = ctx.Err()
 		got <- s
 		return m.Ack(ctx)
-	}, member.WithHandlerDeadline(false))
+	})
 	e.publish(0, 1, "long")
 	select {
 	case s := <-got:

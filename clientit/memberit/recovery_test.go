@@ -90,9 +90,7 @@ func TestLeaseExpiryFailsClosed(t *testing.T) {
 			return nil
 		}
 		return m.Ack(ctx)
-	}, member.WithMaxWorkers(2), member.WithOnRevoked(func(ctx context.Context, shards []int) { revoked <- shards }),
-		// The lease's own cut is under test, not the handler deadline.
-		member.WithHandlerDeadline(false))
+	}, member.WithMaxWorkers(2), member.WithOnRevoked(func(ctx context.Context, shards []int) { revoked <- shards }))
 	e.publish(1, 3, "warm")
 	eventually(t, 10*time.Second, "warm-up records acknowledged", func() bool { return e.pending(1) == 0 && e.length(1) == 3 })
 	e.publish(0, 1, "hold")
@@ -180,7 +178,7 @@ func TestFencedMemberStopsAndRejoins(t *testing.T) {
 			return nil
 		}
 		return m.Ack(ctx)
-	}, member.WithMaxWorkers(2), member.WithHandlerDeadline(false), // the fence's cut is under test
+	}, member.WithMaxWorkers(2),
 		member.WithOnAssigned(func(ctx context.Context, shards []int) { assigned <- shards }),
 		member.WithOnRevoked(func(ctx context.Context, shards []int) { revoked <- shards }))
 	if got := <-assigned; len(got) != 2 {
