@@ -249,8 +249,8 @@ func (r *shardRun) ackAllowed() error {
 }
 
 // dispatchContext is the context of one handler call, or why the run may
-// no longer hand records out. Its deadline (WithHandlerDeadline) is the
-// lease end as known now: a renewal later cannot move a context's
+// no longer hand records out. With WithHandlerDeadline(true) its deadline
+// is the lease end as known now: a renewal later cannot move a context's
 // deadline, so a handler that plans by ctx.Deadline() never plans past
 // the time up to which this member may be sure it still owns the shard.
 // It is also cancelled whenever handlerCtx is (fenced, lease lapsed,
@@ -268,8 +268,7 @@ func (r *shardRun) dispatchContext() (context.Context, context.CancelFunc, error
 		return nil, nil, ErrLeaseExpired
 	}
 	if !r.core.cfg.handlerDeadline {
-		ctx, cancel := context.WithCancel(r.handlerCtx)
-		return ctx, cancel, nil
+		return r.handlerCtx, func() {}, nil
 	}
 	ctx, cancel := context.WithDeadline(r.handlerCtx, time.Now().Add(left))
 	return ctx, cancel, nil
