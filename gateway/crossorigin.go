@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 
@@ -18,10 +19,17 @@ import (
 // after its password dialog, or none are needed (--no-auth): without this
 // check any page an operator opens could create, scale or roll back with
 // the operator's rights. Clients that are not browsers send neither
-// header and are not affected; nor are safe methods, which change nothing.
-// The console calls the API from its own origin.
+// header and are not affected. A GET gets the same check where it costs or
+// changes something (sameOriginOnly): http.CrossOriginProtection passes
+// every safe method, so it is asked about the request as if it were a
+// POST. The console calls the API from its own origin.
 func (s *server) crossOrigin(c *gin.Context) {
-	if err := s.origins.Check(c.Request); err != nil {
+	r := c.Request
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		r = r.WithContext(r.Context()) // a shallow copy, to change its method
+		r.Method = http.MethodPost
+	}
+	if err := s.origins.Check(r); err != nil {
 		s.forbid(c, "cross-origin request refused: a page of another origin may not call this API from a browser")
 		return
 	}

@@ -9,7 +9,11 @@ import (
 	"github.com/rscoord/rscoord/gateway/auth"
 )
 
-const heartbeatRoute = protocol.BasePath + "/streams/:prefix/groups/:group/members/:member/heartbeat"
+const (
+	heartbeatRoute = protocol.BasePath + "/streams/:prefix/groups/:group/members/:member/heartbeat"
+	routingRoute   = protocol.BasePath + "/streams/:prefix/groups/:group/producer-routing"
+	pprofRoute     = "/debug/pprof/*profile"
+)
 
 // route is one endpoint: what it needs and what it does.
 type route struct {
@@ -46,7 +50,7 @@ func (s *server) routes() []route {
 		{http.MethodPost, b + "/streams/:prefix/groups/:group", write, protocol.AuditCreateGroup, s.createGroup},
 		{http.MethodGet, b + "/streams/:prefix/groups/:group", read, "", s.getGroup},
 		{http.MethodDelete, b + "/streams/:prefix/groups/:group", write, protocol.AuditDeleteGroup, s.deleteGroup},
-		{http.MethodGet, b + "/streams/:prefix/groups/:group/producer-routing", auth.PermRouting, "", s.producerRouting},
+		{http.MethodGet, routingRoute, auth.PermRouting, "", s.producerRouting},
 		{http.MethodPost, b + "/streams/:prefix/groups/:group/scale", write, protocol.AuditScale, s.scaleGroup},
 		{http.MethodGet, b + "/streams/:prefix/groups/:group/migrations/:id", read, "", s.getMigration},
 		{http.MethodPost, b + "/streams/:prefix/groups/:group/migrations/:id/rollback", write, protocol.AuditRollback, s.rollbackMigration},
@@ -80,7 +84,7 @@ func (s *server) routes() []route {
 		{http.MethodGet, "/actuator/prometheus", metricsPerm, "", s.metricsHandler},
 		{http.MethodGet, "/openapi.yaml", 0, "", serveOpenAPI},
 		// Runtime profiles show the whole process: ADMIN only.
-		{http.MethodGet, "/debug/pprof/*profile", auth.PermAdmin, "", s.servePprof},
+		{http.MethodGet, pprofRoute, auth.PermAdmin, "", s.servePprof},
 		// Probes need no credentials and answer no details. Some load
 		// balancers probe with HEAD: the same answer, its body dropped by
 		// net/http (gin routes HEAD only where told to).
@@ -96,15 +100,15 @@ func (s *server) routes() []route {
 }
 
 // chain is the handler chain of rt: for admin mutations audit (outermost,
-// so that refusals are recorded too), then the cross-origin check of
-// unsafe methods, then credentials and role, then the rate limit, then the
-// handler.
+// so that refusals are recorded too), then the cross-origin check
+// (sameOriginOnly), then credentials and role, then the rate limit, then
+// the handler.
 func (s *server) chain(rt route) []gin.HandlerFunc {
 	var out []gin.HandlerFunc
 	if rt.op != "" {
 		out = append(out, s.audited(rt.op))
 	}
-	if rt.method != http.MethodGet && rt.method != http.MethodHead {
+	if sameOriginOnly(rt) {
 		out = append(out, s.crossOrigin)
 	}
 	if rt.perm != 0 {
@@ -114,4 +118,18 @@ func (s *server) chain(rt route) []gin.HandlerFunc {
 		out = append(out, s.rateLimitAdmin)
 	}
 	return append(out, rt.handler)
+}
+
+// sameOriginOnly reports whether browsers' cross-origin requests to rt are
+// refused (crossOrigin): every method but GET and HEAD, and the GETs that
+// cost or change something, which any page can make a browser send with
+// its cached credentials through an <img> tag. The runtime profiles hold
+// the process's one profiler for seconds (or force a collection); the
+// producer routing may register its group (--auto-create-groups). Other
+// GETs only read, and no page of another origin can read their answers.
+func sameOriginOnly(rt route) bool {
+	if rt.method != http.MethodGet && rt.method != http.MethodHead {
+		return true
+	}
+	return rt.path == pprofRoute || rt.path == routingRoute
 }
