@@ -66,14 +66,9 @@ func (s *server) rollbackMigration(c *gin.Context) {
 		return
 	}
 	ctx, prefix, group, id := c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("id")
+	// The noop migration is refused there like any past ACTIVE (422), and
+	// its complete answered like any DEPRECATED one (package reshard).
 	resp, err := s.coord.Rollback(ctx, prefix, group, id, req)
-	if isCode(err, protocol.CodeMigrationNotFound) && id == protocol.NoopReshardingID {
-		// The noop migration is DEPRECATED from its start: past ACTIVE.
-		if _, err = s.noopMigration(c, prefix, group); err == nil {
-			err = protocol.Errorf(protocol.CodeRollbackNotAllowed,
-				"migration noop (a scale to the current shard count) is DEPRECATED; only a migration that is ACTIVE can become ROLLED_BACK")
-		}
-	}
 	s.answer(c, http.StatusAccepted, resp, err)
 }
 

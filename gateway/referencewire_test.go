@@ -23,8 +23,9 @@ import (
 // TestNoopMigrationCanBeFollowed: §5 answers a scale to the current count
 // with a migration "noop" in state DEPRECATED. A client that follows the
 // migration it was answered (GET …/migrations/{reshardingId} until it is
-// DEPRECATED or ROLLED_BACK) must find it, and a rollback of it is a
-// rollback past ACTIVE: 422 ROLLBACK_NOT_ALLOWED, not 404.
+// DEPRECATED or ROLLED_BACK) must find it, a rollback of it is a
+// rollback past ACTIVE: 422 ROLLBACK_NOT_ALLOWED, not 404, and a complete
+// of it is a complete of a migration already DEPRECATED: 202 with it.
 func TestNoopMigrationCanBeFollowed(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 3)
@@ -52,6 +53,12 @@ func TestNoopMigrationCanBeFollowed(t *testing.T) {
 			http.StatusNotFound, protocol.CodeStreamNotFound},
 		{"rollback without requestedBy", http.MethodPost, "/streams/orders/groups/orders/migrations/noop/rollback",
 			`{}`, http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"complete", http.MethodPost, "/streams/orders/migrations/noop/complete",
+			`{"requestedBy":"ops","reason":"r"}`, http.StatusAccepted, ""},
+		{"complete of an unknown stream", http.MethodPost, "/streams/nope/migrations/noop/complete",
+			`{"requestedBy":"ops","reason":"r"}`, http.StatusNotFound, protocol.CodeStreamNotFound},
+		{"complete without requestedBy", http.MethodPost, "/streams/orders/migrations/noop/complete",
+			`{}`, http.StatusBadRequest, protocol.CodeInvalidRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +66,7 @@ func TestNoopMigrationCanBeFollowed(t *testing.T) {
 			if status != tc.status {
 				t.Fatalf("status %d, want %d: %s", status, tc.status, raw)
 			}
-			if tc.status != http.StatusOK {
+			if tc.code != "" {
 				var eb protocol.ErrorBody
 				if err := json.Unmarshal(raw, &eb); err != nil || eb.ErrorCode != tc.code {
 					t.Fatalf("body %s, want %s", raw, tc.code)

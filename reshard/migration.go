@@ -39,9 +39,7 @@ func Scale(s Stream, target int, req Request, now time.Time, cfg Config) Decisio
 			fmt.Sprintf("migration %s of stream %q is %s; roll it back or let it finish first", active.ReshardingID, s.Prefix, active.State))}
 	}
 	if target == s.ShardCount {
-		noop := Migration{Migration: protocol.Migration{ReshardingID: protocol.NoopReshardingID, FromShardCount: target,
-			ToShardCount: target, State: protocol.MigrationDeprecated, CreatedAt: now, UpdatedAt: now}}
-		return Decision{Migration: &noop}
+		return Decision{Migration: noop(s, now)}
 	}
 	m := Migration{
 		Migration: protocol.Migration{
@@ -60,6 +58,20 @@ func Scale(s Stream, target int, req Request, now time.Time, cfg Config) Decisio
 	next.Migrations = append(next.Migrations, m)
 	saved := next.Find(m.ReshardingID)
 	return Decision{Save: &next, Migration: saved, Provision: newKeys(&next, saved, cfg), ProvisionNeeded: true}
+}
+
+// noop is the migration a scale to the current count answers: never
+// recorded, DEPRECATED from its start, at the stream's count now. Rollback
+// and Complete answer it as they answer any DEPRECATED migration, so that
+// a client acting on the reshardingId it was given gets no 404.
+func noop(s Stream, now time.Time) *Migration {
+	return &Migration{Migration: protocol.Migration{ReshardingID: protocol.NoopReshardingID, FromShardCount: s.ShardCount,
+		ToShardCount: s.ShardCount, State: protocol.MigrationDeprecated, CreatedAt: now, UpdatedAt: now}}
+}
+
+// isNoop reports whether id names the unrecorded no-op migration.
+func isNoop(s Stream, id string) bool {
+	return id == protocol.NoopReshardingID && s.Find(id) == nil
 }
 
 // newKeys are the keys a PREPARING migration adds, when Redis is there to
@@ -120,8 +132,12 @@ func Provisioned(s Stream, id string, err error, now time.Time, cfg Config) Deci
 // nothing can prove a drain, so a rollback is ROLLED_BACK at once there,
 // as before (the added shards' records are left for the operator).
 // Rolling back a ROLLING_BACK or ROLLED_BACK migration answers the same
-// record.
+// record; the no-op, DEPRECATED from its start, is ROLLBACK_NOT_ALLOWED.
 func Rollback(s Stream, id string, by, reason string, now time.Time, cfg Config) Decision {
+	if isNoop(s, id) {
+		return Decision{Err: protocol.Errorf(protocol.CodeRollbackNotAllowed,
+			"migration noop (a scale to the current shard count) is DEPRECATED; only a migration that is ACTIVE can become ROLLED_BACK")}
+	}
 	if m := s.Find(id); m != nil && m.State == protocol.MigrationRollingBack {
 		return Decision{Migration: m}
 	}
@@ -151,8 +167,12 @@ func Rollback(s Stream, id string, by, reason string, now time.Time, cfg Config)
 // Complete lets an operator end an ACTIVE or DRAINING migration whose drain
 // cannot be proven: its draining shards are retired at once and it is
 // DEPRECATED; a ROLLING_BACK one is ROLLED_BACK the same way. With the
-// retire option their keys are deleted, best effort.
+// retire option their keys are deleted, best effort. A migration already
+// DEPRECATED (the no-op included) is answered as it is.
 func Complete(s Stream, id string, by, reason string, now time.Time, cfg Config) Decision {
+	if isNoop(s, id) {
+		return Decision{Migration: noop(s, now)}
+	}
 	final, from := protocol.MigrationDeprecated, []protocol.MigrationState{protocol.MigrationActive, protocol.MigrationDraining}
 	if m := s.Find(id); m != nil && m.State == protocol.MigrationRollingBack {
 		final, from = protocol.MigrationRolledBack, []protocol.MigrationState{protocol.MigrationRollingBack}
