@@ -126,7 +126,10 @@ func readProblem(err error, limit int64) *protocol.Error {
 func (s *server) decodeBody(c *gin.Context, v any) bool {
 	body, perr := s.readBody(c)
 	if perr == nil && len(strings.TrimSpace(string(body))) > 0 {
-		if err := decodeJSON(body, v); err != nil {
+		var verr *valueError
+		if err := decodeJSON(body, v); errors.As(err, &verr) {
+			perr = protocol.Errorf(protocol.CodeInvalidRequest, verr.message)
+		} else if err != nil {
 			perr = protocol.Errorf(protocol.CodeInvalidRequest, "malformed JSON body: "+jsonProblem(err))
 		}
 	}
@@ -201,10 +204,14 @@ func jsonProblem(err error) string {
 	}
 }
 
-// utcTime is a request time. The protocol's times are RFC 3339 strings in
-// UTC; a time written without a zone (as the reference clients write some,
-// see decodeHeartbeat) is read as UTC, which is what "in UTC" says it
-// means, rather than refused. Anything else is an error.
+// utcTime is the scale's deprecatedAfter, the one request time the
+// gateway decodes. The protocol's times are RFC 3339 strings in UTC; a time
+// written without a zone (as the reference clients write some, see
+// decodeHeartbeat) is read as UTC, which is what "in UTC" says it means,
+// rather than refused. Anything else is a [*valueError] that says the
+// format: a number above all, whose unit (seconds or milliseconds since
+// the epoch) the contract does not give and no reference client sends, so
+// reading one would be a guess off by a factor of 1000.
 type utcTime struct{ time.Time }
 
 // zonelessLayout is RFC 3339 without the offset; fractions of any length
@@ -215,11 +222,29 @@ const zonelessLayout = "2006-01-02T15:04:05"
 // nanosecond RFC 3339 time with an offset is 35 bytes).
 const maxEchoedTime = 64
 
+// timeFormat is what a refused deprecatedAfter is told to send.
+const timeFormat = `an RFC 3339 time string such as "2026-01-01T00:00:00Z" (read as UTC when written without a zone)`
+
+// valueError is a well-formed body with a value of the wrong form; its
+// message is the whole answer.
+type valueError struct{ message string }
+
+func (e *valueError) Error() string { return e.message }
+
 // UnmarshalJSON reads an RFC 3339 time, or one without a zone as UTC.
 func (t *utcTime) UnmarshalJSON(raw []byte) error {
 	var text string
 	if err := json.Unmarshal(raw, &text); err != nil {
-		return fmt.Errorf("a time must be an RFC 3339 string: %w", err)
+		kind := "a number: its unit, seconds or milliseconds since the epoch, would be a guess"
+		switch raw[0] {
+		case '{':
+			kind = "an object"
+		case '[':
+			kind = "an array"
+		case 't', 'f':
+			kind = "a boolean"
+		}
+		return &valueError{"deprecatedAfter must be " + timeFormat + ", not " + kind}
 	}
 	parsed, err := time.Parse(time.RFC3339Nano, text)
 	if err != nil {
@@ -227,9 +252,9 @@ func (t *utcTime) UnmarshalJSON(raw []byte) error {
 		if parsed, zoneless = time.ParseInLocation(zonelessLayout, text, time.UTC); zoneless != nil {
 			if len(text) > maxEchoedTime {
 				// Not echoed: the message would carry the client's text.
-				return fmt.Errorf("a %d-byte string is not an RFC 3339 time", len(text))
+				return &valueError{fmt.Sprintf("deprecatedAfter (%d bytes) is not a time; send %s", len(text), timeFormat)}
 			}
-			return fmt.Errorf("not an RFC 3339 time: %w", err)
+			return &valueError{fmt.Sprintf("deprecatedAfter %q is not a time; send %s", text, timeFormat)}
 		}
 	}
 	t.Time = parsed

@@ -270,3 +270,33 @@ func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
 		t.Fatalf("DEPRECATED before deprecatedAfter %v", after)
 	}
 }
+
+// TestScaleDeprecatedAfterRefusalsSayTheFormat: §5 names deprecatedAfter
+// a time, and times on the wire are RFC 3339 strings; no client of the
+// reference writes it as a number, whose unit (seconds, milliseconds)
+// would be a guess that moves the migration's hold by a factor of 1000.
+// So a number, like anything else that is not such a string, is 400
+// INVALID_REQUEST whose message names the field and the format expected,
+// with an example, on both scale paths; null is no deprecatedAfter.
+func TestScaleDeprecatedAfterRefusalsSayTheFormat(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 2)
+	for _, path := range []string{"/streams/orders/scale", "/streams/orders/groups/orders/scale"} {
+		for _, value := range []string{`1767225600`, `1767225600000`, `1767225600.5`, `-1`, `true`, `{}`, `["2026-01-01T00:00:00Z"]`, `"soon"`, `""`} {
+			body := `{"targetShardCount":2,"requestedBy":"ops","reason":"r","deprecatedAfter":` + value + `}`
+			status, raw := s.Do(http.MethodPost, base+path, body)
+			var eb protocol.ErrorBody
+			if err := json.Unmarshal(raw, &eb); err != nil || status != http.StatusBadRequest || eb.ErrorCode != protocol.CodeInvalidRequest {
+				t.Errorf("%s deprecatedAfter %s: %d %s, want 400 INVALID_REQUEST", path, value, status, raw)
+				continue
+			}
+			for _, want := range []string{"deprecatedAfter", "RFC 3339", `"2026-01-01T00:00:00Z"`} {
+				if !strings.Contains(eb.Message, want) {
+					t.Errorf("%s deprecatedAfter %s: message %q does not say %s", path, value, eb.Message, want)
+				}
+			}
+		}
+		// null is the field left out: a scale to the current count.
+		s.JSON(http.MethodPost, base+path, `{"targetShardCount":2,"requestedBy":"ops","deprecatedAfter":null}`, http.StatusAccepted, nil)
+	}
+}
