@@ -391,13 +391,18 @@ func (s *streamActor) saveRecord(next persistence.StreamRecord) error {
 	return nil
 }
 
+// scaleResponse is the answer to a scale: the migration as each group
+// sees it (the same one: shard keys are shared), in the groups' order. A
+// stream without groups scales all the same, so its answer still carries
+// the migration, once: an empty list would say nothing was started while
+// the count changed and the migration holds off the next scale.
 func (s *streamActor) scaleResponse(target int, mig protocol.Migration) protocol.ScaleResponse {
 	names := make([]string, 0, len(s.groups))
 	for name := range s.groups {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	migs := make([]protocol.Migration, len(names))
+	migs := make([]protocol.Migration, max(len(names), 1))
 	for i := range migs {
 		migs[i] = mig
 	}

@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/redisops"
 )
 
 func scale(n int) map[string]any {
@@ -149,5 +152,51 @@ func TestConsumptionReportsProgress(t *testing.T) {
 	if len(c.Progress) != 1 || c.Progress[0].LastDeliveredID != "5-0" || c.Progress[0].MemberID != "a" ||
 		c.Progress[0].PendingCount != 1 || c.Progress[0].StreamKey != "orders:0" {
 		t.Fatalf("consumption = %+v", c)
+	}
+}
+
+// TestScaleOfAStreamWithoutGroupsAnswersItsMigration: a stream whose
+// groups were all deleted still scales (its shard count changes, and the
+// migration blocks the next scale until it ends), so the answer names that
+// migration, though no group is affected: an empty migrations[] told the
+// client nothing was started, and its next scale met
+// ACTIVE_MIGRATION_EXISTS for a migration it was never told of. A scale
+// to the current count answers the no-op the same way.
+func TestScaleOfAStreamWithoutGroupsAnswersItsMigration(t *testing.T) {
+	rdb := redistest.Standalone(t).Client()
+	s := coordtest.Start(t, "", coordtest.Options{Redis: redisops.Wrap(rdb)})
+	s.CreateStream("orders", 4)
+	s.JSON(http.MethodDelete, base+"/streams/orders/groups/orders", `{"requestedBy":"ops"}`, http.StatusOK, nil)
+
+	var resp protocol.ScaleResponse
+	s.JSON(http.MethodPost, base+"/streams/orders/scale", scale(2), http.StatusAccepted, &resp)
+	if len(resp.AffectedConsumerGroups) != 0 || len(resp.Migrations) != 1 {
+		t.Fatalf("scale of a stream without groups = %+v, want no group and its one migration", resp)
+	}
+	m := resp.Migrations[0]
+	if m.ReshardingID == protocol.NoopReshardingID || m.State != protocol.MigrationActive || m.FromShardCount != 4 || m.ToShardCount != 2 {
+		t.Fatalf("migration answered = %+v, want ACTIVE 4→2", m)
+	}
+	// It is the migration the next scale is refused for, and a group
+	// created now sees it and the new count.
+	status, raw := s.Do(http.MethodPost, base+"/streams/orders/scale", scale(3))
+	if status != http.StatusConflict || !strings.Contains(string(raw), m.ReshardingID) {
+		t.Fatalf("next scale: %d %s, want 409 naming %s", status, raw, m.ReshardingID)
+	}
+	var g protocol.GroupResponse
+	s.JSON(http.MethodPost, base+"/streams/orders/groups/late", `{"requestedBy":"ops"}`, http.StatusCreated, &g)
+	if g.ShardCount != 2 || g.ActiveMigration == nil || g.ActiveMigration.ReshardingID != m.ReshardingID {
+		t.Fatalf("group created after the scale = %+v", g)
+	}
+	s.JSON(http.MethodDelete, base+"/streams/orders/groups/late", `{"requestedBy":"ops"}`, http.StatusOK, nil)
+	// The operator can end it by its id without any group.
+	s.JSON(http.MethodPost, base+"/streams/orders/migrations/"+m.ReshardingID+"/complete",
+		`{"requestedBy":"ops","reason":"no consumers"}`, http.StatusAccepted, &m)
+	if m.State != protocol.MigrationDeprecated {
+		t.Fatalf("complete = %+v", m)
+	}
+	s.JSON(http.MethodPost, base+"/streams/orders/scale", scale(2), http.StatusAccepted, &resp)
+	if len(resp.AffectedConsumerGroups) != 0 || len(resp.Migrations) != 1 || resp.Migrations[0].ReshardingID != protocol.NoopReshardingID {
+		t.Fatalf("scale to the current count without groups = %+v, want the no-op", resp)
 	}
 }
