@@ -48,6 +48,12 @@ type Options struct {
 	LoginFailureLimit        int
 	LoginAddressFailureLimit int
 	LoginFailureWindow       time.Duration
+	// LoginFailureKeys bounds the windows each of the two login limits
+	// holds (memory). Once one holds that many, a username or address it
+	// has no window for is checked uncounted by it, never refused: an
+	// attacker who fills it must not lock real users out (the other limit
+	// still counts). 0: 100,000.
+	LoginFailureKeys int
 	// Now is the clock of the rate limiters. Default time.Now.
 	Now func() time.Time
 	// BodyMemory bounds the bytes request bodies over 64 KiB hold at once
@@ -135,8 +141,8 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 		coord: coord, log: opts.Logger, auth: opts.Auth, opts: opts, metrics: opts.Metrics,
 		metricsHTTP:      opts.Metrics.Handler(),
 		adminLimit:       window.New(opts.AdminRateLimit, opts.AdminRateWindow, 0, opts.Now),
-		loginUser:        window.New(opts.LoginFailureLimit, opts.LoginFailureWindow, 0, opts.Now),
-		loginAddr:        window.New(opts.LoginAddressFailureLimit, opts.LoginFailureWindow, 0, opts.Now),
+		loginUser:        window.New(opts.LoginFailureLimit, opts.LoginFailureWindow, opts.LoginFailureKeys, opts.Now),
+		loginAddr:        window.New(opts.LoginAddressFailureLimit, opts.LoginFailureWindow, opts.LoginFailureKeys, opts.Now),
 		refusedAudit:     window.New(refusedAuditPerAddress, time.Minute, 0, opts.Now),
 		refusedAuditAll:  window.New(refusedAuditOverall, time.Minute, 1, opts.Now),
 		refusedAuditWarn: window.New(1, time.Minute, 1, opts.Now),

@@ -4,8 +4,12 @@
 //
 // A key's window opens at its first event and lasts Window; the count
 // resets when it has passed. Memory is bounded: expired windows are swept
-// once per Window, and a limiter holding MaxKeys live windows refuses new
-// keys (fails closed) until some expire. A [Limiter] is safe for
+// once per Window, and a limiter holding MaxKeys live windows opens no
+// new one until some expire. What a key without a window gets then
+// depends on the call: [Limiter.Take] refuses it (fails closed), while
+// [Limiter.Reserve] and [Limiter.Add], the failed-login limits, let it
+// through uncounted, so that whoever fills the table cannot lock every
+// other client out of password checks. A [Limiter] is safe for
 // concurrent use and holds no package-level state.
 //
 // Events whose outcome is known only later (a password check that may
