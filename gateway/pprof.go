@@ -22,8 +22,9 @@ import (
 // cmdline, profile (CPU, ?seconds=N, fewer than --http-write-timeout),
 // symbol and trace. The route needs the ADMIN role. Every error answers
 // with an error body like every other route, not net/http/pprof's plain
-// text: an unknown name 404, a bad or too long ?seconds 400, a CPU profile
-// or trace while another runs 429.
+// text: an unknown name 404; a bad or too long ?seconds, or one with
+// ?debug or on a profile without a delta form, 400; a CPU profile or trace
+// while another runs 429.
 func (s *server) servePprof(c *gin.Context) {
 	w, r := c.Writer, c.Request
 	name := strings.TrimPrefix(c.Param("profile"), "/")
@@ -46,13 +47,34 @@ func (s *server) servePprof(c *gin.Context) {
 			return
 		}
 		if c.Query("seconds") != "" {
-			// A delta profile: ?seconds=N waits N seconds.
+			// A delta profile: ?seconds=N waits N seconds. What
+			// net/http/pprof would refuse in plain text is refused here
+			// first, with an error body.
+			if !deltaProfile(name) {
+				abortWith(c, protocol.CodeInvalidRequest, "profile "+name+" has no delta form: leave ?seconds out")
+				return
+			}
+			if debug, _ := strconv.Atoi(c.Query("debug")); debug != 0 {
+				abortWith(c, protocol.CodeInvalidRequest, "a delta profile (?seconds) is written in the binary format only: leave ?debug out, or 0")
+				return
+			}
 			if _, ok := pprofSeconds(c, name+" delta profile", 0, true); !ok {
 				return
 			}
 		}
 		pprof.Index(w, r)
 	}
+}
+
+// deltaProfile reports whether net/http/pprof serves name's delta over
+// ?seconds: the runtime's sampled and counted profiles, not one a library
+// added.
+func deltaProfile(name string) bool {
+	switch name {
+	case "allocs", "block", "goroutine", "goroutineleak", "heap", "mutex", "threadcreate":
+		return true
+	}
+	return false
 }
 
 // profiles are the profiles the runtime takes once per process at a time,

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	runtimepprof "runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,6 +111,11 @@ func TestPprofSeconds(t *testing.T) {
 		{"/debug/pprof/heap?seconds=3", "write timeout 3s", http.StatusBadRequest},
 		{"/debug/pprof/heap?seconds=x", "positive whole number", http.StatusBadRequest},
 		{"/debug/pprof/heap?seconds=1", "", http.StatusOK},
+		{"/debug/pprof/heap?seconds=1&debug=1", "debug", http.StatusBadRequest},
+		{"/debug/pprof/goroutine?seconds=1&debug=2", "debug", http.StatusBadRequest},
+		{"/debug/pprof/heap?seconds=1&debug=0", "", http.StatusOK},
+		{"/debug/pprof/" + customProfile(t) + "?seconds=1", "delta", http.StatusBadRequest},
+		{"/debug/pprof/" + customProfile(t) + "?debug=1", "", http.StatusOK},
 	} {
 		status, hdr, raw := send(t, url, http.MethodGet, tc.path, "", admin)
 		if status != tc.want {
@@ -123,6 +129,17 @@ func TestPprofSeconds(t *testing.T) {
 			errorBody(t, "GET "+tc.path, raw, protocol.CodeInvalidRequest)
 		}
 	}
+}
+
+// customProfile is a profile of this process beside the runtime's (as a
+// library may add one), registered once per process.
+func customProfile(t *testing.T) string {
+	t.Helper()
+	const name = "rscoord.test.custom"
+	if runtimepprof.Lookup(name) == nil {
+		runtimepprof.NewProfile(name)
+	}
+	return name
 }
 
 // TestPprofOneCPUProfileAtATime sends two CPU profile requests at once:
