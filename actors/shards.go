@@ -129,13 +129,13 @@ func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard 
 		direction = protocol.DirectionForward
 	}
 	if direction != protocol.DirectionForward && direction != protocol.DirectionBackward {
-		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("direction %q is neither FORWARD nor BACKWARD", direction))
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("direction %s is neither FORWARD nor BACKWARD", echo(direction)))
 	}
 	if limit < 1 || limit > protocol.MaxMessagesPage {
 		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("limit %d is outside 1..%d", limit, protocol.MaxMessagesPage))
 	}
 	if cursor != "" && !validEntryID(cursor) {
-		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("cursor %q is not a stream entry id (ms-seq)", cursor))
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("cursor %s is not a stream entry id (ms-seq)", echo(cursor)))
 	}
 	reads, _, err := c.readableShards(ctx, prefix, group)
 	if err != nil {

@@ -419,7 +419,7 @@ func findIn(migs []persistence.MigrationRecord, id string) *persistence.Migratio
 }
 
 func migrationNotFound(prefix, id string) error {
-	return protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %q", prefix, id))
+	return protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", prefix, echo(id)))
 }
 
 func (s *streamActor) migrations() protocol.MigrationsResponse {

@@ -183,3 +183,54 @@ func TestMonitoringBasics(t *testing.T) {
 		t.Fatalf("groups = %+v", groups)
 	}
 }
+
+// TestRefusedQueryTextsAreNotEchoedWhole: a query parameter refused for
+// its form (a messages cursor or direction, an audit cursor, an unknown
+// path) is named in the 400 or 404 message, but never echoed whole: any
+// client may send a megabyte of it, and the answer, the log line and the
+// audit entry would carry it back.
+func TestRefusedQueryTextsAreNotEchoedWhole(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 2)
+	long := strings.Repeat("z", 100_000)
+	for _, tc := range []struct {
+		name, path string
+		status     int
+	}{
+		{"messages direction", base + "/monitoring/streams/orders/groups/orders/shards/0/messages?direction=" + long, http.StatusBadRequest},
+		{"messages cursor", base + "/monitoring/streams/orders/groups/orders/shards/0/messages?cursor=" + long, http.StatusBadRequest},
+		{"audit cursor", base + "/monitoring/audit?before=" + long, http.StatusBadRequest},
+		{"unknown path", "/" + long, http.StatusNotFound},
+		{"migration id", base + "/streams/orders/groups/orders/migrations/" + long, http.StatusNotFound},
+		{"rollback id", base + "/streams/orders/groups/orders/migrations/" + long + "/rollback", http.StatusNotFound},
+		{"complete id", base + "/streams/orders/migrations/" + long + "/complete", http.StatusNotFound},
+		{"content type", base + "/streams/orders/scale", http.StatusUnsupportedMediaType},
+	} {
+		method, body, contentType := http.MethodGet, "", ""
+		if strings.HasSuffix(tc.path, "/rollback") || strings.HasSuffix(tc.path, "/complete") || strings.HasSuffix(tc.path, "/scale") {
+			method, body = http.MethodPost, `{"requestedBy":"ops","targetShardCount":2}`
+		}
+		if tc.name == "content type" {
+			contentType = "application/" + long
+		}
+		req, err := http.NewRequest(method, s.URL+tc.path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		status, _, raw := roundTrip(t, req)
+		if status != tc.status {
+			t.Errorf("%s: %d, want %d: %.200s", tc.name, status, tc.status, raw)
+			continue
+		}
+		var eb protocol.ErrorBody
+		if err := json.Unmarshal(raw, &eb); err != nil || eb.Message == "" {
+			t.Errorf("%s: %.200s is not an error body", tc.name, raw)
+		}
+		if len(raw) > 2048 {
+			t.Errorf("%s: a %d-byte answer echoes the query: %.200s", tc.name, len(raw), raw)
+		}
+	}
+}

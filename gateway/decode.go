@@ -54,7 +54,7 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 		media, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(media == "application/json" || strings.HasSuffix(media, "+json")) {
 			return nil, protocol.Errorf(protocol.CodeUnsupportedMediaType,
-				fmt.Sprintf("content type %q is not JSON; send application/json", ct))
+				fmt.Sprintf("content type %q is not JSON; send application/json", capField(ct)))
 		}
 	}
 	size := c.Request.ContentLength

@@ -54,11 +54,11 @@ const retryAfterBusy = "1"
 
 // notFound answers unknown routes with a JSON body instead of gin's text.
 func notFound(c *gin.Context) {
-	abortWith(c, protocol.CodeNotFound, "no endpoint "+c.Request.Method+" "+c.Request.URL.Path)
+	abortWith(c, protocol.CodeNotFound, "no endpoint "+capField(c.Request.Method)+" "+capField(c.Request.URL.Path))
 }
 
 func methodNotAllowed(c *gin.Context) {
-	abortWith(c, protocol.CodeMethodNotAllowed, "method "+c.Request.Method+" is not allowed on "+c.Request.URL.Path)
+	abortWith(c, protocol.CodeMethodNotAllowed, "method "+capField(c.Request.Method)+" is not allowed on "+capField(c.Request.URL.Path))
 }
 
 // recovery turns a handler panic into a 500 error body, logged with the
