@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -76,4 +77,64 @@ func difference(a, b map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestOpenAPILimitsAreTheServers: every ?limit the document names states
+// the bounds the server enforces, so that a client generated from it
+// never sends a page size the server refuses: the server answers 400 just
+// outside the documented minimum and maximum, and not at them.
+func TestOpenAPILimitsAreTheServers(t *testing.T) {
+	type schema struct {
+		Minimum *int `yaml:"minimum"`
+		Maximum *int `yaml:"maximum"`
+	}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name   string `yaml:"name"`
+				In     string `yaml:"in"`
+				Schema schema `yaml:"schema"`
+			} `yaml:"parameters"`
+		} `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(gateway.OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 2)
+	checked := 0
+	for path, ops := range doc.Paths {
+		op, ok := ops["get"]
+		if !ok {
+			continue
+		}
+		for _, p := range op.Parameters {
+			if p.Name != "limit" || p.In != "query" {
+				continue
+			}
+			checked++
+			if p.Schema.Minimum == nil || p.Schema.Maximum == nil {
+				t.Errorf("GET %s: ?limit without minimum and maximum", path)
+				continue
+			}
+			url := strings.NewReplacer("{prefix}", "orders", "{group}", "orders", "{shard}", "0").Replace(path) +
+				"?streamPrefix=orders&shard=0&limit="
+			for _, tc := range []struct {
+				limit int
+				bad   bool
+			}{
+				{*p.Schema.Minimum - 1, true}, {*p.Schema.Maximum + 1, true},
+				{*p.Schema.Minimum, false}, {*p.Schema.Maximum, false},
+			} {
+				status, raw := s.Do(http.MethodGet, url+strconv.Itoa(tc.limit), nil)
+				if (status == http.StatusBadRequest) != tc.bad {
+					t.Errorf("GET %s?limit=%d: %d %.200s, documented bounds %d..%d", path, tc.limit, status, raw,
+						*p.Schema.Minimum, *p.Schema.Maximum)
+				}
+			}
+		}
+	}
+	if checked < 3 {
+		t.Fatalf("only %d ?limit parameters found: the walk is broken", checked)
+	}
 }
