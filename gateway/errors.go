@@ -30,10 +30,11 @@ func (s *server) writeError(c *gin.Context, err error) {
 
 // abortWith answers a §3 error body. Every 503 and 429 says when to come
 // back: the dependency (store, Redis, the coordinator itself) is expected
-// back, the limit to free up.
+// back, the limit to free up; but for REDIS_NOT_CONFIGURED, which no
+// retry mends (the coordinator runs without --redis).
 func abortWith(c *gin.Context, code protocol.ErrorCode, message string) {
 	status := code.HTTPStatus()
-	if c.Writer.Header().Get("Retry-After") == "" {
+	if c.Writer.Header().Get("Retry-After") == "" && code != protocol.CodeRedisNotConfigured {
 		switch status {
 		case http.StatusServiceUnavailable:
 			c.Header("Retry-After", retryAfterUnavailable)

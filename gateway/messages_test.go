@@ -77,11 +77,22 @@ func TestMessagesPageThroughAShard(t *testing.T) {
 	}
 }
 
+// TestMessagesWithoutRedis: the reads of shard streams on a coordinator
+// without --redis are 503 REDIS_NOT_CONFIGURED, with no Retry-After: no
+// retry mends a missing flag.
 func TestMessagesWithoutRedis(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
-	status, raw := s.Do(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/shards/0/messages", nil)
-	if status != http.StatusServiceUnavailable || !contains(raw, protocol.CodeRedisNotConfigured) {
-		t.Fatalf("messages without redis: %d %s", status, raw)
+	for _, path := range []string{
+		base + "/monitoring/streams/orders/groups/orders/shards/0/messages",
+		base + "/monitoring/streams/orders/groups/orders/shards",
+	} {
+		status, hdr, raw := send(t, s.URL, http.MethodGet, path, "", "")
+		if status != http.StatusServiceUnavailable || !contains(raw, protocol.CodeRedisNotConfigured) {
+			t.Fatalf("%s without redis: %d %s", path, status, raw)
+		}
+		if after := hdr.Get("Retry-After"); after != "" {
+			t.Errorf("%s without redis: Retry-After %s, want none", path, after)
+		}
 	}
 }
