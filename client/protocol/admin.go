@@ -91,7 +91,7 @@ type ScaleResponse struct {
 	// share the shard keys, so all of them take the new layout.
 	AffectedConsumerGroups []string `json:"affectedConsumerGroups"`
 	// Migrations holds the stream's one migration once per affected
-	// group, in the same order.
+	// group, in the same order; once when the stream has no group.
 	Migrations []Migration `json:"migrations"`
 }
 
