@@ -196,7 +196,7 @@ func (p *Producer) usable() (*routing, error) {
 	}
 	r := p.cur.Load()
 	if now := time.Now(); r.expired(now, p.cfg.routingLease) {
-		age, lease := now.Sub(r.fetchedAt).Round(time.Millisecond), r.lease(p.cfg.routingLease)
+		age, lease := r.age(now).Round(time.Millisecond), r.lease(p.cfg.routingLease)
 		// The refresh failure is wrapped, not only printed, so a caller
 		// tells a coordinator that is down from one that refuses
 		// (errors.Is, errors.As on CoordinatorError).

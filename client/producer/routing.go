@@ -10,10 +10,12 @@ import (
 // routing is one immutable snapshot of the coordinator's producer routing.
 // The producer swaps whole snapshots; nothing in one ever changes.
 type routing struct {
-	gen             uint64   // position in the producer's sequence of snapshots
-	metadataVersion int64    // the group's metadataVersion when fetched
-	keys            []string // keys[i] is the stream key of shard i
-	fetchedAt       time.Time
+	gen             uint64    // position in the producer's sequence of snapshots
+	metadataVersion int64     // the group's metadataVersion when fetched
+	keys            []string  // keys[i] is the stream key of shard i
+	fetchedAt       time.Time // with its monotonic reading
+	// fetchedWall is fetchedAt on the wall clock alone (see age).
+	fetchedWall time.Time
 	// serverLease is the coordinator's routing lease (routingLeaseMs); 0
 	// when it did not say.
 	serverLease time.Duration
@@ -55,7 +57,7 @@ func newRouting(prefix string, resp protocol.ProducerRoutingResponse, fetchedAt 
 		}
 		keys[i] = want
 	}
-	return &routing{metadataVersion: resp.MetadataVersion, keys: keys, fetchedAt: fetchedAt,
+	return &routing{metadataVersion: resp.MetadataVersion, keys: keys, fetchedAt: fetchedAt, fetchedWall: fetchedAt.Round(0),
 		serverLease: time.Duration(max(resp.RoutingLeaseMs, 0)) * time.Millisecond}, nil
 }
 
@@ -71,7 +73,19 @@ func (r *routing) route(partitionKey string) (int, string, error) {
 
 // expired reports whether the routing lease has passed at now.
 func (r *routing) expired(now time.Time, lease time.Duration) bool {
-	return now.Sub(r.fetchedAt) > r.lease(lease)
+	return r.age(now) > r.lease(lease)
+}
+
+// age is how long before now r was fetched: the longer of what the
+// monotonic and the wall clock say. The monotonic clock stops while the
+// machine is suspended and the coordinator's lease does not: a producer
+// that wakes after a suspension longer than its lease must not publish on
+// routing the coordinator may have retired (its records would never be
+// read). A wall-clock step back cannot make routing younger than the
+// monotonic clock says; a step forward ages it, so it is refreshed sooner,
+// the safe side.
+func (r *routing) age(now time.Time) time.Duration {
+	return max(now.Sub(r.fetchedAt), now.Round(0).Sub(r.fetchedWall))
 }
 
 // lease is how long r may be used: own, the producer's WithRoutingLease,
