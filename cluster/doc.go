@@ -30,7 +30,8 @@
 //     claim such a unit again (adopting the key) or release it.
 //  3. Before an answer that reports ownership state to a client, check
 //     [Node.Valid]: false means the lease may have lapsed (the process was
-//     paused, etcd unreachable) and the answer must be a retry.
+//     paused, its host suspended, etcd unreachable) and the answer must be
+//     a retry.
 //  4. When [Node.Done] closes, the lease is gone: stop every actor at once.
 //  5. On shutdown, [Node.Leave]: it releases every owner key first (so
 //     others take over without waiting a TTL), then the replica key, then

@@ -158,8 +158,11 @@ type Node struct {
 	wg     sync.WaitGroup
 	done   chan struct{} // closed when the lease is lost or Leave ran
 
+	// clock measures the lease: validUntil is a reading of it.
+	clock leaseClock
+
 	mu         sync.Mutex
-	validUntil time.Time        // lower bound of the lease's expiry; guarded by mu
+	validUntil time.Duration    // lower bound of the lease's expiry, by clock; 0: none; guarded by mu
 	held       map[string]Fence // unit → fence; guarded by mu
 	left       bool             // guarded by mu
 }
@@ -179,6 +182,11 @@ type ownerValue struct {
 // owner keys. The lease is kept alive until [Node.Leave] or until it
 // lapses ([Node.Done]).
 func Join(ctx context.Context, opts Options) (*Node, error) {
+	return join(ctx, opts, newLeaseClock())
+}
+
+// join is Join with the clock that measures the lease.
+func join(ctx context.Context, opts Options, clock leaseClock) (*Node, error) {
 	opts = opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -189,7 +197,7 @@ func Join(ctx context.Context, opts Options) (*Node, error) {
 	if err := agree(ctx, opts); err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	start := clock.now()
 	grant, err := opts.Client.Grant(ctx, ttl)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: grant lease: %w", err)
@@ -220,7 +228,8 @@ func Join(ctx context.Context, opts Options) (*Node, error) {
 		owners:     newMirror(opts.Client, opts.ownersDir(), log),
 		cancel:     cancel,
 		done:       make(chan struct{}),
-		validUntil: start.Add(time.Duration(grant.TTL) * time.Second),
+		clock:      clock,
+		validUntil: start + time.Duration(grant.TTL)*time.Second,
 		held:       map[string]Fence{},
 	}
 	// First listings before returning, so that Replicas and Holder are
@@ -289,14 +298,14 @@ func (n *Node) keepAlive(ctx context.Context, log *slog.Logger) {
 			return
 		case <-tick.C:
 		}
-		sent := time.Now()
+		sent := n.clock.now()
 		kctx, cancel := context.WithTimeout(ctx, period)
 		resp, err := n.cli.KeepAliveOnce(kctx, n.lease)
 		cancel()
 		switch {
 		case err == nil && resp.TTL > 0:
 			n.mu.Lock()
-			if until := sent.Add(time.Duration(resp.TTL) * time.Second); until.After(n.validUntil) {
+			if until := sent + time.Duration(resp.TTL)*time.Second; until > n.validUntil {
 				n.validUntil = until
 			}
 			n.mu.Unlock()
@@ -319,7 +328,7 @@ func (n *Node) keepAlive(ctx context.Context, log *slog.Logger) {
 func (n *Node) markDone() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.validUntil = time.Time{}
+	n.validUntil = 0
 	n.held = map[string]Fence{}
 	select {
 	case <-n.done:
@@ -338,11 +347,13 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 // Valid reports whether this replica's lease certainly still runs: the last
 // renewal, timed from before it was sent, plus the TTL minus a margin of a
 // tenth of the TTL for clock-rate drift lies ahead. A process that was
-// paused or cut off from etcd finds false here before it answers anything.
+// paused or cut off from etcd, or whose host was suspended (the lease is
+// measured on CLOCK_BOOTTIME on Linux, see leaseClock), finds false here
+// before it answers anything.
 func (n *Node) Valid() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return time.Now().Before(n.validUntil.Add(-n.opts.LeaseTTL / 10))
+	return n.validUntil > 0 && n.clock.now() < n.validUntil-n.opts.LeaseTTL/10
 }
 
 // Changes signals (capacity 1, coalescing) whenever the set of live

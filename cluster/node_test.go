@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -410,5 +411,39 @@ func TestClaimWithALostAnswerCanBeReleased(t *testing.T) {
 	})
 	if !a.Valid() {
 		t.Fatal("a's lease is not certain after the test's short pauses")
+	}
+}
+
+// A host suspended for longer than the lease: the clock the lease is
+// measured on jumps ahead while Go's monotonic clock stands still (what
+// CLOCK_BOOTTIME does when the host wakes). etcd has counted the lease
+// down meanwhile, so the replica must not take it as running, though no
+// renewal failed yet; a renewal sent after the wake makes it certain
+// again (here etcd, which was not suspended, still holds the lease).
+func TestSuspendedHostDoesNotTrustItsLease(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	const ttl = 2 * time.Second
+	var suspended atomic.Int64
+	now := func() time.Duration { return cluster.LeaseClockNow() + time.Duration(suspended.Load()) }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := cluster.JoinWithClock(ctx, cluster.Options{Client: client(t, c), ID: "a", AdvertiseURL: "http://a.test:8080", LeaseTTL: ttl}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = n.Leave(ctx)
+	})
+	if !n.Valid() {
+		t.Fatal("lease not valid right after the join")
+	}
+	for i, jump := range []time.Duration{2 * ttl, 10 * ttl} {
+		suspended.Add(int64(jump))
+		if n.Valid() {
+			t.Fatalf("wake %d: lease taken as valid after a suspension of %v, more than its TTL %v", i, jump, ttl)
+		}
+		eventually(t, 3*ttl, "a renewal after the wake makes the lease certain again", n.Valid)
 	}
 }
