@@ -21,14 +21,28 @@ type mirror struct {
 	// changed receives a token (never blocking: capacity 1) after every
 	// change of the copy.
 	changed chan struct{}
+	// applied, when set, runs after every change of the copy, before
+	// changed is signalled.
+	applied func()
 
-	mu     sync.RWMutex
-	values map[string][]byte // key without prefix → value; guarded by mu
-	synced bool              // a listing has been applied; guarded by mu
+	mu      sync.RWMutex
+	values  map[string][]byte // key without prefix → value; guarded by mu
+	created map[string]int64  // key without prefix → its create revision; guarded by mu
+	rev     int64             // the etcd revision the copy is at; guarded by mu
+	synced  bool              // a listing has been applied; guarded by mu
 }
 
 func newMirror(cli *clientv3.Client, prefix string, log *slog.Logger) *mirror {
-	return &mirror{cli: cli, prefix: prefix, log: log, changed: make(chan struct{}, 1), values: map[string][]byte{}}
+	return &mirror{cli: cli, prefix: prefix, log: log, changed: make(chan struct{}, 1),
+		values: map[string][]byte{}, created: map[string]int64{}}
+}
+
+// createdAt returns the revision the copy is at and a copy of each key's
+// create revision.
+func (m *mirror) createdAt() (int64, map[string]int64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.rev, maps.Clone(m.created)
 }
 
 // snapshot returns a copy of the mirrored keys (without the prefix).
@@ -46,6 +60,9 @@ func (m *mirror) get(key string) ([]byte, bool) {
 }
 
 func (m *mirror) notify() {
+	if m.applied != nil {
+		m.applied()
+	}
 	select {
 	case m.changed <- struct{}{}:
 	default:
@@ -59,11 +76,13 @@ func (m *mirror) list(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	values := make(map[string][]byte, len(resp.Kvs))
+	created := make(map[string]int64, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		values[string(kv.Key[len(m.prefix):])] = kv.Value
+		k := string(kv.Key[len(m.prefix):])
+		values[k], created[k] = kv.Value, kv.CreateRevision
 	}
 	m.mu.Lock()
-	m.values, m.synced = values, true
+	m.values, m.created, m.rev, m.synced = values, created, resp.Header.Revision, true
 	m.mu.Unlock()
 	m.notify()
 	return resp.Header.Revision, nil
@@ -99,9 +118,19 @@ func (m *mirror) run(ctx context.Context, rev int64) {
 				k := string(ev.Kv.Key[len(m.prefix):])
 				if ev.Type == clientv3.EventTypeDelete {
 					delete(m.values, k)
+					delete(m.created, k)
 				} else {
-					m.values[k] = ev.Kv.Value
+					m.values[k], m.created[k] = ev.Kv.Value, ev.Kv.CreateRevision
 				}
+			}
+			// The copy holds every event up to the last one applied, not up
+			// to the header's revision: a watch catching up sends a long
+			// history in batches, each under the current revision.
+			for _, ev := range resp.Events {
+				m.rev = max(m.rev, ev.Kv.ModRevision)
+			}
+			if resp.IsProgressNotify() {
+				m.rev = max(m.rev, resp.Header.Revision)
 			}
 			m.mu.Unlock()
 			m.notify()

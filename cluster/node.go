@@ -242,6 +242,7 @@ func join(ctx context.Context, opts Options, clock leaseClock) (*Node, error) {
 			return nil, fmt.Errorf("cluster: list %s: %w", m.prefix, err)
 		}
 	}
+	n.owners.applied = func() { n.forgetLost(log) }
 	n.wg.Go(func() { n.replicas.run(runCtx, revs[0]) })
 	n.wg.Go(func() { n.owners.run(runCtx, revs[1]) })
 	n.wg.Go(func() { n.keepAlive(runCtx, log) })
@@ -321,6 +322,38 @@ func (n *Node) keepAlive(ctx context.Context, log *slog.Logger) {
 				return
 			}
 		}
+	}
+}
+
+// lostClaims lists, sorted, the units of held whose owner key a copy of
+// the owner keys at revision rev (created: each key's create revision)
+// shows gone or created anew. A claim newer than the copy is not judged.
+func lostClaims(held map[string]Fence, rev int64, created map[string]int64) []string {
+	var out []string
+	for unit, f := range held {
+		if rev >= f.CreateRevision && created[unit] != f.CreateRevision {
+			out = append(out, unit)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// forgetLost forgets every claim whose owner key the watch has seen
+// deleted (or deleted and created again) while this replica's lease runs:
+// by hand, by a bug, by anything but the lease. Its fence no longer holds,
+// so the unit's writes would be refused; forgetting the claim at once
+// makes [Node.FenceOf] false, and the caller stops answering for the unit
+// before any write tells it, not only at its next write (a unit whose
+// answers write nothing would be answered for ever).
+func (n *Node) forgetLost(log *slog.Logger) {
+	rev, created := n.owners.createdAt()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, unit := range lostClaims(n.held, rev, created) {
+		log.Error("owner key deleted while this replica held it: giving the unit up", "unit", unit,
+			"createRevision", n.held[unit].CreateRevision)
+		delete(n.held, unit)
 	}
 }
 
@@ -450,7 +483,9 @@ func (n *Node) Strays() []string {
 	return out
 }
 
-// FenceOf returns the fence of a unit this replica holds.
+// FenceOf returns the fence of a unit this replica holds: false once the
+// claim was released, the lease lost, or the watch saw the owner key
+// deleted.
 func (n *Node) FenceOf(unit string) (Fence, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -501,6 +536,10 @@ func (n *Node) Claim(ctx context.Context, unit string) (Fence, error) {
 	case <-n.done:
 		return Fence{}, ErrLeaseLost
 	default:
+	}
+	// The watch may have seen the key go already; it will not tell again.
+	if rev, created := n.owners.createdAt(); len(lostClaims(map[string]Fence{unit: f}, rev, created)) > 0 {
+		return Fence{}, fmt.Errorf("cluster: claim %s: owner key deleted right after it was created, try again", unit)
 	}
 	n.held[unit] = f
 	return f, nil

@@ -447,3 +447,43 @@ func TestSuspendedHostDoesNotTrustItsLease(t *testing.T) {
 		eventually(t, 3*ttl, "a renewal after the wake makes the lease certain again", n.Valid)
 	}
 }
+
+// An owner key deleted while its holder's lease runs (by hand, or by
+// anything but the lease): the holder forgets the claim as soon as its
+// watch sees the deletion, so it stops answering for the unit before a
+// write tells it (answers that write nothing would go on for ever), and
+// another replica's claim of the unit is not taken for its own.
+func TestOwnerKeyDeletedUnderTheHolder(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	ctx := context.Background()
+	a := join(t, client(t, c), "a", 2*time.Second)
+	b := join(t, client(t, c), "b", 2*time.Second)
+	const unit = "stream/orders"
+	fa, err := a.Claim(ctx, unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client(t, c).Delete(ctx, fa.Key); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a forgets the claim whose key was deleted", func() bool {
+		_, ok := a.FenceOf(unit)
+		return !ok
+	})
+	if slices.Contains(a.Held(), unit) {
+		t.Fatalf("a still lists %s as held", unit)
+	}
+	if !a.Valid() {
+		t.Fatal("a's lease itself is fine")
+	}
+	if _, err := b.Claim(ctx, unit); err != nil {
+		t.Fatalf("b's claim after the deletion: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the watch delivers b's claim too
+	if _, ok := a.FenceOf(unit); ok {
+		t.Fatal("a holds a fence of a unit b claimed")
+	}
+	if _, err := a.Claim(ctx, unit); !errors.Is(err, cluster.ErrHeld) {
+		t.Fatalf("a's claim while b holds it: %v, want ErrHeld", err)
+	}
+}

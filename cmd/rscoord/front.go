@@ -247,7 +247,7 @@ func (f *front) serveHeartbeat(w http.ResponseWriter, r *http.Request, forwarded
 	}
 	answer := &bufferedAnswer{under: w, header: http.Header{}}
 	f.serveLocal(answer, r, forwardedBy, true)
-	if served := rep.isServing(prefix); !rep.node.Valid() || served != servedBefore {
+	if served := rep.runs(prefix); !rep.node.Valid() || served != servedBefore {
 		f.unsure(w, r, fmt.Sprintf("replica %s is no longer certain to run stream %q (its etcd lease)", f.self, prefix))
 		return
 	}

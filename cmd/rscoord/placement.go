@@ -174,6 +174,23 @@ func (r *replica) dropRefused(ctx context.Context) {
 	}
 }
 
+// runs reports whether the stream's actors run here under an owner key
+// this replica still holds. A stream served without its key (deleted while
+// the lease runs: the watch saw it go, see cluster.Node.FenceOf) is handed
+// to the placement loop to drop, as after a refused write: its writes
+// would be refused, but a heartbeat that writes nothing would still be
+// answered from it while another replica may have claimed and loaded it.
+func (r *replica) runs(prefix string) bool {
+	if !r.isServing(prefix) {
+		return false
+	}
+	if _, ok := r.node.FenceOf(streamUnit(prefix)); ok {
+		return true
+	}
+	r.refusedWrite(prefix)
+	return false
+}
+
 // live reports whether id is a registered replica.
 func (r *replica) live(id string) bool {
 	return slices.ContainsFunc(r.node.Replicas(), func(rep cluster.Replica) bool { return rep.ID == id })
@@ -189,6 +206,9 @@ func (r *replica) route(req *http.Request, prefix string, forwarded, creates boo
 		return false, to, fmt.Errorf("replica %s is not certain of its etcd lease", r.node.Self().ID)
 	}
 	if r.isServing(prefix) {
+		if !r.runs(prefix) {
+			return false, to, fmt.Errorf("replica %s no longer holds the owner key of stream %q", r.node.Self().ID, prefix)
+		}
 		return true, to, nil
 	}
 	self := r.node.Self().ID
@@ -368,6 +388,18 @@ func (r *replica) reconcile(ctx context.Context) {
 			r.log.Warn("placement: listing streams failed", slog.Any("error", err))
 		}
 		return
+	}
+	// A stream whose owner key was deleted under it is dropped before the
+	// plan: placed here still, it is claimed again and loaded afresh.
+	r.smu.RLock()
+	served := slices.Collect(maps.Keys(r.serving))
+	r.smu.RUnlock()
+	for _, p := range served {
+		r.mu.Lock()
+		if _, held := r.node.FenceOf(streamUnit(p)); r.isServing(p) && !held {
+			r.dropLocked(ctx, p, "its owner key was deleted while this replica held it")
+		}
+		r.mu.Unlock()
 	}
 	units := make([]string, 0, len(streams))
 	known := map[string]bool{}
