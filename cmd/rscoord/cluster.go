@@ -43,7 +43,7 @@ const envEtcdPassword = "RSCOORD_ETCD_PASSWORD"
 // StoreFlags choose and configure the store.
 type StoreFlags struct {
 	Store         string        `default:"pebble" enum:"pebble,etcd" env:"RSCOORD_STORE" help:"Store engine: pebble (embedded, one process) or etcd (the cluster mode: several replicas share one etcd cluster)."`
-	EtcdEndpoints []string      `placeholder:"URL,…" sep:"," env:"RSCOORD_ETCD_ENDPOINTS" help:"etcd client URLs (--store etcd); list every member, so losing one does not matter."`
+	EtcdEndpoints []string      `placeholder:"URL" sep:"," env:"RSCOORD_ETCD_ENDPOINTS" help:"etcd client URLs (--store etcd); list every member, so losing one does not matter."`
 	EtcdPrefix    string        `default:"/rscoord/" env:"RSCOORD_ETCD_PREFIX" help:"Key prefix of this coordinator cluster in etcd; every replica of one cluster uses the same."`
 	EtcdUsername  string        `env:"RSCOORD_ETCD_USERNAME" help:"etcd user (its password comes from RSCOORD_ETCD_PASSWORD)."`
 	EtcdCA        string        `placeholder:"FILE" env:"RSCOORD_ETCD_CA" help:"PEM CA bundle that signs the etcd servers' certificates (turns TLS on; endpoints must then be https://)."`
@@ -190,15 +190,7 @@ func (s *ServeCmd) openStore(ctx context.Context, log *slog.Logger, f *front) (s
 		slog.Duration("leaseTTL", s.EtcdLeaseTTL))
 	es, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{
 		Client: cli, Prefix: s.EtcdPrefix + "data/", Logger: log,
-		// A stream's record and all its groups are one placement unit.
-		Fence: func(unit string) (string, int64, bool) {
-			prefix, ok := unitStream(unit)
-			if !ok {
-				return "", 0, false
-			}
-			f, ok := node.FenceOf(streamUnit(prefix))
-			return f.Key, f.CreateRevision, ok
-		},
+		Fence: storeFence(node),
 	})
 	if err != nil {
 		return nil, nil, errors.Join(err, rep.close(context.Background()))
@@ -271,4 +263,17 @@ func (r *replica) ready(context.Context) error {
 		return errors.New("cluster: this replica's etcd lease is not certain")
 	}
 	return nil
+}
+
+// storeFence is the etcd store's fence of node's claims: a stream's record
+// and all its groups are one placement unit, the stream's.
+func storeFence(node *cluster.Node) func(unit string) (ownerKey string, createRevision int64, ok bool) {
+	return func(unit string) (string, int64, bool) {
+		prefix, ok := unitStream(unit)
+		if !ok {
+			return "", 0, false
+		}
+		f, ok := node.FenceOf(streamUnit(prefix))
+		return f.Key, f.CreateRevision, ok
+	}
 }

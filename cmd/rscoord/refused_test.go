@@ -50,14 +50,7 @@ func TestClusterEveryRefusedWriteDropsItsStream(t *testing.T) {
 	}
 	rep := newReplica(cli, node, log, newFront("a", log, assign.Config{}, 0, nil))
 	es, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{Client: cli, Prefix: root + "data/", Logger: log,
-		Fence: func(unit string) (string, int64, bool) {
-			prefix, ok := unitStream(unit)
-			if !ok {
-				return "", 0, false
-			}
-			f, ok := node.FenceOf(streamUnit(prefix))
-			return f.Key, f.CreateRevision, ok
-		}})
+		Fence: storeFence(node)})
 	if err != nil {
 		t.Fatal(err)
 	}
