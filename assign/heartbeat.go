@@ -135,6 +135,10 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 // epochZero decides an epoch-0 heartbeat naming known member m
 // (docs/protocol.md, member incarnations; first match wins):
 //
+//   - the join that created the current incarnation (same instanceId and
+//     requestId) after the member reported: a late copy whose sender has
+//     its answer; RETRY, nothing changes (a view would recompute its grants
+//     from a request older than what it reads);
 //   - the same incarnation (same instanceId, or neither has one and the
 //     requestId is the stored join's) that has not reported since its join:
 //     a replay of a lost join answer, answered the same, nothing changes;
@@ -154,17 +158,19 @@ func (o *op) epochZero(m *Member, req *protocol.HeartbeatRequest) answer {
 	sameInstance := req.InstanceID == m.InstanceID
 	replay := sameInstance && (req.InstanceID != "" || req.RequestID == m.JoinRequestID)
 	switch {
+	case sameInstance && m.Reported && req.RequestID == m.JoinRequestID:
+		// A late copy of the join that created this incarnation (held up
+		// in the network while its retry, same requestId, was answered):
+		// the process has its answer, since it reported after it, and may
+		// be reading what later answers gave it. Rejoining would free
+		// those shards, and even a view would judge its grants by a
+		// request older than what it reads: RETRY, nothing changes.
+		return answerRetry
 	case m.State.Live() && replay && !m.Reported:
 		o.recordLiveness(m, req)
 		return answerView
 	case m.State.Live() && sameInstance && req.InstanceID != "":
 		return o.rejoin(m, req)
-	case m.State.Live() && replay:
-		// A late copy of the join request of a member that has moved on:
-		// the same process, which already has its answer; tell it the
-		// current view without changing anything.
-		o.recordLiveness(m, req)
-		return answerView
 	case !m.State.Live() && (!holds(m) || sameInstance && req.InstanceID != ""):
 		return o.rejoin(m, req)
 	case !m.State.Live() && sameInstance:

@@ -152,6 +152,10 @@ type simMember struct {
 	// ends and never heartbeats again).
 	stuck bool
 	seq   int
+	// retryID, when set, is the requestId of the next request: the
+	// transport failed, so the request may have reached the coordinator,
+	// and its retry carries the same id (as our member runtime does).
+	retryID string
 	// instance is sent as instanceId ("" = a reference client); nonce
 	// makes this process's request ids unique, as real clients' are.
 	instance, nonce string
@@ -183,6 +187,9 @@ func (s *simMember) request() *protocol.HeartbeatRequest {
 	}
 	req := hb(s.id, epoch, s.version, owned)
 	req.RequestID = fmt.Sprintf("%s-%s%d", s.id, s.nonce, s.seq)
+	if s.retryID != "" {
+		req.RequestID, s.retryID = s.retryID, ""
+	}
 	req.InstanceID = s.instance
 	keys := make([]int, 0, len(s.revoking))
 	for sh := range s.revoking {

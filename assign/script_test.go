@@ -42,6 +42,11 @@ import (
 //	layout N [draining=5,6]    SetLayout
 //	state                      group and members
 //	stored                     the members' epochs as the store holds them
+//	send ID as=NAME            client builds a heartbeat that is held up in
+//	                           the network: its transport fails, so its
+//	                           next heartbeat retries the same requestId
+//	deliver NAME               the held-up request reaches the coordinator
+//	                           late; its answer reaches nobody
 //	crash                      the coordinator dies and starts again: the
 //	                           group is loaded from what the calls wrote
 //	                           (part by part, as Changes name them) and
@@ -107,6 +112,8 @@ type script struct {
 	clients map[string]*client
 	// store is what the coordinator wrote (see simStore).
 	store *simStore
+	// network holds requests held up by send, by name.
+	network map[string]*protocol.HeartbeatRequest
 }
 
 func (s *script) do(line string) string {
@@ -144,6 +151,25 @@ func (s *script) do(line string) string {
 		return s.beat(c, false)
 	case "beat":
 		return s.beat(s.client(arg(1)), len(cmd) > 2 && cmd[2] == "lose")
+	case "send":
+		c := s.client(arg(1))
+		req := c.sim.request()
+		c.sim.retryID = req.RequestID
+		if s.network == nil {
+			s.network = map[string]*protocol.HeartbeatRequest{}
+		}
+		s.network[kv["as"]] = req
+		return fmt.Sprintf("%s sends e%d owned=%v: held up in the network", c.sim.id, req.MemberEpoch, protocol.Indexes(req.OwnedShards))
+	case "deliver":
+		req, ok := s.network[arg(1)]
+		if !ok {
+			s.t.Fatalf("%s: nothing named %s in the network", line, arg(1))
+		}
+		delete(s.network, arg(1))
+		res := s.written(Heartbeat(s.g, req, s.now, s.cfg))
+		r := res.Response
+		return fmt.Sprintf("late %s e%d owned=%v → %s e%d assigned=%v pending=%v (to nobody)%s", req.MemberID, req.MemberEpoch,
+			protocol.Indexes(req.OwnedShards), r.Status, r.MemberEpoch, assigned(r), pending(r), flags(res)) + "\n" + s.state()
 	case "client":
 		s.clients[arg(1)] = newClient(s.t, s.g, arg(1))
 		return "client " + arg(1) + " never joined"
