@@ -98,6 +98,11 @@
 //     (reference clients) nothing tells the fenced process from a second
 //     one, so it gets RETRY until the holdings are released (the lease of
 //     the last readable answer lapses), then rejoins.
+//   - An epoch-0 heartbeat carrying the requestId of the join that created
+//     the member's incarnation, once the member reported, is a late copy
+//     of that join (its retry was answered): RETRY, nothing changes, even
+//     with the same instanceId, which would otherwise rejoin it and free
+//     what it reads.
 //   - Opening a correction round moves MetadataVersion past the reported
 //     version (see correction.go).
 //   - A leave that reports shards outside the member's authority drops them

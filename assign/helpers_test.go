@@ -251,8 +251,10 @@ func (s *simMember) apply(req *protocol.HeartbeatRequest, resp protocol.Heartbea
 	// The revocations the request reported progress: REVOKING/DRAINING
 	// finished draining, REVOKED was acknowledged.
 	for _, r := range req.RevokingShards {
-		if s.stuck {
-			break
+		if s.stuck && !r.Terminal() {
+			// Draining never finishes; a shard it had finished before it
+			// got stuck is done.
+			continue
 		}
 		sh := r.Shard.ShardIndex
 		if st, ok := s.revoking[sh]; ok && st == r.State {

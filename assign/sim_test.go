@@ -47,7 +47,7 @@ func TestSimulation(t *testing.T) {
 	// passing run proves little.
 	for _, what := range []string{"join", "leave", "leave-jvm", "crash", "hang", "restart", "lost", "lost-retry-later", "layout",
 		"expired", "pruned", "previous-epoch", "duplicate", "status OK", "status RETRY", "pending", "join-into-stable",
-		"duplicate-process", "slow-release", "deaf", "released", "fenced", "coordinator-restart", "forgotten-epoch"} {
+		"duplicate-process", "slow-release", "deaf", "released", "fenced", "coordinator-restart", "forgotten-epoch", "delayed", "late-delivered"} {
 		if stats[what] == 0 && !testing.Short() {
 			t.Errorf("no %q happened in the simulation", what)
 		}
@@ -71,6 +71,17 @@ type proc struct {
 	// deaf: this many answers in a row never reach the process (it keeps
 	// heartbeating, and fails closed when its lease ends).
 	deaf int
+	// delayNext: the next join is held up in the network; the process
+	// sees its transport fail and retries with the same requestId, and the
+	// first copy reaches the coordinator later, its answer to nobody.
+	delayNext bool
+}
+
+// late is a request held up in the network.
+type late struct {
+	key string
+	req *protocol.HeartbeatRequest
+	at  time.Time
 }
 
 type world struct {
@@ -99,6 +110,8 @@ type world struct {
 	// steps overrides simSteps when positive (the fuzz target runs short
 	// worlds, so that each input is quick).
 	steps int
+	// network holds requests delivered late, in the order they are due.
+	network []late
 }
 
 func newWorld(t *testing.T, seed uint64) *world {
@@ -147,8 +160,14 @@ func (w *world) fail(format string, args ...any) {
 	for _, e := range w.log {
 		lines = append(lines, fmt.Sprintf("%s ", e.at)+fmt.Sprintf(e.format, e.args...))
 	}
-	w.t.Errorf("seed %d at %s: %s\nlast events:\n  %s\ngroup: %s", w.seed, w.now.Sub(t0), fmt.Sprintf(format, args...),
-		strings.Join(lines, "\n  "), dumpGroup(w.g))
+	var procs []string
+	for _, key := range sortedProcs(w.procs) {
+		p := w.procs[key]
+		procs = append(procs, fmt.Sprintf("%s up=%v hung=%v leaving=%v dup=%v e%d owned=%v revoking=%v", key, p.up, p.hung, p.leaving, p.dup,
+			p.epoch, p.owned, p.revoking))
+	}
+	w.t.Errorf("seed %d at %s: %s\nlast events:\n  %s\nprocesses:\n  %s\ngroup: %s", w.seed, w.now.Sub(t0), fmt.Sprintf(format, args...),
+		strings.Join(lines, "\n  "), strings.Join(procs, "\n  "), dumpGroup(w.g))
 }
 
 func (w *world) run() bool {
@@ -174,7 +193,7 @@ func (w *world) run() bool {
 
 // chaos applies one random event.
 func (w *world) chaos() {
-	switch w.rng.IntN(13) {
+	switch w.rng.IntN(14) {
 	case 0, 1:
 		if len(w.procs) < 10 {
 			w.join()
@@ -256,6 +275,16 @@ func (w *world) chaos() {
 		}
 	case 12:
 		w.coordinatorRestart()
+	case 13:
+		// Only a join is held up: a late copy of a heartbeat with a
+		// positive epoch reports less than its sender may read by the time
+		// it arrives, which no coordinator can tell without a sequence
+		// number in the request; the group actor drops a request whose
+		// asker gave up before it is decided.
+		if p := w.pick(func(p *proc) bool { return p.up && !p.delayNext && p.epoch == 0 && !p.leaving }); p != nil {
+			p.delayNext = true
+			w.count("delayed")
+		}
 	}
 }
 
@@ -425,6 +454,9 @@ func (w *world) step() {
 		}
 	}
 	earlier(w.next)
+	for _, l := range w.network {
+		earlier(l.at)
+	}
 	if t.IsZero() {
 		t = w.now.Add(time.Second)
 	}
@@ -441,6 +473,14 @@ func (w *world) step() {
 			if p.up && !p.leaving && p.timely {
 				w.fail("%s heartbeats in time yet its lease ended", id)
 			}
+		}
+	}
+	for i, l := range w.network {
+		if !w.now.Before(l.at) {
+			w.network = append(w.network[:i], w.network[i+1:]...)
+			w.deliverLate(l)
+			w.check()
+			return
 		}
 	}
 	if !w.next.IsZero() && !w.now.Before(w.next) {
@@ -488,6 +528,23 @@ func (w *world) events(ev Events) {
 
 func (w *world) heartbeat(p *proc) {
 	req := p.request()
+	if p.delayNext && req.MemberEpoch == protocol.EpochJoin {
+		p.delayNext = false
+		key := ""
+		for k, q := range w.procs {
+			if q == p {
+				key = k
+			}
+		}
+		at := w.now.Add(time.Duration(1+w.rng.IntN(5000)) * time.Millisecond)
+		w.network = append(w.network, late{key: key, req: req, at: at})
+		w.logf("%s: request %s e%d owns %v held up in the network until +%s; retried", p.id, req.RequestID,
+			req.MemberEpoch, req.OwnedShards, at.Sub(t0))
+		p.retryID = req.RequestID
+		p.timely = false
+		p.due = w.now.Add(time.Duration(1+w.rng.IntN(1000)) * time.Millisecond)
+		return
+	}
 	res := w.call("heartbeat "+p.id, func() Result { return Heartbeat(w.g, req, w.now, w.cfg) })
 	w.events(res.Events)
 	if p.deaf > 0 {
@@ -526,6 +583,18 @@ func (w *world) heartbeat(p *proc) {
 			}
 		}
 	}
+	if !p.dup && r.ErrorCode == protocol.CodeMemberIDInUse {
+		for _, o := range w.procsOf(p.id) {
+			if o != p && o.up && o.epoch > 0 {
+				// A second process took the id over while this one was
+				// fenced: this one is the second process now, and gives up
+				// after its retries.
+				p.dup, p.retries, p.timely = true, 20, false
+				w.logf("%s: %s holds the id now", p.id, "another process")
+				break
+			}
+		}
+	}
 	if p.dup && r.Status == protocol.StatusRetry {
 		if p.retries--; p.retries <= 0 {
 			p.up = false
@@ -554,6 +623,29 @@ func (w *world) heartbeat(p *proc) {
 		p.up = false // gone; a JVM leaver keeps draining until its lease ends
 		w.logf("%s is gone", p.id)
 	}
+}
+
+// deliverLate hands the coordinator a request its sender gave up on: the
+// answer reaches nobody.
+//
+// Only the copy of a join whose retry created the member's incarnation is
+// delivered; any other late copy (of a join answered RETRY, or of a
+// heartbeat) reports less than its sender may read by now, which the
+// coordinator cannot tell without a sequence number in the request. The
+// group actor must drop those: the asker gave up on them before they were
+// decided.
+func (w *world) deliverLate(l late) {
+	req := l.req
+	if m := w.g.Members[req.MemberID]; m == nil || m.JoinRequestID != req.RequestID {
+		w.logf("%s: late request %s dropped", req.MemberID, req.RequestID)
+		return
+	}
+	res := w.call("late "+req.MemberID, func() Result { return Heartbeat(w.g, req, w.now, w.cfg) })
+	w.events(res.Events)
+	r := res.Response
+	w.logf("%s: late request %s e%d owns %v revoking %v → %s e%d assigned %v (to nobody)", req.MemberID, req.RequestID,
+		req.MemberEpoch, req.OwnedShards, req.RevokingShards, r.Status, r.MemberEpoch, r.Assignment.AssignedShards)
+	w.count("late-delivered")
 }
 
 func checkNoNullsQuiet(w *world, r protocol.HeartbeatResponse) {
