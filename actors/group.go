@@ -298,12 +298,17 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 func (a *groupActor) heartbeat(ctx actor.Context, m *heartbeatMsg) {
 	cfg := a.env.cfg.Group
 	req := m.req
-	if req.WaitMs > 0 && closed(m.gone) {
-		// The asker gave up on a held heartbeat before it was taken from
-		// the mailbox (our member runtime cancels one to report something
-		// at once): its answer would reach nobody, and the request that
-		// replaced it, not held, may have passed it in the mailbox, so it
-		// would be judged against state newer than what it reports.
+	if closed(m.gone) {
+		// The asker gave up before the request was taken from the mailbox
+		// (a timeout; our member runtime also cancels a held heartbeat to
+		// report something at once): its answer would reach nobody, and
+		// the request that replaced it may have been decided first (it
+		// passes a held one in the mailbox; a handler slower to ask than
+		// the client's timeout lets any retry pass). Decided now, its
+		// report, older than what the member reads, could free shards
+		// the member still reads: no coordinator tells a late report from
+		// a current one without a sequence in the request. Dropping it
+		// loses nothing: the asker sends again.
 		return
 	}
 	if p := a.parked[req.MemberID]; p != nil {
