@@ -296,7 +296,7 @@ func (c *core) SaveGroup(ctx context.Context, g *assign.Group, changes *Changes,
 	if stored != expected {
 		return 0, opErr(what, newErr(ErrStaleRevision, "at revision %d, the write expected %d", stored, expected))
 	}
-	if err := c.finishStaged(ctx, st, g.StreamPrefix, g.Name); err != nil {
+	if err := c.finishStaged(ctx, st, g.StreamPrefix, g.Name, stored); err != nil {
 		return 0, opErr(what, c.fail(err))
 	}
 	next := c.revision.Add(1)
@@ -459,13 +459,15 @@ func splitStaged(ops []op, lim kvLimits) []stagedPart {
 }
 
 // finishStaged applies the staged writes a load of the group found at the
-// group's revision, and deletes inert ones. The caller holds st.
-func (c *core) finishStaged(ctx context.Context, st *stripe, prefix, name string) error {
+// group's revision, stored (the revision of the group record just read),
+// and deletes inert ones. The caller holds st. The cached revision cannot
+// serve here: noteStaged dropped it so that the write reads the record.
+func (c *core) finishStaged(ctx context.Context, st *stripe, prefix, name string, stored uint64) error {
 	key := string(groupKey(prefix, name))
 	if !st.staged[key] {
 		return nil
 	}
-	if err := c.applyStaged(ctx, prefix, name, st.revisions[key]); err != nil {
+	if err := c.applyStaged(ctx, prefix, name, stored); err != nil {
 		return err
 	}
 	delete(st.staged, key)
@@ -933,7 +935,7 @@ func (c *core) DeleteGroup(ctx context.Context, streamPrefix, name string, expec
 	case stored != expected:
 		return opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
 	}
-	if err := c.finishStaged(ctx, st, streamPrefix, name); err != nil {
+	if err := c.finishStaged(ctx, st, streamPrefix, name, stored); err != nil {
 		return opErr(what, c.fail(err))
 	}
 	rec, tomb, err := c.loadOne(ctx, streamPrefix, name)
