@@ -297,7 +297,7 @@ func (c *core) SaveGroup(ctx context.Context, g *assign.Group, changes *Changes,
 		return 0, opErr(what, newErr(ErrStaleRevision, "at revision %d, the write expected %d", stored, expected))
 	}
 	if err := c.finishStaged(ctx, st, g.StreamPrefix, g.Name, stored); err != nil {
-		return 0, opErr(what, c.fail(err))
+		return 0, opErr(what, c.failUnlessRecord(err))
 	}
 	next := c.revision.Add(1)
 	w := &groupWriter{g: g, rev: next}
@@ -474,8 +474,20 @@ func (c *core) finishStaged(ctx context.Context, st *stripe, prefix, name string
 	return nil
 }
 
+// failUnlessRecord is fail for an error of a commit, and leaves the store
+// serving for a staged value that does not decode (found before anything
+// was written): that group fails closed, as its loads do.
+func (c *core) failUnlessRecord(err error) error {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnknownSchema) {
+		return err
+	}
+	return c.fail(err)
+}
+
 // applyStaged applies the staged parts of prefix/name at rev and deletes
-// all its staged parts.
+// all its staged parts. It decodes every staged value of rev before it
+// writes anything, so a value that does not decode (ErrCorrupt,
+// ErrUnknownSchema) leaves the engine as it was.
 func (c *core) applyStaged(ctx context.Context, prefix, name string, rev uint64) error {
 	type part struct {
 		key []byte
@@ -536,17 +548,20 @@ type groupKeys struct {
 	head         []byte
 	parts        map[string][]byte
 	staged       bool
+	// err is why a committed staged write of the group does not decode:
+	// the group fails closed with it, the other groups load.
+	err error
 }
 
-// overlay lays the staged parts at the group's revision over g; it reports
-// whether there were any.
-func (g *groupKeys) overlay(stages [][2][]byte) error {
+// overlay lays the staged parts at the group's revision over g and sets
+// g.staged when there were any, g.err when one does not decode.
+func (g *groupKeys) overlay(stages [][2][]byte) {
 	if g.head == nil || len(stages) == 0 {
-		return nil
+		return
 	}
 	env, err := unframeOf(g.head, kindGroup, kindTombstone)
 	if err != nil {
-		return nil // the head fails to decode on its own
+		return // the head fails to decode on its own
 	}
 	for _, kv := range stages {
 		_, _, rev, ok := parseStageKey(kv[0])
@@ -556,7 +571,8 @@ func (g *groupKeys) overlay(stages [][2][]byte) error {
 		g.staged = true
 		ops, err := decodeStage(kv[1], rev)
 		if err != nil {
-			return err
+			g.err = fmt.Errorf("staged write %q: %w", kv[0], err)
+			return
 		}
 		for _, o := range ops {
 			if o.del {
@@ -566,7 +582,6 @@ func (g *groupKeys) overlay(stages [][2][]byte) error {
 			}
 		}
 	}
-	return nil
 }
 
 // readGroups reads every group of prefix (or only name when it is not "")
@@ -618,9 +633,7 @@ func (c *core) readGroups(ctx context.Context, prefix, name string) ([]*groupKey
 		return nil, err
 	}
 	for _, g := range out {
-		if err := g.overlay(stages[g.name]); err != nil {
-			return nil, err
-		}
+		g.overlay(stages[g.name])
 	}
 	return out, nil
 }
@@ -643,6 +656,9 @@ func decodeGroupKeys(gk *groupKeys) (rec GroupRecord, tomb *assign.Tombstone) {
 func decodeGroupParts(gk *groupKeys) (*assign.Group, *assign.Tombstone, uint64, error) {
 	if gk.head == nil {
 		return nil, nil, 0, newErr(ErrCorrupt, "%d parts without a group record", len(gk.parts))
+	}
+	if gk.err != nil {
+		return nil, nil, 0, gk.err
 	}
 	env, err := unframeOf(gk.head, kindGroup, kindTombstone)
 	if err != nil {
@@ -836,7 +852,12 @@ func (c *core) noteStaged(gk *groupKeys) {
 	if !gk.staged {
 		return
 	}
-	key := groupKey(gk.prefix, gk.name)
+	c.markStaged(groupKey(gk.prefix, gk.name))
+}
+
+// markStaged makes the next save or delete of the group of key read its
+// record and finish (or refuse over) its staged writes first.
+func (c *core) markStaged(key []byte) {
 	st := c.lock(key)
 	defer st.mu.Unlock()
 	if st.staged == nil {
@@ -936,7 +957,7 @@ func (c *core) DeleteGroup(ctx context.Context, streamPrefix, name string, expec
 		return opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
 	}
 	if err := c.finishStaged(ctx, st, streamPrefix, name, stored); err != nil {
-		return opErr(what, c.fail(err))
+		return opErr(what, c.failUnlessRecord(err))
 	}
 	rec, tomb, err := c.loadOne(ctx, streamPrefix, name)
 	switch {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // open readies a core over a freshly opened engine: it refuses a newer key
@@ -146,7 +147,19 @@ func (c *core) cleanStaged(ctx context.Context) error {
 		case !errors.Is(err, errNoKey):
 			return err
 		}
-		if err := c.applyStaged(ctx, g.prefix, g.name, rev); err != nil {
+		err = c.applyStaged(ctx, g.prefix, g.name, rev)
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnknownSchema) {
+			// That group fails closed when loaded (its staged write stays
+			// for an operator to look at) and its saves are refused; the
+			// rest of the store serves.
+			if c.log != nil {
+				c.log.Error("a committed staged write does not decode; its group fails closed",
+					slog.String("stream", g.prefix), slog.String("group", g.name), slog.Any("error", err))
+			}
+			c.markStaged(groupKey(g.prefix, g.name))
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("staged write of group %s/%s: %w", g.prefix, g.name, err)
 		}
 	}
