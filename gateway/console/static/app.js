@@ -4,7 +4,7 @@
 
 const api = "/coord/v1";
 const refreshMs = 2000;
-const state = { token: sessionStorage.getItem("rscoord.token"), selected: null, timer: null, user: "", canWrite: false, pending: null, browse: null };
+const state = { token: sessionStorage.getItem("rscoord.token"), selected: null, loop: null, updatedAt: "", user: "", canWrite: false, pending: null, browse: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -37,13 +37,12 @@ async function start() {
     state.canWrite = session.roles.includes("WRITE") || session.roles.includes("ADMIN");
     for (const el of document.querySelectorAll(".write-only")) el.hidden = !state.canWrite;
     show(true);
-    refresh();
-    state.timer = setInterval(refresh, refreshMs);
+    startRefreshing();
   } catch (err) {
     if (err.status === 401) {
-      state.token = null;
-      sessionStorage.removeItem("rscoord.token");
-      show(false);
+      // A token that no longer works (expired, revoked, secret rotated)
+      // is said so; a first visit without one is just the form.
+      signOut(state.token ? "Your session ended (" + err.message + "): sign in again." : "");
       return;
     }
     $("signin-error").textContent = err.message;
@@ -69,11 +68,55 @@ $("signin-form").addEventListener("submit", async (ev) => {
   }
 });
 
-$("signout").addEventListener("click", () => {
-  sessionStorage.removeItem("rscoord.token");
+// One refresh loop at a time: each round schedules the next once it has
+// ended, so that a slow server never has rounds piling up, and signing in
+// again never adds a second loop.
+function startRefreshing() {
+  stopRefreshing();
+  const loop = {};
+  state.loop = loop;
+  const round = async () => {
+    await refresh();
+    if (state.loop === loop) loop.timer = setTimeout(round, refreshMs);
+  };
+  round();
+}
+
+function stopRefreshing() {
+  if (state.loop) clearTimeout(state.loop.timer);
+  state.loop = null;
+}
+
+// signOut stops refreshing, forgets the token and everything the session
+// showed (the next user may see less), and shows the sign-in form with
+// message.
+function signOut(message) {
+  stopRefreshing();
   state.token = null;
-  clearInterval(state.timer);
+  state.selected = null;
+  state.updatedAt = "";
+  sessionStorage.removeItem("rscoord.token");
+  for (const table of document.querySelectorAll("#app table")) table.tBodies[0].replaceChildren();
+  $("group").hidden = true;
+  $("cluster").hidden = true;
+  $("app").classList.remove("stale");
+  $("health").textContent = "";
+  $("status").textContent = "";
+  $("signin-error").textContent = message;
   show(false);
+}
+
+// Sign out revokes the token on the server too: dropping it from the page
+// alone would leave it valid until it expires for whoever copied it.
+$("signout").addEventListener("click", async () => {
+  const token = state.token;
+  signOut("");
+  if (!token) return;
+  try {
+    await call("/auth/logout", { method: "POST", headers: { "Authorization": "Bearer " + token } });
+  } catch (err) {
+    if (err.status !== 401) $("signin-error").textContent = "Signed out here, but the server did not revoke the session: " + err.message;
+  }
 });
 
 function cell(row, text, cls) {
@@ -120,6 +163,11 @@ async function refresh() {
       (health.redis.message ? " (" + health.redis.message + ")" : "") + " · Store " + health.store.status +
       missing.join("");
     $("health").className = health.status === "UP" && missing.length === 0 ? "ok" : "error";
+    // A group deleted meanwhile is no longer shown as selected.
+    if (state.selected && !groups.some((g) => g.streamPrefix + "/" + g.consumerGroup === state.selected)) {
+      state.selected = null;
+      $("group").hidden = true;
+    }
     fill("groups", groups, (row, g) => {
       const key = g.streamPrefix + "/" + g.consumerGroup;
       row.dataset.key = key;
@@ -132,14 +180,26 @@ async function refresh() {
       cell(row, g.groupEpoch);
       cell(row, g.metadataVersion);
       cell(row, g.activeMigration ? g.activeMigration.reshardingId + " " + g.activeMigration.state : "");
-      row.addEventListener("click", () => { state.selected = key; refresh(); });
+      row.addEventListener("click", () => { state.selected = key; startRefreshing(); });
     });
     await refreshCluster();
     if (state.selected) await refreshGroup(state.selected);
-    $("status").textContent = "Updated " + new Date().toLocaleTimeString();
+    state.updatedAt = new Date().toLocaleTimeString();
+    $("status").textContent = "Updated " + state.updatedAt;
+    $("app").classList.remove("stale");
   } catch (err) {
+    if (err.status === 401) {
+      stopRefreshing();
+      start();
+      return;
+    }
+    // The last answers stay for reference but must not read as current:
+    // the health line says what failed, the tables are marked out of date.
+    $("health").textContent = "No answer from the coordinator: " + err.message + " · the tables below are from " +
+      (state.updatedAt || "no successful refresh") + " and out of date";
+    $("health").className = "error";
     $("status").textContent = "Refresh failed: " + err.message;
-    if (err.status === 401) start();
+    $("app").classList.add("stale");
   }
 }
 
@@ -298,7 +358,7 @@ $("confirm-yes").addEventListener("click", async () => {
     await send();
     $("action-result").className = "ok";
     $("action-result").textContent = "Done: " + $("confirm-text").textContent;
-    refresh();
+    startRefreshing();
   } catch (err) {
     $("action-result").className = "error";
     $("action-result").textContent = "Refused: " + err.message;
