@@ -4,6 +4,10 @@
 
 const api = "/coord/v1";
 const refreshMs = 2000;
+// A request that has no answer by then fails: a coordinator that hangs
+// (paused, its host gone, a proxy holding the connection) must read as an
+// error, not as the last answers it gave.
+const requestTimeoutMs = 10000;
 const state = { token: sessionStorage.getItem("rscoord.token"), selected: null, loop: null, updatedAt: "", user: "", canWrite: false, pending: null, browse: null };
 
 const $ = (id) => document.getElementById(id);
@@ -13,14 +17,24 @@ async function call(path, options = {}) {
   // would make the browser open its own password dialog.
   const headers = Object.assign({ "Accept": "application/json", "X-Requested-With": "rscoord-console" }, options.headers || {});
   if (state.token) headers["Authorization"] = "Bearer " + state.token;
-  const resp = await fetch(api + path, Object.assign({}, options, { headers }));
-  const body = await resp.json().catch(() => ({}));
-  if (!resp.ok) {
-    const err = new Error(body.message || resp.statusText);
-    err.status = resp.status;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), requestTimeoutMs);
+  try {
+    const resp = await fetch(api + path, Object.assign({}, options, { headers, signal: abort.signal }));
+    const body = await resp.json().catch(() => ({}));
+    if (abort.signal.aborted) throw new Error("timed out");
+    if (!resp.ok) {
+      const err = new Error(body.message || resp.statusText);
+      err.status = resp.status;
+      throw err;
+    }
+    return body;
+  } catch (err) {
+    if (abort.signal.aborted) throw new Error("no answer within " + requestTimeoutMs / 1000 + " s");
     throw err;
+  } finally {
+    clearTimeout(timer);
   }
-  return body;
 }
 
 function show(signedIn) {
