@@ -301,3 +301,43 @@ func TestQueryCheckCatchesMistakes(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupNotStableSpansStateChanges: Prometheus counts an alert's for
+// per result series, so a result that keeps the state label restarts the
+// 10 minutes at every move between ASSIGNING and RECONCILING, and a
+// rebalance that restarts again and again (a flapping member) never
+// fires. The result must name the group only.
+func TestGroupNotStableSpansStateChanges(t *testing.T) {
+	var expr string
+	raw, err := os.ReadFile("../../deploy/prometheus/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "RscoordGroupNotStable" {
+				expr = r.Expr
+			}
+		}
+	}
+	scraped := map[string][]series{}
+	for _, st := range []string{"EMPTY", "ASSIGNING", "RECONCILING", "STABLE"} {
+		scraped["rscoord_group_state"] = append(scraped["rscoord_group_state"],
+			series{"__name__": "rscoord_group_state", "stream": "orders", "group": "orders", "state": st, "job": "rscoord", "instance": "i"})
+	}
+	result := queryCheck(t.Errorf, "RscoordGroupNotStable", expr, scraped)
+	if result["state"] || !result["stream"] || !result["group"] {
+		t.Errorf("RscoordGroupNotStable %q: its result carries %v; want stream and group, not state", expr, slices.Sorted(maps.Keys(result)))
+	}
+}
