@@ -306,9 +306,9 @@ func (a *groupActor) heartbeat(ctx actor.Context, m *heartbeatMsg) {
 		// passes a held one in the mailbox; a handler slower to ask than
 		// the client's timeout lets any retry pass). Decided now, its
 		// report, older than what the member reads, could free shards
-		// the member still reads: no coordinator tells a late report from
-		// a current one without a sequence in the request. Dropping it
-		// loses nothing: the asker sends again.
+		// the member still reads: nothing tells a late report from a
+		// current one but requestSeq, which reference clients do not
+		// send. Dropping it loses nothing: the asker sends again.
 		return
 	}
 	if p := a.parked[req.MemberID]; p != nil {

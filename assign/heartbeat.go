@@ -25,6 +25,9 @@ func Heartbeat(g *Group, req *protocol.HeartbeatRequest, now time.Time, cfg Conf
 		o.runAssignor()
 	}
 	kind, m := o.decide(req)
+	if m != nil && req.InstanceID != "" && req.InstanceID == m.InstanceID && req.RequestSeq > m.lastSeq {
+		m.lastSeq = req.RequestSeq
+	}
 	o.finish()
 	resp := o.answer(kind, m, req)
 	if o.persist || g.CorrectionOpen {
@@ -60,6 +63,16 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 	g := o.g
 	m := g.Members[req.MemberID]
 	e := req.MemberEpoch
+	if m != nil && req.InstanceID != "" && req.InstanceID == m.InstanceID && req.RequestSeq > 0 && req.RequestSeq < m.lastSeq {
+		// A late request of the member's own process: a later one was
+		// decided already. Its report is older than what the member may
+		// read by now (it may omit a shard granted since), and deciding it
+		// could let go of shards the member reads. Nothing changes. The
+		// last one decided may be decided again: a held answer is
+		// computed by running its request again.
+		o.ev.LateRequest = true
+		return answerRetry, m
+	}
 	if m != nil && e != protocol.EpochJoin && req.InstanceID != m.InstanceID {
 		// Another incarnation than the stored one: an old process back
 		// after its member was taken over, or a second process with the

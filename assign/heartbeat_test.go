@@ -337,8 +337,9 @@ func TestPreviousEpochAfterLostRevocation(t *testing.T) {
 	if lost.Response.MemberEpoch == a.sim.epoch {
 		t.Fatalf("the join did not change a's epoch")
 	}
-	// Retry with the same, now previous, epoch.
-	res := Heartbeat(g, req, now.Add(time.Millisecond), cfg)
+	// Retry with the same, now previous, epoch (a new request: the
+	// process's next requestSeq).
+	res := Heartbeat(g, a.sim.request(), now.Add(time.Millisecond), cfg)
 	if res.Response.Status != protocol.StatusOK || !res.Events.PreviousEpochAccepted {
 		t.Fatalf("retry after a lost answer: %+v", res.Response)
 	}

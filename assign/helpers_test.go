@@ -191,6 +191,9 @@ func (s *simMember) request() *protocol.HeartbeatRequest {
 		req.RequestID, s.retryID = s.retryID, ""
 	}
 	req.InstanceID = s.instance
+	if s.instance != "" {
+		req.RequestSeq = int64(s.seq) // as our member runtime: one sequence per process
+	}
 	keys := make([]int, 0, len(s.revoking))
 	for sh := range s.revoking {
 		keys = append(keys, sh)

@@ -42,6 +42,9 @@ func (o *op) rejoin(m *Member, req *protocol.HeartbeatRequest) answer {
 	// A new incarnation of the member: every epoch it is answered from
 	// now on comes from this coordinator.
 	m.epochConfirmed = true
+	if m.InstanceID != req.InstanceID {
+		m.lastSeq = 0 // another process: its own sequence
+	}
 	if m.InstanceID != req.InstanceID || m.JoinRequestID != req.RequestID {
 		m.InstanceID, m.JoinRequestID = req.InstanceID, req.RequestID
 		o.memberChanged(m)

@@ -276,12 +276,9 @@ func (w *world) chaos() {
 	case 12:
 		w.coordinatorRestart()
 	case 13:
-		// Only a join is held up: a late copy of a heartbeat with a
-		// positive epoch reports less than its sender may read by the time
-		// it arrives, which no coordinator can tell without a sequence
-		// number in the request; the group actor drops a request whose
-		// asker gave up before it is decided.
-		if p := w.pick(func(p *proc) bool { return p.up && !p.delayNext && p.epoch == 0 && !p.leaving }); p != nil {
+		// A request held up in the network, retried, and delivered late
+		// (deliverLate).
+		if p := w.pick(func(p *proc) bool { return p.up && !p.delayNext && !p.leaving }); p != nil {
 			p.delayNext = true
 			w.count("delayed")
 		}
@@ -302,6 +299,8 @@ func (w *world) coordinatorRestart() {
 	for id, m := range w.g.Members {
 		w.epochs[id] = m.Epoch
 	}
+	// A request in the old process dies with it.
+	w.network = nil
 	w.logf("coordinator restarts from the store")
 	w.count("coordinator-restart")
 	w.call("restore", func() Result { return Restore(w.g, w.now, w.cfg) })
@@ -528,7 +527,7 @@ func (w *world) events(ev Events) {
 
 func (w *world) heartbeat(p *proc) {
 	req := p.request()
-	if p.delayNext && req.MemberEpoch == protocol.EpochJoin {
+	if p.delayNext {
 		p.delayNext = false
 		key := ""
 		for k, q := range w.procs {
@@ -628,15 +627,17 @@ func (w *world) heartbeat(p *proc) {
 // deliverLate hands the coordinator a request its sender gave up on: the
 // answer reaches nobody.
 //
-// Only the copy of a join whose retry created the member's incarnation is
-// delivered; any other late copy (of a join answered RETRY, or of a
-// heartbeat) reports less than its sender may read by now, which the
-// coordinator cannot tell without a sequence number in the request. The
-// group actor must drop those: the asker gave up on them before they were
-// decided.
+// A process that sends instanceId sends requestSeq too, as our member
+// runtime does: every late copy of its requests is delivered, and the
+// coordinator must tell it is late. A reference client sends neither: a
+// late copy of one of its heartbeats reports less than it may read by now,
+// which no coordinator can tell, so only the copy of the join whose retry
+// created its incarnation is delivered; the group actor drops the others
+// (their asker gave up before they were decided).
 func (w *world) deliverLate(l late) {
 	req := l.req
-	if m := w.g.Members[req.MemberID]; m == nil || m.JoinRequestID != req.RequestID {
+	m := w.g.Members[req.MemberID]
+	if m == nil || req.InstanceID == "" && m.JoinRequestID != req.RequestID {
 		w.logf("%s: late request %s dropped", req.MemberID, req.RequestID)
 		return
 	}

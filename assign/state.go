@@ -177,6 +177,11 @@ type Member struct {
 	// and at most the group's assignment epoch is processed as current
 	// (docs/protocol.md §6.1 step 5). Not durable.
 	epochConfirmed bool
+	// lastSeq is the highest requestSeq decided for the member's
+	// incarnation (0: none, or a client that sends none). Not durable: a
+	// request does not outlive the coordinator process that received it,
+	// and a group loaded from the store starts at 0.
+	lastSeq int64
 	// MetadataVersion is the version the member last reported.
 	MetadataVersion int64
 	// MaxConcurrency and AvailableConcurrency are the member's last reported

@@ -52,6 +52,8 @@ func heartbeatProblem(req *protocol.HeartbeatRequest, pathMemberID string) strin
 		return fmt.Sprintf("runtimeConsumerCapacity.availableConcurrency is %d; it cannot be negative", capacity.AvailableConcurrency)
 	case req.MemberEpoch < protocol.EpochLeave:
 		return fmt.Sprintf("memberEpoch is %d; the lowest is %d (leave)", req.MemberEpoch, protocol.EpochLeave)
+	case req.RequestSeq < 0:
+		return fmt.Sprintf("requestSeq is %d; it is positive, or 0 (not sent)", req.RequestSeq)
 	}
 	if req.InstanceID != "" {
 		if err := protocol.ValidateInstanceID(req.InstanceID); err != nil {

@@ -41,6 +41,7 @@ func TestValidate(t *testing.T) {
 		{"available -1", func(r *protocol.HeartbeatRequest) { r.RuntimeConsumerCapacity.AvailableConcurrency = -1 }, "m-1", protocol.StatusInvalidRequest, "availableConcurrency is -1"},
 		{"epoch -2", func(r *protocol.HeartbeatRequest) { r.MemberEpoch = -2 }, "m-1", protocol.StatusInvalidRequest, "memberEpoch is -2"},
 		{"instance id with a space", func(r *protocol.HeartbeatRequest) { r.InstanceID = "a b" }, "m-1", protocol.StatusInvalidRequest, "instanceId"},
+		{"negative requestSeq", func(r *protocol.HeartbeatRequest) { r.RequestSeq = -1 }, "m-1", protocol.StatusInvalidRequest, "requestSeq is -1"},
 		{"too long instance id", func(r *protocol.HeartbeatRequest) { r.InstanceID = strings.Repeat("i", 129) }, "m-1", protocol.StatusInvalidRequest, "at most 128"},
 		// Display texts are clipped, not refused (TestValidateClipsDisplayTexts).
 		{"too long member name", func(r *protocol.HeartbeatRequest) { r.MemberName = long }, "m-1", "", ""},

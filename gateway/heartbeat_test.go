@@ -288,3 +288,35 @@ func TestUnparseableReportTimesAnswer200(t *testing.T) {
 		}
 	}
 }
+
+// TestLateHeartbeatIsRetry: a heartbeat whose requestSeq is below the
+// last one decided for its instanceId (held up while a later one was
+// answered) is answered RETRY over HTTP and changes nothing: a, which
+// reads its shards by now, keeps them.
+func TestLateHeartbeatIsRetry(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	s.CreateStream("orders", 4)
+	a := coordtest.NewMember("a", "orders", "orders")
+	a.InstanceID = "a-1"
+	early := a.Request() // owns nothing yet; held up
+	early.RequestSeq = 1
+	seq := int64(1)
+	for range 6 {
+		seq++
+		req := a.Request()
+		req.RequestSeq = seq
+		a.Apply(req, s.Heartbeat("orders", "orders", req))
+	}
+	if len(a.Owned) != 4 {
+		t.Fatalf("a owns %v, want all 4 shards", a.Owned)
+	}
+	if late := s.Heartbeat("orders", "orders", early); late.Status != protocol.StatusRetry {
+		t.Fatalf("late heartbeat (requestSeq 1 after %d): %+v", seq, late)
+	}
+	var g protocol.MembersResponse
+	s.JSON(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/members", nil, http.StatusOK, &g)
+	i := slices.IndexFunc(g.Members, func(m protocol.Member) bool { return m.MemberID == "a" })
+	if i < 0 || len(g.Members[i].CurrentAssignment) != 4 {
+		t.Fatalf("after the late heartbeat the group holds %+v, want a with all 4 shards", g.Members)
+	}
+}

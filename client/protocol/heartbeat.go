@@ -77,6 +77,16 @@ type HeartbeatRequest struct {
 	// process using the same member id by it. Empty means not sent
 	// (reference clients): the join's requestId decides instead.
 	InstanceID string `json:"instanceId,omitempty"`
+	// RequestSeq (ours, optional) orders the requests of one incarnation:
+	// positive and strictly increasing over every heartbeat one process
+	// (one instanceId) sends for a member id, retries included. A request
+	// whose requestSeq is below the last one the coordinator decided
+	// for that incarnation is late (held up in the network or the server
+	// while a later one was decided) and is answered RETRY, changing
+	// nothing: its report is older than what the member may read by now.
+	// 0 means not sent (reference clients); without an instanceId it is
+	// ignored (a restarted process could not be told from a late one).
+	RequestSeq int64 `json:"requestSeq,omitempty"`
 	// WaitMs (ours, optional) lets the coordinator hold the answer up to
 	// this many milliseconds (0 … the answered heartbeatIntervalMs) while
 	// it would tell the member nothing new. 0 answers at once.
