@@ -392,6 +392,7 @@ func (a *memberActor) request() protocol.HeartbeatRequest {
 		ProtocolVersion: protocol.CurrentVersion,
 		RequestID:       requestID,
 		InstanceID:      a.rs.instanceID,
+		RequestSeq:      a.rs.requestSeq.Add(1),
 		WaitMs:          a.waitMs(),
 		MemberID:        a.id,
 		MemberName:      cfg.memberName,

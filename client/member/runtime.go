@@ -102,6 +102,10 @@ type runState struct {
 	// instanceID names this Runtime's incarnation on every heartbeat
 	// (docs/protocol.md, member incarnations).
 	instanceID string
+	// requestSeq numbers the heartbeats of this incarnation (requestSeq):
+	// one sequence for all its members, so that a member actor restarted
+	// after a panic goes on above what it sent before.
+	requestSeq atomic.Int64
 	// leaseWarned: the warning about a coordinator lease that differs from
 	// WithMemberLease was logged (once per Runtime).
 	leaseWarned atomic.Bool
