@@ -580,6 +580,8 @@ func (r *replica) publishGauges(ctx context.Context, m *metrics.Metrics) {
 		vctx, cancel := context.WithTimeout(ctx, time.Second)
 		if unowned, err := r.unownedGroups(vctx); err == nil {
 			m.SetClusterGroupsUnowned(unowned)
+		} else {
+			m.SetClusterStoreUnreadable()
 		}
 		cancel()
 		select {

@@ -23,8 +23,9 @@ import (
 // its lease lapsing as after a SIGKILL), and this replica cut off from
 // etcd (the only member its lease and watches talk to frozen): its stale
 // view still says it runs its stream, yet its lease is no longer certain,
-// so every group counts. Each state is made here, not raced for: the
-// replica reading the gauge runs no placement.
+// so every group counts; and the store unreadable: no count is published,
+// rscoord_cluster_store_readable is 0. Each state is made here, not raced
+// for: the replica reading the gauge runs no placement.
 func TestGroupsUnownedGauge(t *testing.T) {
 	etcd := etcdtest.NewCluster(t)
 	ctx := t.Context()
@@ -85,13 +86,13 @@ func TestGroupsUnownedGauge(t *testing.T) {
 	}()
 	defer func() { stop(); <-done }()
 
-	gauge := func() (float64, bool) {
+	gauge := func(name string) (float64, bool) {
 		families, err := m.Registry().Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range families {
-			if f.GetName() == metrics.ClusterGroupsUnowned {
+			if f.GetName() == name {
 				return metricValue(f), true
 			}
 		}
@@ -102,8 +103,8 @@ func TestGroupsUnownedGauge(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(15 * time.Second)
 		for {
-			got, ok := gauge()
-			if ok && got == want {
+			got, ok := gauge(metrics.ClusterGroupsUnowned)
+			if readable, _ := gauge(metrics.ClusterStoreReadable); ok && got == want && readable == 1 {
 				return
 			}
 			if time.Now().After(deadline) {
@@ -144,6 +145,29 @@ func TestGroupsUnownedGauge(t *testing.T) {
 	}
 	if h, ok := a.Holder(streamUnit("orders")); !ok || h.ID != "a" {
 		t.Fatalf("the frozen view should still show a holding orders, shows %v %v: the state under test was not made", h, ok)
+	}
+
+	// The store cannot be read at all (its two members frozen too): no
+	// count, so none is published, not the last one; the store gauge
+	// says why.
+	for _, mb := range etcd.Members[1:] {
+		if err := mb.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = mb.Resume() })
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, published := gauge(metrics.ClusterGroupsUnowned)
+		readable, ok := gauge(metrics.ClusterStoreReadable)
+		if !published && ok && readable == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store unreadable: %s published %v, %s = %v (published %v); want no count and 0",
+				metrics.ClusterGroupsUnowned, published, metrics.ClusterStoreReadable, readable, ok)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -53,6 +53,10 @@ const (
 	// replica owns (set with [Metrics.SetClusterGroupsUnowned]). Absent
 	// outside cluster mode.
 	ClusterGroupsUnowned = "rscoord_cluster_groups_unowned"
+	// ClusterStoreReadable is, in cluster mode, 1 when this replica's last
+	// count of unowned groups could read the store (etcd), else 0; while
+	// it is 0, ClusterGroupsUnowned is absent rather than a stale count.
+	ClusterStoreReadable = "rscoord_cluster_store_readable"
 )
 
 // ShardStat is one shard stream as one consumer group sees it.
@@ -86,6 +90,7 @@ type liveCollector struct {
 	heartbeatAge, leaseRemaining    *prometheus.Desc
 	capped, redisUp, duration       *prometheus.Desc
 	clusterReplicas, clusterUnowned *prometheus.Desc
+	clusterReadable                 *prometheus.Desc
 	collectionErrors                prometheus.Counter
 
 	mu             sync.Mutex
@@ -96,6 +101,7 @@ type liveCollector struct {
 	collectionTook *time.Duration
 	replicasLive   *int
 	groupsUnowned  *int
+	storeReadable  *bool
 }
 
 func newLiveCollector(o options) *liveCollector {
@@ -130,7 +136,8 @@ func newLiveCollector(o options) *liveCollector {
 		redisUp:         prometheus.NewDesc(RedisUp, "1 when Redis answered the last collection's ping, else 0.", nil, nil),
 		duration:        prometheus.NewDesc(CollectionDurationSeconds, "Time the last collection of shard and member gauges took.", nil, nil),
 		clusterReplicas: prometheus.NewDesc(ClusterReplicasLive, "Coordinator replicas this replica sees alive (cluster mode).", nil, nil),
-		clusterUnowned:  prometheus.NewDesc(ClusterGroupsUnowned, "Groups no coordinator replica owns (cluster mode).", nil, nil),
+		clusterUnowned:  prometheus.NewDesc(ClusterGroupsUnowned, "Groups no coordinator replica owns (cluster mode); absent while the store cannot be read.", nil, nil),
+		clusterReadable: prometheus.NewDesc(ClusterStoreReadable, "1 when the last count of unowned groups could read the cluster's store (etcd), else 0 (cluster mode).", nil, nil),
 		collectionErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: CollectionErrorsTotal, Help: "Groups a collection round could not read (their shard or member series are absent until the next round)."}),
 	}
@@ -140,7 +147,7 @@ func newLiveCollector(o options) *liveCollector {
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.buildInfo.Desc()
 	for _, d := range []*prometheus.Desc{c.length, c.pending, c.lag, c.heartbeatAge, c.leaseRemaining, c.capped,
-		c.redisUp, c.duration, c.clusterReplicas, c.clusterUnowned} {
+		c.redisUp, c.duration, c.clusterReplicas, c.clusterUnowned, c.clusterReadable} {
 		ch <- d
 	}
 	c.collectionErrors.Describe(ch)
@@ -183,6 +190,13 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.groupsUnowned != nil {
 		ch <- prometheus.MustNewConstMetric(c.clusterUnowned, prometheus.GaugeValue, float64(*c.groupsUnowned))
+	}
+	if c.storeReadable != nil {
+		readable := 0.0
+		if *c.storeReadable {
+			readable = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.clusterReadable, prometheus.GaugeValue, readable)
 	}
 }
 
@@ -239,12 +253,27 @@ func (m *Metrics) SetClusterReplicasLive(n int) {
 	m.live.replicasLive = &n
 }
 
-// SetClusterGroupsUnowned sets rscoord_cluster_groups_unowned; the gauge
-// exists from the first call on (cluster mode only).
+// SetClusterGroupsUnowned sets rscoord_cluster_groups_unowned, and
+// rscoord_cluster_store_readable to 1; both gauges exist from the first
+// call on (cluster mode only).
 func (m *Metrics) SetClusterGroupsUnowned(n int) {
 	m.live.mu.Lock()
 	defer m.live.mu.Unlock()
 	m.live.groupsUnowned = &n
+	readable := true
+	m.live.storeReadable = &readable
+}
+
+// SetClusterStoreUnreadable says the count of unowned groups could not
+// read the store: rscoord_cluster_store_readable is 0, and
+// rscoord_cluster_groups_unowned is absent until a count succeeds, so that
+// no alert reads a count from before the failure as current.
+func (m *Metrics) SetClusterStoreUnreadable() {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	m.live.groupsUnowned = nil
+	readable := false
+	m.live.storeReadable = &readable
 }
 
 // Option configures [New].
