@@ -263,15 +263,7 @@ func TestEtcdCreateAfterOtherReplicaDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	open := func() *EtcdStore {
-		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: "/data/", Logger: testLogger(t),
-			Fence: func(string) (string, int64, bool) { return "/owner", 0, true }}) // owner key never created: the fence holds
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	open := func() *EtcdStore { return openFenced(t, cli) }
 	a, b := open(), open()
 	g := richGroup("orders", "billing")
 	if _, err := a.SaveGroup(ctx, g, nil, 0); err != nil {
@@ -303,4 +295,18 @@ func TestEtcdCreateAfterOtherReplicaDeleted(t *testing.T) {
 	if err != nil || got.Revision != rev || got.Group.GroupEpoch < g.GroupEpoch {
 		t.Fatalf("after the create: %+v %v; want revision %d, group epoch at least %d", got.Group, err, rev, g.GroupEpoch)
 	}
+}
+
+// openFenced opens an etcd store under /data/ whose writes are fenced on
+// an owner key never created: the fence holds (create revision 0), as for
+// a replica that owns every unit. Closed in t.Cleanup.
+func openFenced(t *testing.T, cli *clientv3.Client) *EtcdStore {
+	t.Helper()
+	s, err := OpenEtcd(context.Background(), EtcdOptions{Client: cli, Prefix: "/data/", Logger: testLogger(t),
+		Fence: func(string) (string, int64, bool) { return "/owner", 0, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -22,15 +22,7 @@ func TestEtcdStagedWriteFinishedByNextOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	open := func() *EtcdStore {
-		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: "/data/", Logger: testLogger(t),
-			Fence: func(string) (string, int64, bool) { return "/owner", 0, true }}) // owner key never created: the fence holds
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	open := func() *EtcdStore { return openFenced(t, cli) }
 	a := open()
 	counter := &limitedKV{kv: a.kv, lim: a.kv.limits()}
 	a.kv = counter

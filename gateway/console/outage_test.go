@@ -2,11 +2,8 @@ package console_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/etcdtest"
 )
 
 // startConverged serves orders (4 shards) with two converged members.
@@ -144,94 +142,17 @@ func TestConsoleShowsServerUnreachable(t *testing.T) {
 	}
 }
 
-// stallingProxy forwards TCP to target until stall is called; from then on
-// it accepts connections and reads requests but forwards no byte either
-// way, as a paused host or a wedged load balancer does.
-type stallingProxy struct {
-	ln      net.Listener
-	target  string
-	stalled atomic.Bool
-	mu      sync.Mutex
-	conns   []net.Conn
-	wg      sync.WaitGroup
-}
-
-func newStallingProxy(t *testing.T, target string) *stallingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallingProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *stallingProxy) URL() string { return "http://" + p.ln.Addr().String() }
-
-func (p *stallingProxy) stall() { p.stalled.Store(true) }
-
-func (p *stallingProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
-}
-
-// pipe copies from src to dst, dropping what it reads once stalled.
-func (p *stallingProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !p.stalled.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *stallingProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // TestConsoleShowsHungServer: a coordinator that accepts requests and
 // never answers is shown as an error within the page's request timeout,
 // not as the last answers it gave.
 func TestConsoleShowsHungServer(t *testing.T) {
 	s := startConverged(t, coordtest.Options{Auth: &coordtest.Auth{}})
-	proxy := newStallingProxy(t, strings.TrimPrefix(s.URL, "http://"))
-	ctx := openConsole(t, coordtest.Remote(t, proxy.URL()))
+	proxy := etcdtest.NewProxy(t, strings.TrimPrefix(s.URL, "http://"))
+	ctx := openConsole(t, coordtest.Remote(t, proxy.URL))
 	if err := chromedp.Do(ctx, pollTrue(`document.getElementById("health").className === "ok"`)); err != nil {
 		t.Fatalf("health before the stall: %v", err)
 	}
-	proxy.stall()
+	proxy.Pause()
 	if err := chromedp.Do(ctx, pollTrue(`document.getElementById("health").className === "error" && `+
 		`document.getElementById("health").textContent.includes("no answer within") && `+
 		`document.getElementById("app").classList.contains("stale")`)); err != nil {
