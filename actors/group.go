@@ -162,6 +162,11 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
 		a.releaseAll(ctx)
+		if _, stopping := m.(*actor.Stopping); stopping {
+			// Its series would otherwise stay as they were (in cluster
+			// mode, beside those of the replica that runs it now).
+			a.env.obs.GroupRemoved(a.prefix, a.name)
+		}
 	case *heartbeatMsg:
 		a.heartbeat(ctx, m)
 	case *heldExpiredMsg:

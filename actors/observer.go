@@ -31,6 +31,11 @@ type Observer interface {
 	// StreamMigrations reports how many migrations of a stream are in each
 	// state, after every change of the stream record and at start.
 	StreamMigrations(prefix string, byState map[protocol.MigrationState]int)
+	// StreamRemoved reports that a stream's actor stopped here (the
+	// coordinator closes, or in cluster mode the stream was dropped for
+	// another replica to run): its migrations are no longer reported
+	// from here until it starts again.
+	StreamRemoved(prefix string)
 }
 
 // Step kinds of [GroupStep].
@@ -90,3 +95,4 @@ func (nopObserver) GroupRemoved(string, string)                              {}
 func (nopObserver) RebalanceDone(string, string, time.Duration)              {}
 func (nopObserver) StoreWrite(string, time.Duration, error)                  {}
 func (nopObserver) StreamMigrations(string, map[protocol.MigrationState]int) {}
+func (nopObserver) StreamRemoved(string)                                     {}

@@ -97,6 +97,9 @@ func (s *streamActor) Receive(ctx actor.Context) {
 		s.gone = true
 		s.stopTimer()
 		s.abandon(ctx)
+		if _, stopping := m.(*actor.Stopping); stopping {
+			s.env.obs.StreamRemoved(s.prefix)
+		}
 	case *actor.Stopped:
 		// Delivered once, after every child stopped; a restart is
 		// Restarting instead.

@@ -219,7 +219,8 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"RscoordMemberHeartbeatLate", "RscoordGroupNotStable", "RscoordShardLagGrowing", "RscoordInvariantViolation",
-		"RscoordStoreWriteErrors", "RscoordRedisUnreachable", "RscoordClusterReplicaDown", "RscoordClusterGroupUnowned"} {
+		"RscoordStoreWriteErrors", "RscoordRedisUnreachable", "RscoordClusterReplicaDown", "RscoordClusterGroupUnowned",
+		"RscoordClusterStoreUnreadable", "RscoordMigrationNotFinishing"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}

@@ -17,6 +17,13 @@ func groupStates() []protocol.GroupState {
 	return []protocol.GroupState{protocol.GroupEmpty, protocol.GroupAssigning, protocol.GroupReconciling, protocol.GroupStable}
 }
 
+// migrationStates are every state a migration can be in, exported at 0
+// too.
+func migrationStates() []protocol.MigrationState {
+	return []protocol.MigrationState{protocol.MigrationPreparing, protocol.MigrationActive, protocol.MigrationDraining,
+		protocol.MigrationDeprecated, protocol.MigrationRollingBack, protocol.MigrationRolledBack}
+}
+
 func heartbeatStatuses() []protocol.Status {
 	return []protocol.Status{protocol.StatusOK, protocol.StatusRetry, protocol.StatusSyncMetadata, protocol.StatusRevokePending,
 		protocol.StatusUnknownMemberID, protocol.StatusFencedMemberEpoch, protocol.StatusUnsupportedProtocol, protocol.StatusInvalidRequest}

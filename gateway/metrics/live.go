@@ -42,6 +42,9 @@ const (
 	CollectionErrorsTotal = "rscoord_collection_errors_total"
 	// GroupStateInfo is 1 for a group's current state and 0 for the others.
 	GroupStateInfo = "rscoord_group_state"
+	// StreamMigrations is how many migrations of a stream are in each state,
+	// on the replica that runs the stream.
+	StreamMigrations = "rscoord_stream_migrations"
 	// HeldHeartbeats is how many heartbeats are held right now (waitMs).
 	HeldHeartbeats = "rscoord_held_heartbeats"
 

@@ -219,10 +219,14 @@ func (m *Metrics) StreamMigrations(prefix string, byState map[protocol.Migration
 	m.state.setMigrations(prefix, byState)
 }
 
+// StreamRemoved implements [actors.Observer].
+func (m *Metrics) StreamRemoved(prefix string) { m.state.removeStream(prefix) }
+
 // stateCollector exports the latest state every group and stream
 // reported, computed at scrape time.
 type stateCollector struct {
 	members, groups, epoch, assignmentEpoch, pending, violations, migrations, stateInfo *prometheus.Desc
+	streamMigrations                                                                    *prometheus.Desc
 
 	mu         sync.Mutex
 	groupState map[[2]string]actors.GroupState
@@ -238,9 +242,11 @@ func newStateCollector() *stateCollector {
 		pending:         prometheus.NewDesc("rscoord_group_pending_revocations", "Shards members still report as revoking.", []string{"stream", "group"}, nil),
 		violations:      prometheus.NewDesc("rscoord_group_invariant_violations", "Violated assignment invariants (anything but 0 is a bug).", []string{"stream", "group"}, nil),
 		migrations:      prometheus.NewDesc("rscoord_migrations", "Migrations of every stream, by state.", []string{"state"}, nil),
-		stateInfo:       prometheus.NewDesc(GroupStateInfo, "1 for the group's current state, 0 for the others.", []string{"stream", "group", "state"}, nil),
-		groupState:      map[[2]string]actors.GroupState{},
-		streamMigs:      map[string]map[protocol.MigrationState]int{},
+		streamMigrations: prometheus.NewDesc(StreamMigrations, "Migrations of one stream, by state (a stream has at most one not yet DEPRECATED or ROLLED_BACK).",
+			[]string{"stream", "state"}, nil),
+		stateInfo:  prometheus.NewDesc(GroupStateInfo, "1 for the group's current state, 0 for the others.", []string{"stream", "group", "state"}, nil),
+		groupState: map[[2]string]actors.GroupState{},
+		streamMigs: map[string]map[protocol.MigrationState]int{},
 	}
 }
 
@@ -256,6 +262,12 @@ func (c *stateCollector) removeGroup(prefix, group string) {
 	delete(c.groupState, [2]string{prefix, group})
 }
 
+func (c *stateCollector) removeStream(prefix string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.streamMigs, prefix)
+}
+
 func (c *stateCollector) setMigrations(prefix string, byState map[protocol.MigrationState]int) {
 	cp := make(map[protocol.MigrationState]int, len(byState))
 	for k, v := range byState {
@@ -268,7 +280,7 @@ func (c *stateCollector) setMigrations(prefix string, byState map[protocol.Migra
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.members, c.groups, c.epoch, c.assignmentEpoch, c.pending, c.violations, c.migrations, c.stateInfo} {
+	for _, d := range []*prometheus.Desc{c.members, c.groups, c.epoch, c.assignmentEpoch, c.pending, c.violations, c.migrations, c.stateInfo, c.streamMigrations} {
 		ch <- d
 	}
 }
@@ -304,13 +316,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.groups, prometheus.GaugeValue, float64(groups[st]), string(st))
 	}
 	migs := map[protocol.MigrationState]int{}
-	for _, byState := range c.streamMigs {
-		for st, n := range byState {
-			migs[st] += n
+	states := migrationStates()
+	for prefix, byState := range c.streamMigs {
+		for _, st := range states {
+			migs[st] += byState[st]
+			ch <- prometheus.MustNewConstMetric(c.streamMigrations, prometheus.GaugeValue, float64(byState[st]), prefix, string(st))
 		}
 	}
-	for _, st := range []protocol.MigrationState{protocol.MigrationPreparing, protocol.MigrationActive, protocol.MigrationDraining,
-		protocol.MigrationDeprecated, protocol.MigrationRollingBack, protocol.MigrationRolledBack} {
+	for _, st := range states {
 		ch <- prometheus.MustNewConstMetric(c.migrations, prometheus.GaugeValue, float64(migs[st]), string(st))
 	}
 }
