@@ -121,3 +121,34 @@ func TestMissingCredentialsSaysHowToSignIn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestScaleWaitWithoutGroups: --wait on a stream without groups says that
+// there is nothing to follow the migration through, and how it goes on,
+// instead of returning as if it had ended.
+func TestScaleWaitWithoutGroups(t *testing.T) {
+	p := startProcess(t, t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("RSCOORD_USER", "admin")
+	t.Setenv("RSCOORD_PASSWORD", testAdminPassword)
+	ctx := context.Background()
+	cli := func(args ...string) cliResult {
+		t.Helper()
+		res := runCLI(ctx, append(args, "--server", p.url)...)
+		if res.code != exitOK {
+			t.Fatalf("%v: %+v", args, res)
+		}
+		return res
+	}
+	cli("stream", "create", "solo", "--shards", "2")
+	if groups := cli("group", "list", "--json").stdout; strings.Contains(groups, `"solo"`) {
+		cli("group", "delete", "solo", "solo", "--reason", "test", "--force")
+	}
+	res := cli("stream", "scale", "solo", "--to", "3", "--reason", "test", "--wait", "--poll", "50ms")
+	if !strings.Contains(res.stdout, "--wait: stream solo has no consumer group to follow rs-1") ||
+		!strings.Contains(res.stdout, "rscoord stream complete solo rs-1") {
+		t.Fatalf("--wait without groups:\n%s", res.stdout)
+	}
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}

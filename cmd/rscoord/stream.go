@@ -103,9 +103,18 @@ func (c *StreamScaleCmd) Run(ctx context.Context, a *Admin) error {
 	} else if err := printScale(a, resp); err != nil {
 		return err
 	}
-	if !c.Wait || len(resp.Migrations) == 0 || len(resp.AffectedConsumerGroups) == 0 ||
-		resp.Migrations[0].ReshardingID == protocol.NoopReshardingID {
+	if !c.Wait || len(resp.Migrations) == 0 || resp.Migrations[0].ReshardingID == protocol.NoopReshardingID {
 		return nil
+	}
+	if len(resp.AffectedConsumerGroups) == 0 {
+		// A migration is read through a group: with none there is nothing
+		// to follow, which --wait says instead of returning as if done.
+		if a.JSON {
+			return nil
+		}
+		id := resp.Migrations[0].ReshardingID
+		return printLine(a.Out, "--wait: stream %s has no consumer group to follow %s through: it goes on once a group is created on the stream, or ends with rscoord stream complete %s %s --reason …",
+			c.Prefix, id, c.Prefix, id)
 	}
 	return waitMigration(ctx, a, c.Prefix, resp.AffectedConsumerGroups[0], resp.Migrations[0].ReshardingID, c.Poll)
 }
