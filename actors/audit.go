@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/echo"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -51,7 +52,7 @@ func (c *Coordinator) Audit(ctx context.Context, streamPrefix, before string, li
 	if before != "" {
 		v, err := strconv.ParseUint(before, 10, 64)
 		if err != nil || v == 0 {
-			return page, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("before %s is not a cursor of this log", echo(before)))
+			return page, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("before %s is not a cursor of this log", echo.Quote(before)))
 		}
 		cursor = v
 	}
@@ -74,17 +75,4 @@ func (c *Coordinator) Audit(ctx context.Context, streamPrefix, before string, li
 		page.Entries = append(page.Entries, e)
 	}
 	return page, nil
-}
-
-// maxEchoed is the longest client text an error message quotes back.
-const maxEchoed = 64
-
-// echo is client text as an error message names it: quoted, or only its
-// length when longer than maxEchoed, so that no answer, log line or audit
-// entry carries a client's megabyte back.
-func echo(text string) string {
-	if len(text) > maxEchoed {
-		return fmt.Sprintf("(%d bytes)", len(text))
-	}
-	return strconv.Quote(text)
 }

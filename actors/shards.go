@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/echo"
 	"github.com/rscoord/rscoord/reshard"
 )
 
@@ -129,13 +130,13 @@ func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard 
 		direction = protocol.DirectionForward
 	}
 	if direction != protocol.DirectionForward && direction != protocol.DirectionBackward {
-		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("direction %s is neither FORWARD nor BACKWARD", echo(direction)))
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("direction %s is neither FORWARD nor BACKWARD", echo.Quote(direction)))
 	}
 	if limit < 1 || limit > protocol.MaxMessagesPage {
 		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("limit %d is outside 1..%d", limit, protocol.MaxMessagesPage))
 	}
 	if cursor != "" && !validEntryID(cursor) {
-		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("cursor %s is not a stream entry id (ms-seq)", echo(cursor)))
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("cursor %s is not a stream entry id (ms-seq)", echo.Quote(cursor)))
 	}
 	reads, _, err := c.readableShards(ctx, prefix, group)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/echo"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -422,7 +423,7 @@ func findIn(migs []persistence.MigrationRecord, id string) *persistence.Migratio
 }
 
 func migrationNotFound(prefix, id string) error {
-	return protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", prefix, echo(id)))
+	return protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", prefix, echo.Quote(id)))
 }
 
 func (s *streamActor) migrations() protocol.MigrationsResponse {

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/echo"
 )
 
 // NoRedisNote is the note of migrations that run without Redis.
@@ -197,7 +197,7 @@ func end(s Stream, id, by, reason string, now time.Time, final protocol.Migratio
 	m := s.Find(id)
 	switch {
 	case m == nil:
-		return Decision{Err: protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", s.Prefix, quoteID(id)))}
+		return Decision{Err: protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", s.Prefix, echo.Quote(id)))}
 	case m.State == final:
 		return Decision{Migration: m}
 	case !slices.Contains(from, m.State):
@@ -502,15 +502,4 @@ func oneOf(states []protocol.MigrationState) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
-
-// quoteID is a migration id as an error message names it: the id comes
-// from the request path, of any length, and one longer than any the
-// coordinator makes is named by its length only.
-func quoteID(id string) string {
-	const longest = 64
-	if len(id) > longest {
-		return fmt.Sprintf("(an id of %d bytes)", len(id))
-	}
-	return strconv.Quote(id)
 }
