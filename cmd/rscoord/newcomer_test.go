@@ -21,18 +21,7 @@ func TestScaleOutputAgainstServer(t *testing.T) {
 	rdb := redistest.Standalone(t)
 	p := startProcess(t, t.TempDir(), "--redis", rdb.Addr,
 		"--producer-routing-lease", "300ms", "--drain-check-interval", "100ms")
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	t.Setenv("RSCOORD_USER", "admin")
-	t.Setenv("RSCOORD_PASSWORD", testAdminPassword)
-	ctx := context.Background()
-	cli := func(args ...string) cliResult {
-		t.Helper()
-		res := runCLI(ctx, append(args, "--server", p.url)...)
-		if res.code != exitOK {
-			t.Fatalf("%v: %+v", args, res)
-		}
-		return res
-	}
+	cli := adminCLI(t, p.url)
 	cli("stream", "create", "orders", "--shards", "2")
 	cli("group", "create", "orders", "billing")
 
@@ -127,18 +116,7 @@ func TestMissingCredentialsSaysHowToSignIn(t *testing.T) {
 // instead of returning as if it had ended.
 func TestScaleWaitWithoutGroups(t *testing.T) {
 	p := startProcess(t, t.TempDir())
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	t.Setenv("RSCOORD_USER", "admin")
-	t.Setenv("RSCOORD_PASSWORD", testAdminPassword)
-	ctx := context.Background()
-	cli := func(args ...string) cliResult {
-		t.Helper()
-		res := runCLI(ctx, append(args, "--server", p.url)...)
-		if res.code != exitOK {
-			t.Fatalf("%v: %+v", args, res)
-		}
-		return res
-	}
+	cli := adminCLI(t, p.url)
 	cli("stream", "create", "solo", "--shards", "2")
 	if groups := cli("group", "list", "--json").stdout; strings.Contains(groups, `"solo"`) {
 		cli("group", "delete", "solo", "solo", "--reason", "test", "--force")
@@ -150,5 +128,23 @@ func TestScaleWaitWithoutGroups(t *testing.T) {
 	}
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// adminCLI runs CLI commands against url as the admin, with a config
+// directory of the test's own, and fails the test on a command that does
+// not exit 0.
+func adminCLI(t *testing.T, url string) func(args ...string) cliResult {
+	t.Helper()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("RSCOORD_USER", "admin")
+	t.Setenv("RSCOORD_PASSWORD", testAdminPassword)
+	return func(args ...string) cliResult {
+		t.Helper()
+		res := runCLI(context.Background(), append(args, "--server", url)...)
+		if res.code != exitOK {
+			t.Fatalf("%v: %+v", args, res)
+		}
+		return res
 	}
 }
