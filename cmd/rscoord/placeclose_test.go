@@ -9,7 +9,6 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/persistence"
@@ -37,11 +36,7 @@ func TestReplicaCloseStopsItsLoops(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	node, err := cluster.Join(ctx, cluster.Options{Client: cli, Root: "/close/", ID: "a",
-		AdvertiseURL: "http://127.0.0.1:1", LeaseTTL: cluster.MinLeaseTTL, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := joinTestNode(t, cli, "/close/", "a")
 	coord, err := actors.Start(ctx, actors.Config{Store: store, Logger: log, Placed: true})
 	if err != nil {
 		t.Fatal(err)

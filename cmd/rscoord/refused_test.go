@@ -12,7 +12,6 @@ import (
 
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
-	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/persistence"
@@ -43,11 +42,7 @@ func TestClusterEveryRefusedWriteDropsItsStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	node, err := cluster.Join(ctx, cluster.Options{Client: cli, Root: root, ID: "a",
-		AdvertiseURL: "http://127.0.0.1:1", LeaseTTL: cluster.MinLeaseTTL, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := joinTestNode(t, cli, root, "a")
 	rep := newReplica(cli, node, log, newFront("a", log, assign.Config{}, 0, nil))
 	es, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{Client: cli, Prefix: root + "data/", Logger: log,
 		Fence: storeFence(node)})

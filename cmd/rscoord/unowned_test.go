@@ -65,16 +65,7 @@ func TestGroupsUnownedGauge(t *testing.T) {
 			}
 		}
 	}
-	join := func(cli *clientv3.Client, id string) *cluster.Node {
-		n, err := cluster.Join(ctx, cluster.Options{Client: cli, Root: root, ID: id,
-			AdvertiseURL: "http://127.0.0.1:1", LeaseTTL: cluster.MinLeaseTTL, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Leave(context.Background()) })
-		return n
-	}
-	a, b := join(cliA, "a"), join(cliB, "b")
+	a, b := joinTestNode(t, cliA, root, "a"), joinTestNode(t, cliB, root, "b")
 	rep := newReplica(cliA, a, slog.New(slog.DiscardHandler), nil)
 	rep.store, rep.keys = store, store
 	m := metrics.New()
@@ -177,4 +168,18 @@ func metricValue(f *dto.MetricFamily) float64 {
 		return ms[0].GetGauge().GetValue()
 	}
 	return -1
+}
+
+// joinTestNode joins the cluster under root as replica id, with the
+// shortest etcd lease and an advertise URL nothing listens on; it leaves
+// in t.Cleanup (a no-op for a replica closed before).
+func joinTestNode(t *testing.T, cli *clientv3.Client, root, id string) *cluster.Node {
+	t.Helper()
+	n, err := cluster.Join(t.Context(), cluster.Options{Client: cli, Root: root, ID: id,
+		AdvertiseURL: "http://127.0.0.1:1", LeaseTTL: cluster.MinLeaseTTL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Leave(context.Background()) })
+	return n
 }
