@@ -261,14 +261,7 @@ func TestHeldHeartbeatIsReleasedByTheNextOneAndByShutdown(t *testing.T) {
 // connection busy, whichever group it belongs to.
 func TestHeldHeartbeatsShareOneServerWideBudget(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{MaxHeldHeartbeats: 1})
-	s.CreateStream("orders", 2)
-	s.CreateStream("payments", 2)
-	a := coordtest.NewMember("a", "orders", "orders")
-	b := coordtest.NewMember("b", "payments", "payments")
-	a.Beat(s)
-	b.Beat(s)
-	coordtest.Converge(t, s, 5, a)
-	coordtest.Converge(t, s, 5, b)
+	a, b := twoStreams(t, s)
 
 	reqA := a.Request()
 	reqA.WaitMs = 1500
@@ -402,14 +395,7 @@ func TestHeldHeartbeatBehindInEpochIsHeld(t *testing.T) {
 // held right now, across groups: 0, one per parked answer, 0 once answered.
 func TestHeldHeartbeatsGauge(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{})
-	s.CreateStream("orders", 2)
-	s.CreateStream("payments", 2)
-	a := coordtest.NewMember("a", "orders", "orders")
-	b := coordtest.NewMember("b", "payments", "payments")
-	a.Beat(s)
-	b.Beat(s)
-	coordtest.Converge(t, s, 5, a)
-	coordtest.Converge(t, s, 5, b)
+	a, b := twoStreams(t, s)
 	held := func() float64 { return metricValue(scrape(t, s, "/metrics"), metrics.HeldHeartbeats, nil) }
 	if got := held(); got != 0 {
 		t.Fatalf("%s = %v with nothing held, want 0", metrics.HeldHeartbeats, got)
@@ -426,4 +412,19 @@ func TestHeldHeartbeatsGauge(t *testing.T) {
 	if got := held(); got != 0 {
 		t.Fatalf("%s = %v once both were answered, want 0", metrics.HeldHeartbeats, got)
 	}
+}
+
+// twoStreams creates the streams orders and payments (two shards each)
+// with one converged member each: a in orders, b in payments.
+func twoStreams(t *testing.T, s *coordtest.Server) (a, b *coordtest.Member) {
+	t.Helper()
+	s.CreateStream("orders", 2)
+	s.CreateStream("payments", 2)
+	a = coordtest.NewMember("a", "orders", "orders")
+	b = coordtest.NewMember("b", "payments", "payments")
+	a.Beat(s)
+	b.Beat(s)
+	coordtest.Converge(t, s, 5, a)
+	coordtest.Converge(t, s, 5, b)
+	return a, b
 }
