@@ -70,7 +70,6 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 		// could let go of shards the member reads. Nothing changes. The
 		// last one decided may be decided again: a held answer is
 		// computed by running its request again.
-		o.ev.LateRequest = true
 		return answerRetry, m
 	}
 	if m != nil && e != protocol.EpochJoin && req.InstanceID != m.InstanceID {

@@ -94,10 +94,6 @@ type Events struct {
 	// nonzero epoch): answered FENCED_MEMBER_EPOCH (or, for a leave, as a
 	// leave) to that caller alone.
 	StaleIncarnation bool
-	// LateRequest: a request whose requestSeq is below the last one
-	// decided for the member's incarnation; answered RETRY, nothing
-	// changed.
-	LateRequest bool
 	// Released lists members no longer live whose shards were freed because
 	// the lease of their last readable answer lapsed.
 	Released []string
