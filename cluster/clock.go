@@ -20,8 +20,3 @@ type leaseClock interface {
 type monoClock struct{ base time.Time }
 
 func (c monoClock) now() time.Duration { return time.Since(c.base) }
-
-// funcClock reads a function (tests inject clocks with it).
-type funcClock func() time.Duration
-
-func (f funcClock) now() time.Duration { return f() }

@@ -12,3 +12,8 @@ func JoinWithClock(ctx context.Context, opts Options, now func() time.Duration) 
 
 // LeaseClockNow reads the clock Join measures the lease on.
 func LeaseClockNow() time.Duration { return newLeaseClock().now() }
+
+// funcClock reads a function: the clock a test injects.
+type funcClock func() time.Duration
+
+func (f funcClock) now() time.Duration { return f() }
