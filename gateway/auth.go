@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/base64"
 	"errors"
 	"math"
 	"net/http"
@@ -38,11 +37,10 @@ func (s *server) authenticate(c *gin.Context) (auth.Principal, *authFailure) {
 	if header == "" {
 		return auth.Principal{}, unauthorized("credentials required: send Authorization: Basic or Bearer")
 	}
-	scheme, value, _ := strings.Cut(strings.TrimSpace(header), " ")
-	value = strings.TrimSpace(value)
+	scheme, value := auth.SplitAuthorization(header)
 	switch {
 	case strings.EqualFold(scheme, "basic"):
-		user, password, ok := parseBasic(value)
+		user, password, ok := auth.ParseBasic(value)
 		if !ok {
 			return auth.Principal{}, unauthorized("malformed Basic credentials")
 		}
@@ -105,19 +103,6 @@ func loginUserKey(c *gin.Context, user string) string {
 		user = "\x00impossible"
 	}
 	return user + "\x00" + c.ClientIP()
-}
-
-// parseBasic decodes "base64(user:password)"; padding may be left out.
-func parseBasic(value string) (user, password string, ok bool) {
-	raw, err := base64.StdEncoding.DecodeString(value)
-	if err != nil {
-		raw, err = base64.RawStdEncoding.DecodeString(value)
-		if err != nil {
-			return "", "", false
-		}
-	}
-	user, password, ok = strings.Cut(string(raw), ":")
-	return user, password, ok && user != ""
 }
 
 // authorize lets the request through when the caller's credentials are

@@ -33,8 +33,8 @@ func (s *server) login(c *gin.Context) {
 			return
 		}
 	}
-	scheme, value, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
-	basicUser, basicPassword, basicOK := parseBasic(strings.TrimSpace(value))
+	scheme, value := auth.SplitAuthorization(c.GetHeader("Authorization"))
+	basicUser, basicPassword, basicOK := auth.ParseBasic(value)
 	basicOK = basicOK && strings.EqualFold(scheme, "basic")
 	switch {
 	case req.Username != "" && req.Password != "":
@@ -109,7 +109,7 @@ func (s *server) logout(c *gin.Context) {
 		s.refuseAuth(c, unauthorized("credentials required: send Authorization: Bearer <accessToken>"))
 		return
 	}
-	scheme, value, _ := strings.Cut(header, " ")
+	scheme, value := auth.SplitAuthorization(header)
 	if !strings.EqualFold(scheme, "bearer") {
 		abortWith(c, protocol.CodeInvalidRequest, "logout revokes a bearer token: send Authorization: Bearer <accessToken>")
 		return
@@ -124,7 +124,7 @@ func (s *server) logout(c *gin.Context) {
 		tooMany(c, "too many logouts for this user; retry later", retry)
 		return
 	}
-	err := s.auth.Revoke(strings.TrimSpace(value))
+	err := s.auth.Revoke(value)
 	switch {
 	case errors.Is(err, auth.ErrTooManyRevocations):
 		s.metrics.RateLimited(metrics.LimiterLogout)

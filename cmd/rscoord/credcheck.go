@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/base64"
 	"net/http"
 	"strings"
 
@@ -31,27 +30,14 @@ func (c credentialCheck) credible(r *http.Request) bool {
 	if c.authn == nil || (!c.memberAuth && heartbeatPath.MatchString(r.URL.Path)) {
 		return true
 	}
-	scheme, value, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	value = strings.TrimSpace(value)
+	scheme, value := auth.SplitAuthorization(r.Header.Get("Authorization"))
 	switch {
 	case strings.EqualFold(scheme, "basic"):
-		return wellFormedBasic(value)
+		_, _, ok := auth.ParseBasic(value)
+		return ok
 	case strings.EqualFold(scheme, "bearer"):
 		_, err := c.authn.VerifyToken(value)
 		return err == nil
 	}
 	return false
-}
-
-// wellFormedBasic reports whether value is user:password in base64 with a
-// user, as the gateway accepts it.
-func wellFormedBasic(value string) bool {
-	raw, err := base64.StdEncoding.DecodeString(value)
-	if err != nil {
-		if raw, err = base64.RawStdEncoding.DecodeString(value); err != nil {
-			return false
-		}
-	}
-	user, _, ok := strings.Cut(string(raw), ":")
-	return ok && user != ""
 }
