@@ -66,7 +66,14 @@ func asMember(t *testing.T, url string) *coordtest.Server {
 // returns once its coordinator runs.
 func startReplica(t *testing.T, c *testCluster, name string, port int, extra ...string) *replicaProc {
 	t.Helper()
-	p := launchReplica(t, c, name, port, extra...)
+	return startReplicaVia(t, c, c.Endpoints(), name, port, extra...)
+}
+
+// startReplicaVia is startReplica that reaches etcd at endpoints (a
+// proxy's, say) instead of the cluster's own.
+func startReplicaVia(t *testing.T, c *testCluster, endpoints []string, name string, port int, extra ...string) *replicaProc {
+	t.Helper()
+	p := launchReplicaVia(t, c, endpoints, name, port, extra...)
 	if _, err := p.proc.WaitForLine(60*time.Second, func(line string) bool {
 		return strings.Contains(line, `"rscoord listening"`)
 	}); err != nil {
@@ -79,13 +86,20 @@ func startReplica(t *testing.T, c *testCluster, name string, port int, extra ...
 // without waiting for it.
 func launchReplica(t *testing.T, c *testCluster, name string, port int, extra ...string) *replicaProc {
 	t.Helper()
+	return launchReplicaVia(t, c, c.Endpoints(), name, port, extra...)
+}
+
+// launchReplicaVia is launchReplica that reaches etcd at endpoints
+// (a proxy's, say) instead of the cluster's own.
+func launchReplicaVia(t *testing.T, c *testCluster, endpoints []string, name string, port int, extra ...string) *replicaProc {
+	t.Helper()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json",
-		"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--advertise-url", "http://" + addr,
+		"--store", "etcd", "--etcd-endpoints", strings.Join(endpoints, ","), "--advertise-url", "http://" + addr,
 		"--replica-id", name, "--etcd-lease-ttl", "2s"}
 	args = append(append(args, c.creds.ServerArgs()...), extra...)
 	return &replicaProc{proc: proctest.Start(t, name, bin, args, credtest.ServerEnv()...), url: "http://" + addr}
