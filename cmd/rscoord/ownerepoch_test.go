@@ -239,10 +239,16 @@ func ownerEpochAcrossFailover(t *testing.T, freeze bool) {
 		if err := first.proc.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
+		answered := 0
 		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			b.Epoch, b.Version, b.Owned, b.Revoking = knownEpoch, knownVersion, slices.Clone(heldByB), []int{}
-			_, _ = rec.beat(sf, b)
+			if _, err := rec.beat(sf, b); err == nil {
+				answered++
+			}
 			_, _ = rec.beat(sf, a)
+		}
+		if answered == 0 {
+			t.Fatalf("the thawed old owner answered none of b's heartbeats:\n%s", first.proc.Output())
 		}
 		rec.settle(t, sf, 20*time.Second, a, c2)
 		rec.monitor(t, admin, "orders", "orders")
