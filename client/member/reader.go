@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/rscoord/rscoord/client/redisconn"
 )
 
 // readPhase is where a shard's read loop is (docs/protocol.md §8, "on
@@ -70,6 +68,9 @@ const (
 // call that outlived the lease stay pending in Redis.
 func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
+	if r.conn != nil {
+		defer r.conn.drop() // before done: the run's connection ends with it
+	}
 	log := r.core.log.With(slog.Int("shard", r.shard), slog.String("streamKey", r.key))
 	rd := &reader{phase: phaseOwnPending, cursor: "0"}
 	backoff := time.Duration(0)
@@ -159,7 +160,7 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 		// Sent once, like the reads: a claim sent again after its answer
 		// was lost would find the entries the first one took no longer
 		// idle, and leave them in this consumer's pending list unread.
-		msgs, next, err := redisconn.SendOnce(ctx, r.core.rdb, func(b redis.Pipeliner) *redis.XAutoClaimCmd {
+		msgs, next, err := sendOnce(ctx, r.core.rdb, r.conn, func(b redis.Pipeliner) *redis.XAutoClaimCmd {
 			return b.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 				Stream: r.key, Group: cfg.group, Consumer: r.core.id,
 				MinIdle: cfg.claimMinIdle, Start: rd.cursor, Count: int64(cfg.batch),
@@ -203,12 +204,13 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 	}
 }
 
-// readGroup runs one XREADGROUP, sent at most once (redisconn.Once): sent
-// again after its answer was lost, a read of new entries would move more
-// of them into this consumer's pending list, and would block afresh past
-// the lease the first send was bounded by.
+// readGroup runs one XREADGROUP on the run's read connection (readConn),
+// sent at most once (redisconn.Once): sent again after its answer was
+// lost, a read of new entries would move more of them into this
+// consumer's pending list, and would block afresh past the lease the first
+// send was bounded by.
 func (r *shardRun) readGroup(ctx context.Context, a *redis.XReadGroupArgs) ([]redis.XStream, error) {
-	return redisconn.SendOnce(ctx, r.core.rdb, func(b redis.Pipeliner) *redis.XStreamSliceCmd {
+	return sendOnce(ctx, r.core.rdb, r.conn, func(b redis.Pipeliner) *redis.XStreamSliceCmd {
 		return b.XReadGroup(ctx, a)
 	}).Result()
 }

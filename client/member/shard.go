@@ -48,6 +48,10 @@ type shardRun struct {
 	// Shard actor only.
 	readCancel context.CancelFunc
 	readDone   chan struct{}
+	// conn is the read loop's connection for blocking reads, nil when the
+	// client cannot give one (newReadConn). Set by the shard actor before
+	// the loop starts; see readConn for who touches what.
+	conn *readConn
 
 	// Member actor only.
 	pid        *actor.PID
@@ -338,20 +342,27 @@ func (a *shardActor) startReading() {
 	r := a.run
 	rctx, cancel := context.WithCancel(r.core.ctx)
 	r.readCancel, r.readDone = cancel, make(chan struct{})
+	r.conn = newReadConn(r.core.rdb, r.key)
 	go r.readLoop(rctx, r.readDone) // owned by this actor; stopped in stopReading
 }
 
-// stopReading stops the read loop and waits for it. A read in progress is
-// not interrupted (go-redis does not abort a blocking read on cancel), so
-// this takes at most the block time plus a round trip; its records, if
-// any, are handled when the run is stopping gracefully and dropped (left
-// pending) when it was fenced.
+// stopReading stops the read loop and waits for it. A blocking read in
+// progress is interrupted (readConn.interruptUntil), so this takes a few
+// round trips; without a read connection (newReadConn) it is not (go-redis
+// does not abort a read on cancel) and this takes up to the block time.
+// Records a read returns after the stop are handled when the run is
+// stopping gracefully and dropped (left pending) when it was fenced.
 func (a *shardActor) stopReading() {
 	r := a.run
 	if r.readCancel == nil {
 		return
 	}
 	r.readCancel()
+	if r.conn != nil {
+		// Not r.core.ctx: the member's shutdown cancels it before its shard
+		// actors stop, and their reads are to be cut short then too.
+		r.conn.interruptUntil(context.WithoutCancel(r.core.ctx), r.readDone)
+	}
 	<-r.readDone
 	r.readCancel = nil
 }

@@ -29,11 +29,18 @@ func (onceCmd) NoRetry() bool { return true }
 // Unwrap returns the marked command.
 func (c onceCmd) Unwrap() redis.Cmder { return c.Cmder }
 
+// Sender is what [SendOnce] runs a command on: any redis.UniversalClient
+// (*redis.Client, *redis.ClusterClient), or one connection, a *redis.Conn.
+type Sender interface {
+	Pipeline() redis.Pipeliner
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
 // SendOnce runs the command build makes on rdb, marked [Once], and returns it
 // with its answer. build gets a pipeline that is never run, so go-redis's own
 // argument builders (XAdd, XReadGroup, with their read timeouts) make the
 // command without sending it.
-func SendOnce[C redis.Cmder](ctx context.Context, rdb redis.UniversalClient, build func(redis.Pipeliner) C) C {
+func SendOnce[C redis.Cmder](ctx context.Context, rdb Sender, build func(redis.Pipeliner) C) C {
 	cmd := build(rdb.Pipeline())
 	_ = rdb.Process(ctx, Once(cmd)) // the error is also cmd's
 	return cmd
