@@ -109,7 +109,8 @@
 //     their ACKs fail with ErrFenced), OnRevoked runs, ownership is cleared
 //     and the member rejoins with memberEpoch 0 once every read loop has
 //     returned (a blocking read issued before the fence ends first, so
-//     that no shard freed by the rejoin is still being read). While a
+//     that no shard freed by the rejoin is still being read; it is
+//     interrupted, rule 16). While a
 //     handler still runs, the rejoin also waits until the lease of the last
 //     answer has passed: the join frees the member's shards at once, and a
 //     handler may not look at its context.
@@ -134,8 +135,8 @@
 //  13. Leave (Run's context cancelled): stop reads on every shard, drain
 //     (at most WithLeaveTimeout, then abandon), wait for every read loop
 //     to return (even past the timeout: the leave frees the shards at
-//     once; at most one read), heartbeat memberEpoch -1 reporting every
-//     shard REVOKED, return.
+//     once; reads are interrupted, rule 16), heartbeat memberEpoch -1
+//     reporting every shard REVOKED, return.
 //  14. Redis first: a member sends its join only after Redis answered a
 //     PING (probed with backoff until it does). When reads of one shard
 //     fail WithRedisFailureLimit times in a row (3), the member gives
@@ -147,6 +148,17 @@
 //     growing delay, while the shard's later records wait (rule 7's
 //     order holds); only after the last attempt are they left pending.
 //     Retries stop when ACKs may no longer succeed (rules 5, 8, 9, 13).
+//  16. A read in progress when a shard's run stops (revocation, leave,
+//     fence, lapsed lease, abandoned drain) is cut short: each run sends
+//     its reads on a connection of the shard's node that it keeps for its
+//     life and whose CLIENT ID it knows, and the stop sends CLIENT UNBLOCK
+//     of that id over another connection to the node, again until the
+//     read loop has returned, so the read returns at once with no
+//     entries; REVOKED, the rejoin of rule 8 and the leave of rule 13 wait
+//     a few round trips, not WithBlock. A client that cannot give such a
+//     connection (neither a *redis.Client nor one with MasterForKey, see
+//     WithRedis) keeps the bounded read: the stop then waits up to
+//     WithBlock, never past the lease (rule 9).
 //
 // # Goroutines and who stops them
 //
@@ -154,9 +166,10 @@
 // last by Run) runs one member actor per member, which owns: its workers
 // (stopped after the member's ACK gates closed), at most one heartbeat
 // request goroutine (cancelled and waited for), its timers (stopped first)
-// and one shard actor per run, each of which owns one read loop (cancelled
-// and waited for when the shard actor stops; a read in progress finishes
-// first, so this takes up to WithBlock). [Runtime.Run] documents the
+// and one shard actor per run, each of which owns one read loop and its
+// read connection (cancelled, a blocking read interrupted, and waited for
+// when the shard actor stops; the loop closes the connection as it
+// returns). [Runtime.Run] documents the
 // shutdown order.
 //
 // # Non-goals

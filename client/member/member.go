@@ -300,8 +300,9 @@ func (a *memberActor) shutdown() {
 // owns nothing, and it may grant the shards to another member at once
 // (docs/protocol.md §9.1), while a blocking XREADGROUP issued before the
 // fence would still take that shard's new records into this consumer's
-// pending list. The wait is at most one read: WithBlock, or the lease
-// left when it was issued, whichever is shorter.
+// pending list. The wait is short: the shard actors interrupt blocking
+// reads (readConn); only without a read connection is it up to one read,
+// WithBlock or the lease left when it was issued, whichever is shorter.
 func (a *memberActor) beat() {
 	if a.stopped || a.done || a.leaveSent || a.redisDown {
 		return
@@ -1069,8 +1070,9 @@ func (a *memberActor) leaveDeadline() {
 // reports every shard REVOKED, which frees them at once, while a blocking
 // XREADGROUP issued before would still take records written to its shard
 // into this consumer's pending list beside the next owner's reads. The
-// wait is at most one read (WithBlock, or the lease left when it was
-// issued).
+// wait is short, as blocking reads are interrupted (readConn); without a
+// read connection it is up to one read (WithBlock, or the lease left when
+// it was issued).
 func (a *memberActor) maybeLeave() {
 	if !a.leaving || a.leaveSent || a.done || a.hbBusy {
 		return

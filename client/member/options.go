@@ -106,9 +106,20 @@ func WithGroup(group string) Opt {
 // *redis.ClusterClient for Redis Cluster. Required. redisconn.Open builds
 // one from a host:port list or a redis:// / rediss:// URL, with a CA file
 // for TLS and a NAT map for a Redis Cluster behind NAT. The runtime never
-// closes it. Each owned shard holds one connection for up to the block
-// time (WithBlock) at a time, and each worker one more while it ACKs: size
-// the pool (PoolSize) for the shards a process may own plus its workers.
+// closes it. Each owned shard holds one connection for as long as it reads
+// the shard (its read connection, of its node's pool in a cluster; see
+// WithBlock) and borrows one more for a moment for a lag query, and
+// stopping it borrows one for CLIENT UNBLOCK; each worker holds one while it
+// ACKs: size the pool (PoolSize, per node in a cluster) for the shards a
+// process may own plus its workers, with room to spare.
+//
+// Blocking reads are interrupted only with a *redis.Client or a client
+// with MasterForKey (*redis.ClusterClient), which can give the read
+// connection; with any other (a *redis.Ring, a wrapper) they go over the
+// pool and end at their BLOCK, so stopping a shard waits up to WithBlock.
+// In a cluster the read connection is the node client's: hooks added to
+// the ClusterClient itself (AddHook) do not see its reads, hooks added to
+// every node (OnNewNode) do.
 func WithRedis(client redis.UniversalClient) Opt {
 	return optFunc(func(c *config) { c.rdb = client })
 }
@@ -142,9 +153,12 @@ func WithMaxWorkers(n int) Opt {
 }
 
 // WithBlock sets how long one XREADGROUP for new entries blocks (BLOCK).
-// It bounds how long stopping a shard's read loop takes, and so the time a
-// revocation waits before it can be reported. Default 1s; at least 1ms and
-// less than the member lease.
+// A read in progress when the shard's ownership ends (revoked, left,
+// fenced, lease lapsed) is cut short with CLIENT UNBLOCK, so stopping a
+// shard takes a few round trips, not the block; only with a client that
+// cannot give a read connection (see WithRedis) does it wait up to the
+// block, which then bounds how long a revocation waits before it can be
+// reported. Default 1s; at least 1ms and less than the member lease.
 func WithBlock(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.block = d })
 }
@@ -226,7 +240,7 @@ func WithMemberLease(d time.Duration) Opt {
 // cancelled: draining in-flight handlers, then the leave heartbeat.
 // Handlers still running when it passes are abandoned (their ACKs fail)
 // and the member leaves anyway, once its reads in progress have returned
-// (at most WithBlock later). Default 30s; at least 100ms.
+// (they are interrupted; see WithBlock). Default 30s; at least 100ms.
 func WithLeaveTimeout(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.leaveTimeout = d })
 }

@@ -136,8 +136,9 @@ const probeTimeout = 5 * time.Second
 //     handlers (at most the leave timeout, after which they are abandoned
 //     and their ACKs fail) and reports them REVOKED;
 //  2. every member sends its leave heartbeat (memberEpoch -1); Run waits
-//     for all of them, at most the leave timeout plus one read (WithBlock)
-//     and two request bounds;
+//     for all of them, at most the leave timeout plus one read (WithBlock;
+//     a blocking read is interrupted, so only a client without a read
+//     connection, see WithRedis, may take it) and two request bounds;
 //  3. the member actors stop: each closes its ACK gates, cancels handler
 //     contexts and its heartbeat, waits for its workers (at most 10s),
 //     then its shard actors, each of which waits for its read loop;
@@ -209,7 +210,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 		system.Root.Send(pid, &leaveMsg{})
 	}
 	// The leave waits for the drain (leaveTimeout), then for reads in
-	// progress (at most one block), then for its answer.
+	// progress (interrupted; at most one block without a read connection),
+	// then for its answer.
 	bound := time.NewTimer(cfg.leaveTimeout + cfg.block + 2*rs.requestTimeout)
 wait:
 	for exited < len(pids) {
