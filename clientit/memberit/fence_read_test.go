@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -28,10 +29,22 @@ type readSpan struct {
 	ids        []string // entries it returned
 }
 
-// readLog is a go-redis hook that records every XREADGROUP.
+// readLog is a go-redis hook that records every XREADGROUP, and can hold
+// CLIENT UNBLOCK back (holdUnblocks).
 type readLog struct {
 	mu    sync.Mutex
 	reads []*readSpan
+	// hold, while open, keeps every CLIENT UNBLOCK from being sent.
+	hold chan struct{}
+}
+
+// holdUnblocks keeps CLIENT UNBLOCK from being sent until release is
+// closed: a read the member interrupts then runs on until something else
+// ends it.
+func (l *readLog) holdUnblocks(release chan struct{}) {
+	l.mu.Lock()
+	l.hold = release
+	l.mu.Unlock()
 }
 
 func (l *readLog) DialHook(next redis.DialHook) redis.DialHook {
@@ -44,6 +57,18 @@ func (l *readLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 func (l *readLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "client" && len(args) > 1 && strings.EqualFold(fmt.Sprint(args[1]), "unblock") {
+			l.mu.Lock()
+			hold := l.hold
+			l.mu.Unlock()
+			if hold != nil {
+				select {
+				case <-hold:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
 		if cmd.Name() != "xreadgroup" {
 			return next(ctx, cmd)
 		}
@@ -163,8 +188,8 @@ func (l *beatLog) after(t time.Time, ok func(beat) bool) (beat, bool) {
 }
 
 // TestFencedMemberRejoinsAfterItsReadsEnd: a fence stops a member's reads,
-// but a blocking XREADGROUP issued before it runs on in Redis until its
-// BLOCK ends. The member's join (epoch 0) frees its shards for others at
+// but a blocking XREADGROUP issued before it runs on in Redis until the
+// member's CLIENT UNBLOCK reaches Redis, or its BLOCK ends. The member's join (epoch 0) frees its shards for others at
 // once, so it is sent only after every such read returned; and records
 // that read brings back after the fence are never handed to the handler
 // nor acknowledged: they stay pending and come back (redelivered) to the
@@ -249,8 +274,8 @@ func TestFencedMemberRejoinsAfterItsReadsEnd(t *testing.T) {
 		}
 	}
 
-	// 1. Idle shard: the read in flight at the fence blocks for up to
-	// 1.5 s more; the rejoin waits for it.
+	// 1. Idle shard: the read in flight at the fence is cut short; the
+	// rejoin waits until it has returned.
 	eventually(t, 10*time.Second, "a blocking read under way", func() bool { return reads.blocking(consumer) })
 	fencedAt, rejoinAt := fence("1")
 	for _, sp := range reads.startedBefore(consumer, fencedAt) {
@@ -264,10 +289,12 @@ func TestFencedMemberRejoinsAfterItsReadsEnd(t *testing.T) {
 	// 2. A record arrives while the fenced member's read still blocks:
 	// Redis hands it to that read. It must not reach the handler under
 	// the ended ownership, nor be acknowledged; it comes back from the
-	// pending list after the rejoin.
+	// pending list after the rejoin. The member's CLIENT UNBLOCK is held
+	// back until the record is added, or it could end the read first.
 	eventually(t, 10*time.Second, "a blocking read under way", func() bool { return reads.blocking(consumer) })
 	var lateID string
 	published := make(chan struct{})
+	reads.holdUnblocks(published)
 	mu.Lock()
 	onRevoked = func() {
 		defer close(published)
