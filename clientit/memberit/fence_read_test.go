@@ -118,6 +118,19 @@ func (l *readLog) startedBefore(consumer string, t time.Time) []readSpan {
 	return out
 }
 
+// blockingCount is how many blocking reads of consumer are under way.
+func (l *readLog) blockingCount(consumer string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, sp := range l.reads {
+		if sp.consumer == consumer && sp.block && sp.end.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
 // blocking reports whether a blocking read of consumer is under way.
 func (l *readLog) blocking(consumer string) bool {
 	l.mu.Lock()
