@@ -216,6 +216,10 @@ func (c *Coordinator) BeginShutdown() {
 // (waitMs), counted against Config.MaxHeldHeartbeats.
 func (c *Coordinator) HeldHeartbeats() int64 { return c.env.held.n.Load() }
 
+// MaxHeldHeartbeats is Config.MaxHeldHeartbeats as applied: the most
+// heartbeats held at once.
+func (c *Coordinator) MaxHeldHeartbeats() int { return c.env.cfg.MaxHeldHeartbeats }
+
 // Terminating reports whether shutdown has begun.
 func (c *Coordinator) Terminating() bool { return c.env.terminating.Load() }
 

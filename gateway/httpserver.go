@@ -99,8 +99,9 @@ func DefaultMaxHeldConnections(conns int) int { return max(1, conns-conns/4) }
 // [HTTPServer.Serve], which applies the connection cap.
 type HTTPServer struct {
 	*http.Server
-	conns *connlimit.Limiter
-	held  *heldConns
+	conns  *connlimit.Limiter
+	held   *heldConns
+	limits HTTPLimits
 }
 
 // NewHTTPServer returns a server of handler under limits. The server's own
@@ -141,7 +142,7 @@ func NewHTTPServer(handler http.Handler, limits HTTPLimits, log *slog.Logger, ev
 		}
 		configureHTTP2(srv)
 	}
-	return &HTTPServer{conns: conns, held: held, Server: srv}
+	return &HTTPServer{conns: conns, held: held, limits: limits, Server: srv}
 }
 
 // Serve serves ln with the connection cap.
@@ -149,6 +150,14 @@ func (s *HTTPServer) Serve(ln net.Listener) error { return s.Server.Serve(s.conn
 
 // OpenConnections is the number of connections held.
 func (s *HTTPServer) OpenConnections() int { return s.conns.Open() }
+
+// MaxConnections is the connection cap ([HTTPLimits.MaxConnections] as
+// applied).
+func (s *HTTPServer) MaxConnections() int { return s.limits.MaxConnections }
+
+// MaxHeldConnections is the most connections held heartbeats may keep busy
+// ([HTTPLimits.MaxHeldConnections] as applied).
+func (s *HTTPServer) MaxHeldConnections() int { return s.limits.MaxHeldConnections }
 
 // HeldConnections is the number of connections held heartbeats keep busy.
 func (s *HTTPServer) HeldConnections() int {

@@ -122,7 +122,7 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
-	opts.Metrics.SetHeldSource(coord.HeldHeartbeats)
+	opts.Metrics.SetHeldSource(coord)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

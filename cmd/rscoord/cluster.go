@@ -231,6 +231,7 @@ func (s *ServeCmd) runCluster(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("serve: listen on %s: %w", s.Listen, err)
 	}
 	srv := s.httpServer(f, log)
+	f.server = srv
 	log.Info("replica listening", slog.String("address", ln.Addr().String()), slog.String("replica", f.self),
 		slog.String("advertiseUrl", s.AdvertiseURL))
 	served := make(chan error, 1)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/gateway"
 )
 
 // forwardedByHeader names the replica that forwarded a request, on the
@@ -86,6 +87,10 @@ type front struct {
 	transport http.RoundTripper
 	// peers signs and checks clientAddressHeader; nil: never trusted.
 	peers *peerKey
+
+	// server is the listener's HTTP server: the metrics of every run
+	// report its connections against its caps.
+	server *gateway.HTTPServer
 
 	rep   atomic.Pointer[replica]      // nil between two joins
 	owner atomic.Pointer[ownerHandler] // set while the coordinator runs

@@ -282,11 +282,15 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 			return errors.Join(fmt.Errorf("serve: %w", err), coord.Close(context.Background()), store.Close())
 		}
 		owning = f.serveOwner(handler, forwarded)
+		if f.server != nil {
+			m.SetConnectionSource(f.server)
+		}
 		rep.credible = credentialCheck{authn: authn, memberAuth: s.MemberAuth}.credible
 		f.rep.Store(rep)
 		log.Info("rscoord listening", slog.String("address", s.Listen), slog.String("replica", rep.node.Self().ID))
 	} else {
 		srv = s.httpServer(handler, log)
+		m.SetConnectionSource(srv)
 		log.Info("rscoord listening", slog.String("address", ln.Addr().String()), slog.String("dataDir", s.DataDir))
 		serving := ln
 		ln = nil // the server closes it from now on

@@ -152,7 +152,9 @@ func TestDashboardUsesRealMetrics(t *testing.T) {
 		}
 	}
 	for _, must := range []string{metrics.ShardLagRecords, metrics.ShardPendingRecords, metrics.MemberHeartbeatAgeSeconds,
-		"rscoord_heartbeats_total", "rscoord_rebalances_total", "rscoord_migrations", "rscoord_store_write_duration_seconds_bucket"} {
+		"rscoord_heartbeats_total", "rscoord_rebalances_total", "rscoord_migrations", "rscoord_store_write_duration_seconds_bucket",
+		metrics.HeldHeartbeats, metrics.HeldHeartbeatsLimit, metrics.HTTPConnections, metrics.HTTPConnectionsLimit,
+		metrics.HTTPHeldConnections, metrics.HTTPHeldConnectionsLimit} {
 		if !used[must] {
 			t.Errorf("no panel shows %s", must)
 		}
@@ -220,7 +222,8 @@ func TestAlertRules(t *testing.T) {
 	}
 	for _, want := range []string{"RscoordMemberHeartbeatLate", "RscoordGroupNotStable", "RscoordShardLagGrowing", "RscoordInvariantViolation",
 		"RscoordStoreWriteErrors", "RscoordRedisUnreachable", "RscoordClusterReplicaDown", "RscoordClusterGroupUnowned",
-		"RscoordClusterStoreUnreadable", "RscoordMigrationNotFinishing"} {
+		"RscoordClusterStoreUnreadable", "RscoordMigrationNotFinishing", "RscoordHeldHeartbeatsNearLimit",
+		"RscoordHTTPConnectionsNearLimit", "RscoordHTTPHeldConnectionsNearLimit"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}

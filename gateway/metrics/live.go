@@ -47,6 +47,25 @@ const (
 	StreamMigrations = "rscoord_stream_migrations"
 	// HeldHeartbeats is how many heartbeats are held right now (waitMs).
 	HeldHeartbeats = "rscoord_held_heartbeats"
+	// HeldHeartbeatsLimit is the most heartbeats held at once
+	// (--max-held-heartbeats as the server applies it): past it
+	// heartbeats are answered at once.
+	HeldHeartbeatsLimit = "rscoord_held_heartbeats_limit"
+	// HTTPConnections is how many connections the HTTP server holds open;
+	// absent when no server reports them (set with
+	// [Metrics.SetConnectionSource]).
+	HTTPConnections = "rscoord_http_connections"
+	// HTTPConnectionsLimit is the connection cap (--http-max-connections,
+	// lowered to fit the file descriptor limit): at it the connection
+	// idle longest is closed, and while all are busy accepting waits.
+	HTTPConnectionsLimit = "rscoord_http_connections_limit"
+	// HTTPHeldConnections is how many connections held heartbeats keep
+	// busy.
+	HTTPHeldConnections = "rscoord_http_held_connections"
+	// HTTPHeldConnectionsLimit is the most connections held heartbeats may
+	// keep busy (three quarters of the connection cap): past it
+	// heartbeats are answered at once.
+	HTTPHeldConnectionsLimit = "rscoord_http_held_connections_limit"
 
 	// ClusterReplicasLive is, in cluster mode, the number of coordinator
 	// replicas this replica sees alive (set with [Metrics.SetClusterReplicasLive]).

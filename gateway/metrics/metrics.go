@@ -46,8 +46,7 @@ type Metrics struct {
 
 	state *stateCollector
 	live  *liveCollector
-	// held reads the heartbeats held right now (SetHeldSource); nil: 0.
-	held atomic.Pointer[func() int64]
+	caps  *capsCollector
 }
 
 var _ actors.Observer = (*Metrics)(nil)
@@ -102,25 +101,44 @@ func New(opts ...Option) *Metrics {
 	m.adminFailures = counterVec("rscoord_admin_mutation_failures_total", "Refused admin mutations, by operation and error code.", "operation", "code")
 	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login, logout, body_memory).", "limiter")
 	m.authRefused = counterVec("rscoord_auth_refusals_total", "Requests refused for credentials, by status (401, 403).", "status")
-	// Read when scraped, so that holding and answering a heartbeat costs
-	// nothing more.
-	heldNow := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: HeldHeartbeats,
-		Help: "Heartbeats held right now (waitMs), waiting for news or the end of their wait; bounded by --max-held-heartbeats."},
-		func() float64 {
-			if f := m.held.Load(); f != nil {
-				return float64((*f)())
-			}
-			return 0
-		})
-	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live, heldNow,
+	m.caps = newCapsCollector()
+	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live, m.caps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initLabels()
 	return m
 }
 
-// SetHeldSource makes rscoord_held_heartbeats read f (the coordinator's
-// count) when scraped.
-func (m *Metrics) SetHeldSource(f func() int64) { m.held.Store(&f) }
+// HeldSource is what rscoord_held_heartbeats and its limit read when
+// scraped: the coordinator (*actors.Coordinator).
+type HeldSource interface {
+	// HeldHeartbeats is how many heartbeats are held right now.
+	HeldHeartbeats() int64
+	// MaxHeldHeartbeats is the most that may be held at once.
+	MaxHeldHeartbeats() int
+}
+
+// SetHeldSource makes rscoord_held_heartbeats and
+// rscoord_held_heartbeats_limit read src when scraped. Before it both are
+// 0.
+func (m *Metrics) SetHeldSource(src HeldSource) { m.caps.held.Store(&src) }
+
+// ConnectionSource is what the HTTP connection gauges read when scraped:
+// the server's HTTP server (*gateway.HTTPServer).
+type ConnectionSource interface {
+	// OpenConnections is how many connections are open.
+	OpenConnections() int
+	// MaxConnections is the connection cap.
+	MaxConnections() int
+	// HeldConnections is how many connections held heartbeats keep busy.
+	HeldConnections() int
+	// MaxHeldConnections is the most they may keep busy.
+	MaxHeldConnections() int
+}
+
+// SetConnectionSource makes the rscoord_http_connections and
+// rscoord_http_held_connections gauges, and their limits, read src when
+// scraped; they are absent before.
+func (m *Metrics) SetConnectionSource(src ConnectionSource) { m.caps.conns.Store(&src) }
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
@@ -325,5 +343,55 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, st := range states {
 		ch <- prometheus.MustNewConstMetric(c.migrations, prometheus.GaugeValue, float64(migs[st]), string(st))
+	}
+}
+
+// capsCollector exports the bounded resources beside their caps, read at
+// scrape time so that holding a heartbeat or a connection costs nothing
+// more: an alert on usage against the cap fires before requests start
+// being answered at once or waiting for a connection.
+type capsCollector struct {
+	held  atomic.Pointer[HeldSource]
+	conns atomic.Pointer[ConnectionSource]
+
+	heldNow, heldLimit   *prometheus.Desc
+	connsNow, connsLimit *prometheus.Desc
+	pinnedNow, pinnedCap *prometheus.Desc
+}
+
+func newCapsCollector() *capsCollector {
+	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &capsCollector{
+		heldNow:    desc(HeldHeartbeats, "Heartbeats held right now (waitMs), waiting for news or the end of their wait; bounded by rscoord_held_heartbeats_limit."),
+		heldLimit:  desc(HeldHeartbeatsLimit, "Most heartbeats held at once (--max-held-heartbeats as applied); past it heartbeats are answered at once."),
+		connsNow:   desc(HTTPConnections, "HTTP connections open right now; bounded by rscoord_http_connections_limit."),
+		connsLimit: desc(HTTPConnectionsLimit, "Most HTTP connections open at once (--http-max-connections, lowered to fit the file descriptor limit); at it the connection idle longest is closed, and while every one is busy new ones wait."),
+		pinnedNow:  desc(HTTPHeldConnections, "HTTP connections held heartbeats keep busy right now; bounded by rscoord_http_held_connections_limit."),
+		pinnedCap:  desc(HTTPHeldConnectionsLimit, "Most HTTP connections held heartbeats may keep busy (three quarters of the connection cap); past it heartbeats are answered at once."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *capsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.heldNow, c.heldLimit, c.connsNow, c.connsLimit, c.pinnedNow, c.pinnedCap} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *capsCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	var held, heldMax float64
+	if src := c.held.Load(); src != nil {
+		held, heldMax = float64((*src).HeldHeartbeats()), float64((*src).MaxHeldHeartbeats())
+	}
+	gauge(c.heldNow, held)
+	gauge(c.heldLimit, heldMax)
+	if src := c.conns.Load(); src != nil {
+		s := *src
+		gauge(c.connsNow, float64(s.OpenConnections()))
+		gauge(c.connsLimit, float64(s.MaxConnections()))
+		gauge(c.pinnedNow, float64(s.HeldConnections()))
+		gauge(c.pinnedCap, float64(s.MaxHeldConnections()))
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
 	"github.com/rscoord/rscoord/redisops"
 )
@@ -50,6 +51,9 @@ func liveScrape(t *testing.T) map[string][]series {
 	// What cmd/rscoord's cluster mode sets every second.
 	s.Metrics.SetClusterReplicasLive(3)
 	s.Metrics.SetClusterGroupsUnowned(0)
+	// What cmd/rscoord sets with the HTTP server it serves through (the
+	// test server serves through httptest, which has no caps).
+	s.Metrics.SetConnectionSource(gateway.NewHTTPServer(http.NotFoundHandler(), gateway.HTTPLimits{MaxConnections: 8}, nil, nil))
 
 	status, raw := s.Do(http.MethodGet, "/actuator/prometheus", nil)
 	if status != http.StatusOK {
