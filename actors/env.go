@@ -31,6 +31,9 @@ type env struct {
 	// held counts the parked heartbeats of every group against
 	// cfg.MaxHeldHeartbeats.
 	held heldBudget
+	// incarnations numbers the group actors of this coordinator, for the
+	// observer (Observer.GroupRemoved).
+	incarnations atomic.Uint64
 	// closing ends when the coordinator closes: work running beside the
 	// actors (Redis calls, waits for asks) stops, and Close waits for it
 	// in work.
@@ -49,6 +52,9 @@ type testHooks struct {
 	// afterDecide runs inside the group actor after the state machine
 	// decided a heartbeat and before anything is persisted.
 	afterDecide func(req *protocol.HeartbeatRequest)
+	// stopping runs inside a group actor that is stopping, before it
+	// tells the observer the group is gone.
+	stopping func(prefix, group string)
 }
 
 func (e *env) now() time.Time { return e.cfg.Now().UTC() }

@@ -23,6 +23,9 @@ const storeTimeout = 10 * time.Second
 type groupActor struct {
 	env          *env
 	prefix, name string
+	// incarnation names this actor to the observer: a later actor of the
+	// same group, a restart's included, has a greater one.
+	incarnation uint64
 	// initial is the record loaded at start-up or creation; it is used by
 	// the first incarnation only, a restarted actor reloads from the store.
 	initial *persistence.GroupRecord
@@ -113,7 +116,7 @@ type heldAnswer struct {
 
 func newGroupActor(e *env, prefix, name string, initial *persistence.GroupRecord) actor.Producer {
 	return func() actor.Actor {
-		a := &groupActor{env: e, prefix: prefix, name: name, initial: initial}
+		a := &groupActor{env: e, prefix: prefix, name: name, initial: initial, incarnation: e.incarnations.Add(1)}
 		// Only the first incarnation may use the record it was spawned
 		// with; after a panic the actor must start from the store.
 		initial = nil
@@ -126,7 +129,7 @@ func newGroupActor(e *env, prefix, name string, initial *persistence.GroupRecord
 // Restarts after a panic load at once, as any group actor's do.
 func newCoolingGroupActor(e *env, prefix, name string, coolDown time.Duration) actor.Producer {
 	return func() actor.Actor {
-		a := &groupActor{env: e, prefix: prefix, name: name, coolDown: coolDown}
+		a := &groupActor{env: e, prefix: prefix, name: name, coolDown: coolDown, incarnation: e.incarnations.Add(1)}
 		coolDown = 0
 		return a
 	}
@@ -163,9 +166,12 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		a.stopTimer()
 		a.releaseAll(ctx)
 		if _, stopping := m.(*actor.Stopping); stopping {
+			if hook := a.env.testHooks.stopping; hook != nil {
+				hook(a.prefix, a.name)
+			}
 			// Its series would otherwise stay as they were (in cluster
 			// mode, beside those of the replica that runs it now).
-			a.env.obs.GroupRemoved(a.prefix, a.name)
+			a.env.obs.GroupRemoved(a.prefix, a.name, a.incarnation)
 		}
 	case *heartbeatMsg:
 		a.heartbeat(ctx, m)
@@ -253,7 +259,7 @@ func (a *groupActor) failClosed(err error) {
 	a.g, a.failed = nil, err
 	a.stopTimer()
 	a.env.failed.remember(a.prefix, a.name, err)
-	a.env.obs.GroupRemoved(a.prefix, a.name)
+	a.env.obs.GroupRemoved(a.prefix, a.name, a.incarnation)
 	a.log().Error("group failed closed", slog.Any("error", err))
 	if storeUnavailable(err) {
 		// The store refuses calls until it recovered from a failed write
@@ -497,7 +503,7 @@ func (a *groupActor) audit(changes assign.Changes, full bool) {
 // publishState reports the group's state and the violations its audits and
 // epoch checks found.
 func (a *groupActor) publishState() {
-	a.env.obs.GroupState(a.prefix, a.name, groupState(a.g, a.violations+len(a.regressions)))
+	a.env.obs.GroupState(a.prefix, a.name, a.incarnation, groupState(a.g, a.violations+len(a.regressions)))
 }
 
 // auditAll checks the whole group and logs what is newly violated.
@@ -604,7 +610,7 @@ func (a *groupActor) delete(force bool) reply[protocol.GroupResponse] {
 	}
 	summary := a.g.Summary()
 	a.deleted = true
-	a.env.obs.GroupRemoved(a.prefix, a.name)
+	a.env.obs.GroupRemoved(a.prefix, a.name, a.incarnation)
 	a.stopTimer()
 	return reply[protocol.GroupResponse]{value: summary}
 }

@@ -20,7 +20,7 @@ type removals struct {
 	streams []string
 }
 
-func (r *removals) GroupRemoved(prefix, group string) {
+func (r *removals) GroupRemoved(prefix, group string, _ uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.groups = append(r.groups, prefix+"/"+group)

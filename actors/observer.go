@@ -17,11 +17,18 @@ type Observer interface {
 	// a timer tick, a layout change or a restore.
 	GroupStep(prefix, group string, step GroupStep)
 	// GroupState reports a group's state after every durable change and
-	// when its actor starts.
-	GroupState(prefix, group string, state GroupState)
-	// GroupRemoved reports that a group was deleted or failed closed; it
-	// reports no state until it starts again.
-	GroupRemoved(prefix, group string)
+	// when its actor starts. incarnation names the actor that reports it
+	// (see GroupRemoved).
+	GroupState(prefix, group string, incarnation uint64, state GroupState)
+	// GroupRemoved reports that a group was deleted, failed closed or
+	// that its actor stopped; it reports no state until it starts again.
+	// incarnation names the actor that reports it: every actor of a
+	// group, a restarted one's included, has a greater incarnation than
+	// the ones before it in the same coordinator. A group deleted and
+	// created again at once has a new actor while the old one still
+	// stops, so the old one's removal may come after the new one's first
+	// state: it removes only what incarnation or an older one reported.
+	GroupRemoved(prefix, group string, incarnation uint64)
 	// RebalanceDone reports that a group converged (STABLE or EMPTY) took
 	// after its target assignment changed.
 	RebalanceDone(prefix, group string, took time.Duration)
@@ -90,8 +97,8 @@ func groupState(g *assign.Group, violations int) GroupState {
 type nopObserver struct{}
 
 func (nopObserver) GroupStep(string, string, GroupStep)                      {}
-func (nopObserver) GroupState(string, string, GroupState)                    {}
-func (nopObserver) GroupRemoved(string, string)                              {}
+func (nopObserver) GroupState(string, string, uint64, GroupState)            {}
+func (nopObserver) GroupRemoved(string, string, uint64)                      {}
 func (nopObserver) RebalanceDone(string, string, time.Duration)              {}
 func (nopObserver) StoreWrite(string, time.Duration, error)                  {}
 func (nopObserver) StreamMigrations(string, map[protocol.MigrationState]int) {}

@@ -212,12 +212,14 @@ func (m *Metrics) GroupStep(_, _ string, step actors.GroupStep) {
 }
 
 // GroupState implements [actors.Observer].
-func (m *Metrics) GroupState(prefix, group string, s actors.GroupState) {
-	m.state.setGroup(prefix, group, s)
+func (m *Metrics) GroupState(prefix, group string, incarnation uint64, s actors.GroupState) {
+	m.state.setGroup(prefix, group, incarnation, s)
 }
 
 // GroupRemoved implements [actors.Observer].
-func (m *Metrics) GroupRemoved(prefix, group string) { m.state.removeGroup(prefix, group) }
+func (m *Metrics) GroupRemoved(prefix, group string, incarnation uint64) {
+	m.state.removeGroup(prefix, group, incarnation)
+}
 
 // RebalanceDone implements [actors.Observer].
 func (m *Metrics) RebalanceDone(_, _ string, took time.Duration) {
@@ -247,8 +249,15 @@ type stateCollector struct {
 	streamMigrations                                                                    *prometheus.Desc
 
 	mu         sync.Mutex
-	groupState map[[2]string]actors.GroupState
+	groupState map[[2]string]groupReport
 	streamMigs map[string]map[protocol.MigrationState]int
+}
+
+// groupReport is the last state a group reported and the incarnation of
+// the actor that reported it.
+type groupReport struct {
+	incarnation uint64
+	state       actors.GroupState
 }
 
 func newStateCollector() *stateCollector {
@@ -263,21 +272,32 @@ func newStateCollector() *stateCollector {
 		streamMigrations: prometheus.NewDesc(StreamMigrations, "Migrations of one stream, by state (a stream has at most one not yet DEPRECATED or ROLLED_BACK).",
 			[]string{"stream", "state"}, nil),
 		stateInfo:  prometheus.NewDesc(GroupStateInfo, "1 for the group's current state, 0 for the others.", []string{"stream", "group", "state"}, nil),
-		groupState: map[[2]string]actors.GroupState{},
+		groupState: map[[2]string]groupReport{},
 		streamMigs: map[string]map[protocol.MigrationState]int{},
 	}
 }
 
-func (c *stateCollector) setGroup(prefix, group string, s actors.GroupState) {
+// setGroup keeps s unless a newer actor of the group reported already.
+func (c *stateCollector) setGroup(prefix, group string, incarnation uint64, s actors.GroupState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.groupState[[2]string{prefix, group}] = s
+	k := [2]string{prefix, group}
+	if cur, ok := c.groupState[k]; ok && cur.incarnation > incarnation {
+		return
+	}
+	c.groupState[k] = groupReport{incarnation: incarnation, state: s}
 }
 
-func (c *stateCollector) removeGroup(prefix, group string) {
+// removeGroup forgets the group's state unless a newer actor than the
+// removing one reported it: a group deleted and created again has a new
+// actor, whose first state may come before the old actor's removal.
+func (c *stateCollector) removeGroup(prefix, group string, incarnation uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.groupState, [2]string{prefix, group})
+	k := [2]string{prefix, group}
+	if cur, ok := c.groupState[k]; ok && cur.incarnation <= incarnation {
+		delete(c.groupState, k)
+	}
 }
 
 func (c *stateCollector) removeStream(prefix string) {
@@ -310,7 +330,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	members := map[protocol.MemberState]int{}
 	groups := map[protocol.GroupState]int{}
-	for k, s := range c.groupState {
+	for k, r := range c.groupState {
+		s := r.state
 		groups[s.State]++
 		for st, n := range s.MembersByState {
 			members[st] += n
