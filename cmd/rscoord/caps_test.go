@@ -287,3 +287,24 @@ func evalAlert(t *testing.T, expr string, fams map[string]*dto.MetricFamily) boo
 	}
 	return len(vec) > 0
 }
+
+// TestClusterReplicaExportsItsCaps: in the cluster mode the replica's
+// listener (the front, which outlives each run of the coordinator) is the
+// HTTP server whose connections and caps the metrics report.
+func TestClusterReplicaExportsItsCaps(t *testing.T) {
+	c := newTestCluster(t)
+	r := startReplica(t, c, "r1", freeLoopbackPort(t), "--http-max-connections", "64")
+	s := asAdmin(t, r.url)
+	fams := scrapeMetrics(t, s)
+	for name, want := range map[string]float64{
+		metrics.HTTPConnectionsLimit: 64, metrics.HTTPHeldConnectionsLimit: 48, metrics.HeldHeartbeatsLimit: 48,
+		metrics.HTTPHeldConnections: 0,
+	} {
+		if got := gaugeValue(fams, name, nil); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if got := gaugeValue(fams, metrics.HTTPConnections, nil); got < 1 || got > 64 {
+		t.Errorf("%s = %v, want the scrape's own connection and at most 64", metrics.HTTPConnections, got)
+	}
+}
