@@ -220,9 +220,13 @@ func (o *op) record(m *Member, req *protocol.HeartbeatRequest, owned, revoking [
 		m.Name = req.MemberName
 		o.memberChanged(m)
 	}
+	kept := unproven(m, req, union(owned, revoking))
 	o.setCurrent(m, owned)
 	if len(revoking) > 0 {
 		revoking = minus(revoking, owned)
+	}
+	if len(kept) > 0 {
+		revoking = union(revoking, kept)
 	}
 	o.setRevoking(m, revoking)
 	o.recordProgress(m, req.ShardProgress, false)
@@ -376,6 +380,7 @@ func (o *op) respond(m *Member, req *protocol.HeartbeatRequest, status protocol.
 			o.raiseOwnerEpoch(s)
 		}
 	}
+	o.withdraw(m, assigned)
 	if m.RebalanceDeadline.IsZero() && (!subset(m.Current, assigned) || !subset(m.Revoking, assigned)) {
 		o.setDeadline(m, o.now.Add(o.cfg.RebalanceTimeout))
 	}

@@ -409,7 +409,7 @@ func partsWith(g *Group, epochs bool) recordParts {
 		if !epochs {
 			e = nil
 		}
-		p.members[id] = fmt.Sprint(m.Name, m.State, e, m.Current, m.Revoking, m.Granted, m.Reported,
+		p.members[id] = fmt.Sprint(m.Name, m.State, e, m.Current, m.Revoking, m.Granted, m.Withdrawn, m.Reported,
 			m.JoinedAt.UnixNano(), m.RebalanceDeadline.UnixNano(), m.StateChangedAt.UnixNano(), m.InstanceID, m.JoinRequestID, g.Target[id])
 	}
 	return p

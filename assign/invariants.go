@@ -64,6 +64,14 @@ func CheckInvariants(g *Group) []string {
 				out = append(out, fmt.Sprintf("%s set of %s %v is not a sorted set", name, id, set))
 			}
 		}
+		for i, w := range m.Withdrawn {
+			if i > 0 && m.Withdrawn[i-1].Shard >= w.Shard {
+				out = append(out, fmt.Sprintf("withdrawn shards of %s %v are not sorted and unique", id, m.Withdrawn))
+			}
+			if (!contains(m.Current, w.Shard) && !contains(m.Revoking, w.Shard)) || contains(m.Granted, w.Shard) {
+				out = append(out, fmt.Sprintf("%s has shard %d withdrawn but not held outside its grant", id, w.Shard))
+			}
+		}
 		for _, s := range union(m.Current, m.Revoking) {
 			holders[s] = append(holders[s], id)
 		}

@@ -85,6 +85,9 @@ func (o *op) leave(m *Member, req *protocol.HeartbeatRequest) answer {
 		// revoking to released, never back.
 		o.setRevoking(m, intersect(reported, m.Revoking))
 	}
+	// A leave speaks for everything: the member reads nothing it does not
+	// list, and sends nothing but leaves after it.
+	o.keepWithdrawn(m)
 	if len(m.Revoking) > 0 {
 		// The answer tells it to give them up: its rebalance deadline runs
 		// from this answer on (and the OK answer lets it finish its

@@ -205,6 +205,7 @@ func (o *op) clearOwnership(m *Member) {
 	o.setCurrent(m, nil)
 	o.setRevoking(m, nil)
 	o.setGranted(m, nil)
+	o.setWithdrawn(m, nil)
 	o.setDeadline(m, time.Time{})
 }
 

@@ -77,8 +77,10 @@ func TestAuthorityIncludesAssignable(t *testing.T) {
 		t.Fatal("setup")
 	}
 	a := g.Members["a"]
-	// a lets go of 2 and 3 entirely in one report.
-	Heartbeat(g, hb("a", a.Epoch, g.MetadataVersion, []int{0, 1}), now, testConfig())
+	// a hears it must give 2 and 3 up, and lets go of both entirely in one
+	// report.
+	ra := Heartbeat(g, hb("a", a.Epoch, a.MetadataVersion, []int{0, 1, 2, 3}), now, testConfig()).Response
+	Heartbeat(g, hb("a", ra.MemberEpoch, ra.MetadataVersion, []int{0, 1}), now, testConfig())
 	// b reports owning 3 before any answer granted it: inside target − blocked.
 	r := Heartbeat(g, hb("b", g.Members["b"].Epoch, g.MetadataVersion, []int{3}), now, testConfig()).Response
 	if r.Status != protocol.StatusOK || !slices.Equal(assigned(r), []int{2, 3}) {

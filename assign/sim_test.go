@@ -637,7 +637,7 @@ func (w *world) heartbeat(p *proc) {
 func (w *world) deliverLate(l late) {
 	req := l.req
 	m := w.g.Members[req.MemberID]
-	if m == nil || req.InstanceID == "" && m.JoinRequestID != req.RequestID {
+	if m == nil {
 		w.logf("%s: late request %s dropped", req.MemberID, req.RequestID)
 		return
 	}

@@ -147,6 +147,13 @@ func NewGroup(streamPrefix, name string, shardCount int, now time.Time) *Group {
 	}
 }
 
+// Withdrawal is a shard an answer told its member to give up: Version is the
+// metadata version of the first answer that no longer gave it.
+type Withdrawal struct {
+	Shard   int
+	Version int64
+}
+
 // Member is one member of a group as the coordinator sees it.
 type Member struct {
 	// ID is the member id (= its Redis consumer name).
@@ -197,6 +204,14 @@ type Member struct {
 	// may be reading them before it reports them as owned, so Granted shards
 	// block other members exactly like Current and Revoking ones.
 	Granted []int
+	// Withdrawn lists the held shards (in Current or Revoking) that an
+	// answer no longer gave the member, each with the metadata version of
+	// the first such answer. A report leaves out such a shard as released
+	// only when it carries that version or a later one: it was sent after
+	// the member heard it had to give the shard up. An older report (a late
+	// copy, or one crossing that answer) proves nothing about the shard,
+	// which stays in Revoking. Durable.
+	Withdrawn []Withdrawal
 	// Reported is true once the member heartbeated after its join; until
 	// then an epoch-0 heartbeat is a replay of a lost join answer.
 	Reported bool

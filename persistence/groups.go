@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -52,22 +53,31 @@ type groupV2 struct {
 	OwnerEpochs int `json:"ownerEpochs"`
 }
 
+// withdrawalV2 is one of a member's withdrawn shards (assign.Withdrawal).
+type withdrawalV2 struct {
+	Shard   int   `json:"shard"`
+	Version int64 `json:"version"`
+}
+
 // memberV2 is one member with its target, schema version 2.
 type memberV2 struct {
-	ID                string    `json:"id"`
-	Name              string    `json:"name"`
-	State             string    `json:"state"`
-	Epoch             int64     `json:"epoch"`
-	PreviousEpoch     int64     `json:"previousEpoch"`
-	Current           []int     `json:"current"`
-	Revoking          []int     `json:"revoking"`
-	Granted           []int     `json:"granted"`
-	Reported          bool      `json:"reported"`
-	JoinedAt          time.Time `json:"joinedAt,omitzero"`
-	RebalanceDeadline time.Time `json:"rebalanceDeadline,omitzero"`
-	StateChangedAt    time.Time `json:"stateChangedAt,omitzero"`
-	InstanceID        string    `json:"instanceId,omitempty"`
-	JoinRequestID     string    `json:"joinRequestId,omitempty"`
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	State         string `json:"state"`
+	Epoch         int64  `json:"epoch"`
+	PreviousEpoch int64  `json:"previousEpoch"`
+	Current       []int  `json:"current"`
+	Revoking      []int  `json:"revoking"`
+	Granted       []int  `json:"granted"`
+	// Withdrawn is absent when empty, so that records without it read as
+	// before.
+	Withdrawn         []withdrawalV2 `json:"withdrawn,omitempty"`
+	Reported          bool           `json:"reported"`
+	JoinedAt          time.Time      `json:"joinedAt,omitzero"`
+	RebalanceDeadline time.Time      `json:"rebalanceDeadline,omitzero"`
+	StateChangedAt    time.Time      `json:"stateChangedAt,omitzero"`
+	InstanceID        string         `json:"instanceId,omitempty"`
+	JoinRequestID     string         `json:"joinRequestId,omitempty"`
 	// Target is the member's entry of the group's target; absent when the
 	// member has none (only live members are in the target).
 	Target *[]int `json:"target,omitempty"`
@@ -161,6 +171,7 @@ func encodeMember(m *assign.Member, target []int, inTarget bool) ([]byte, error)
 		Current:           cleanShards(m.Current),
 		Revoking:          cleanShards(m.Revoking),
 		Granted:           cleanShards(m.Granted),
+		Withdrawn:         encodeWithdrawn(m.Withdrawn),
 		Reported:          m.Reported,
 		JoinedAt:          utc(m.JoinedAt),
 		RebalanceDeadline: utc(m.RebalanceDeadline),
@@ -772,6 +783,7 @@ func decodeMemberInto(g *assign.Group, id string, v []byte, rev uint64) error {
 		Current:           cleanShards(m.Current),
 		Revoking:          cleanShards(m.Revoking),
 		Granted:           cleanShards(m.Granted),
+		Withdrawn:         decodeWithdrawn(m.Withdrawn),
 		Reported:          m.Reported,
 		JoinedAt:          utc(m.JoinedAt),
 		RebalanceDeadline: utc(m.RebalanceDeadline),
@@ -1020,4 +1032,31 @@ func groupHeadRevision(v []byte, prefix, name string) (uint64, error) {
 		}
 	}
 	return env.StoreRevision, nil
+}
+
+func encodeWithdrawn(ws []assign.Withdrawal) []withdrawalV2 {
+	var out []withdrawalV2
+	for _, w := range ws {
+		out = append(out, withdrawalV2{Shard: w.Shard, Version: w.Version})
+	}
+	return out
+}
+
+// decodeWithdrawn returns the withdrawals sorted by shard, one per shard
+// (the newest version kept: it asks the most of the member's next report).
+func decodeWithdrawn(ws []withdrawalV2) []assign.Withdrawal {
+	if len(ws) == 0 {
+		return nil
+	}
+	out := make([]assign.Withdrawal, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, assign.Withdrawal{Shard: w.Shard, Version: w.Version})
+	}
+	slices.SortFunc(out, func(a, b assign.Withdrawal) int {
+		if a.Shard != b.Shard {
+			return cmp.Compare(a.Shard, b.Shard)
+		}
+		return cmp.Compare(b.Version, a.Version)
+	})
+	return slices.CompactFunc(out, func(a, b assign.Withdrawal) bool { return a.Shard == b.Shard })
 }

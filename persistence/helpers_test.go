@@ -78,6 +78,8 @@ func richGroup(prefix, name string) *assign.Group {
 		CreatedAt:   t0.Add(-24 * time.Hour),
 		OwnerEpochs: []int64{3, 4, 0, 0, 7, 2},
 	}
+	g.Members["m-active"].Withdrawn = []assign.Withdrawal{{Shard: 5, Version: 11}}
+	g.Members["m-leaving"].Withdrawn = []assign.Withdrawal{{Shard: 4, Version: 9}}
 	g.Members["m-starting"].RebalanceDeadline = time.Time{}
 	g.Members["m-starting"].InstanceID = ""
 	return g
@@ -114,12 +116,14 @@ func durableAs(g *assign.Group, withIncarnation bool) *assign.Group {
 		mc.Current = append([]int{}, m.Current...)
 		mc.Revoking = append([]int{}, m.Revoking...)
 		mc.Granted = append([]int{}, m.Granted...)
+		mc.Withdrawn = append([]assign.Withdrawal(nil), m.Withdrawn...)
 		mc.Progress = nil
 		mc.LastHeartbeat = time.Time{}
 		mc.LeaseExpiresAt = time.Time{}
 		mc.ReadableUntil = time.Time{}
 		if !withIncarnation {
 			mc.InstanceID, mc.JoinRequestID = "", ""
+			mc.Withdrawn = nil // schema 1 had none
 		}
 		c.Members[id] = &mc
 	}

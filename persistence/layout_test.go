@@ -478,6 +478,12 @@ func TestRealJoinWritesUnder4KiB(t *testing.T) {
 	}
 	for _, id := range donors {
 		m := g.Members[id]
+		// The donor first hears it must give shards up: a report sent
+		// before that answer could not release them.
+		hears := &protocol.HeartbeatRequest{ProtocolVersion: 1, RequestID: "hear-" + id, MemberID: id, MemberName: m.Name,
+			MemberEpoch: m.Epoch, MetadataVersion: m.MetadataVersion, InstanceID: m.InstanceID,
+			OwnedShards: protocol.Shards(m.Current)}
+		step("the answer to "+id, hears)
 		req := &protocol.HeartbeatRequest{ProtocolVersion: 1, RequestID: "donor-" + id, MemberID: id, MemberName: m.Name,
 			MemberEpoch: m.Epoch, MetadataVersion: g.MetadataVersion, InstanceID: m.InstanceID,
 			OwnedShards: protocol.Shards(g.Target[id])}
