@@ -86,6 +86,12 @@
 //     held by it. The protocol names only the target, which would fence a
 //     member whose lost response was the one revoking a shard — our epochs,
 //     unlike KIP-848's, advance while a revocation is still running.
+//   - A report frees a held shard it leaves out only when it carries the
+//     metadata version of the first answer that took the shard away, or a
+//     later one; a granted shard it leaves out stays held as revoking when
+//     the answer takes it away (withdrawn.go). The protocol takes every
+//     report at its word, which a late copy of one turns against the
+//     member that sent it.
 //   - A stale epoch does not only answer FENCED_MEMBER_EPOCH, it fences the
 //     member (state FENCED), so its epoch-0 rejoin is accepted at once
 //     instead of being answered RETRY as a duplicate until its lease ends.

@@ -625,20 +625,16 @@ func (w *world) heartbeat(p *proc) {
 }
 
 // deliverLate hands the coordinator a request its sender gave up on: the
-// answer reaches nobody.
-//
-// A process that sends instanceId sends requestSeq too, as our member
-// runtime does: every late copy of its requests is delivered, and the
-// coordinator must tell it is late. A reference client sends neither: a
-// late copy of one of its heartbeats reports less than it may read by now,
-// which no coordinator can tell, so only the copy of the join whose retry
-// created its incarnation is delivered; the group actor drops the others
-// (their asker gave up before they were decided).
+// answer reaches nobody. A late copy reports less than its member may read by
+// now: the coordinator must not let go of anything on its word. A process
+// that sends instanceId sends requestSeq too, as our member runtime does, and
+// is answered RETRY; a reference client sends neither, and the metadata
+// version of its report is what keeps the shards held (withdrawn.go).
 func (w *world) deliverLate(l late) {
 	req := l.req
 	m := w.g.Members[req.MemberID]
 	if m == nil {
-		w.logf("%s: late request %s dropped", req.MemberID, req.RequestID)
+		w.logf("%s: late request %s for a pruned member", req.MemberID, req.RequestID)
 		return
 	}
 	res := w.call("late "+req.MemberID, func() Result { return Heartbeat(w.g, req, w.now, w.cfg) })
