@@ -63,7 +63,7 @@ func (o *op) syncMetadata(m *Member, req *protocol.HeartbeatRequest) answer {
 	// What it held and leaves out stays held unless the report proves it
 	// released (withdrawn.go); a granted shard it does not report may be
 	// read by now, as the report may be older than the grant.
-	kept := union(unproven(m, req, held), minus(m.Granted, held))
+	kept := union(unproven(m, req, owned, held), minus(m.Granted, held))
 	o.setCurrent(m, keep)
 	o.setRevoking(m, union(minus(plausible, keep), minus(kept, keep)))
 	o.setGranted(m, keep)

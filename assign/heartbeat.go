@@ -220,7 +220,7 @@ func (o *op) record(m *Member, req *protocol.HeartbeatRequest, owned, revoking [
 		m.Name = req.MemberName
 		o.memberChanged(m)
 	}
-	kept := unproven(m, req, union(owned, revoking))
+	kept := unproven(m, req, owned, revoking)
 	o.setCurrent(m, owned)
 	if len(revoking) > 0 {
 		revoking = minus(revoking, owned)

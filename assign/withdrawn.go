@@ -29,20 +29,21 @@ import (
 // when an answer was lost or crossed a report.
 
 // unproven returns the shards m holds in Current or Revoking that a report
-// carrying req's metadata version leaves out (reported: what it owns or
-// still gives up) but cannot release. Shards in Granted stay held through
-// it; the answer decides what happens to them (see withdraw).
-func unproven(m *Member, req *protocol.HeartbeatRequest, reported []int) []int {
+// carrying req's metadata version leaves out (neither owned nor still being
+// given up) but cannot release. Shards in Granted stay held through it; the
+// answer decides what happens to them (see withdraw).
+func unproven(m *Member, req *protocol.HeartbeatRequest, owned, revoking []int) []int {
 	if len(m.Withdrawn) == 0 {
-		return nil
+		return nil // the steady heartbeat: nothing was taken away
 	}
 	var out []int
 	for _, w := range m.Withdrawn {
-		if req.MetadataVersion < w.Version && !contains(reported, w.Shard) && !contains(m.Granted, w.Shard) {
-			out = append(out, w.Shard)
+		s := w.Shard
+		if req.MetadataVersion < w.Version && !contains(owned, s) && !contains(revoking, s) && !contains(m.Granted, s) {
+			out = append(out, s)
 		}
 	}
-	return normalize(out)
+	return out // in shard order, as m.Withdrawn
 }
 
 // withdraw records, before an answer giving m the shards assigned, what it
