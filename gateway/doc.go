@@ -17,7 +17,8 @@
 //  3. authentication (Basic or Bearer, any case) and the role check: 401
 //     with WWW-Authenticate: Basic realm="rscoord", or 403;
 //  4. for admin mutations: the fixed-window rate limit per principal and
-//     group (429 with Retry-After);
+//     group, within a budget of groups per principal per window, so that
+//     one principal can lock no other out (429 with Retry-After);
 //  5. the handler, which decodes its request, calls one method of the
 //     *actors.Coordinator (which messages the owning actor) and answers.
 //

@@ -119,9 +119,9 @@ func (s *server) logout(c *gin.Context) {
 		s.refuseAuth(c, fail)
 		return
 	}
-	if ok, retry := s.adminLimit.Take(p.Username + "\x00logout"); !ok {
+	if v := s.logoutLimit.TakeOwned(p.Username, ""); !v.OK {
 		s.metrics.RateLimited(metrics.LimiterLogout)
-		tooMany(c, "too many logouts for this user; retry later", retry)
+		tooMany(c, "too many logouts for this user; retry later", v.RetryAfter)
 		return
 	}
 	err := s.auth.Revoke(value)

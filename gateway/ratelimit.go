@@ -6,18 +6,35 @@ import (
 	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
+// Bounds of the admin rate limiter's memory. One principal may change at
+// most adminGroupsPerPrincipal groups (or streams) per window, each at most
+// Options.AdminRateLimit times; past that it is refused new groups itself,
+// never anyone else. adminMaxWindows, the whole table, holds the budgets
+// of 100 principals at once; should more fill it, a principal within its
+// budget changes a new group uncounted rather than being refused for the
+// others' windows.
+const (
+	adminGroupsPerPrincipal = 1000
+	adminMaxWindows         = 100 * adminGroupsPerPrincipal
+)
+
 // rateLimitAdmin limits admin mutations per principal and group (per
-// stream for stream-wide operations) in fixed windows: past the limit the
-// answer is 429 RATE_LIMIT_EXCEEDED with Retry-After. It runs after
-// authorization, so only authenticated callers are counted, and never on
-// heartbeats or reads.
+// stream for stream-wide operations) in fixed windows: past the limit, or
+// past the principal's budget of groups, the answer is 429
+// RATE_LIMIT_EXCEEDED with Retry-After. It runs after authorization, so
+// only authenticated callers are counted, and never on heartbeats or
+// reads.
 func (s *server) rateLimitAdmin(c *gin.Context) {
 	p, _ := principal(c)
-	key := p.Username + "\x00" + c.Param("prefix") + "\x00" + c.Param("group")
-	if ok, retry := s.adminLimit.Take(key); !ok {
-		s.metrics.RateLimited(metrics.LimiterAdmin)
-		tooMany(c, "too many admin changes to this group; retry later", retry)
+	v := s.adminLimit.TakeOwned(p.Username, c.Param("prefix")+"\x00"+c.Param("group"))
+	if v.OK {
+		c.Next()
 		return
 	}
-	c.Next()
+	s.metrics.RateLimited(metrics.LimiterAdmin)
+	if v.OverBudget {
+		tooMany(c, "too many groups changed by this user in the rate window; retry later", v.RetryAfter)
+		return
+	}
+	tooMany(c, "too many admin changes to this group; retry later", v.RetryAfter)
 }

@@ -78,7 +78,14 @@ type Options struct {
 	// Cluster answers GET /coord/v1/monitoring/cluster in cluster mode.
 	// Nil: the route answers 404 (one process, no cluster).
 	Cluster func(ctx context.Context) (protocol.ClusterResponse, error)
+
+	// probe, set only by tests (export_test.go), is handed the server New
+	// builds, so that they can look at its limiters' memory.
+	probe *probe
 }
+
+// probe receives the server New builds (tests only).
+type probe struct{ s *server }
 
 type server struct {
 	coord   *actors.Coordinator
@@ -90,8 +97,11 @@ type server struct {
 	metricsHTTP http.Handler
 
 	adminLimit *window.Limiter
-	loginUser  *window.Limiter
-	loginAddr  *window.Limiter
+	// logoutLimit counts logouts per principal apart from adminLimit, so
+	// that no budget of groups ever stands in the way of revoking a token.
+	logoutLimit *window.Limiter
+	loginUser   *window.Limiter
+	loginAddr   *window.Limiter
 	// refusedAudit and refusedAuditAll limit the audit entries of requests
 	// refused before their handler: per client address, and overall.
 	refusedAudit     *window.Limiter
@@ -140,7 +150,8 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	s := &server{
 		coord: coord, log: opts.Logger, auth: opts.Auth, opts: opts, metrics: opts.Metrics,
 		metricsHTTP:      opts.Metrics.Handler(),
-		adminLimit:       window.New(opts.AdminRateLimit, opts.AdminRateWindow, 0, opts.Now),
+		adminLimit:       window.NewPerOwner(opts.AdminRateLimit, opts.AdminRateWindow, adminGroupsPerPrincipal, adminMaxWindows, opts.Now),
+		logoutLimit:      window.New(opts.AdminRateLimit, opts.AdminRateWindow, 0, opts.Now),
 		loginUser:        window.New(opts.LoginFailureLimit, opts.LoginFailureWindow, opts.LoginFailureKeys, opts.Now),
 		loginAddr:        window.New(opts.LoginAddressFailureLimit, opts.LoginFailureWindow, opts.LoginFailureKeys, opts.Now),
 		refusedAudit:     window.New(refusedAuditPerAddress, time.Minute, 0, opts.Now),
@@ -149,6 +160,9 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 		bodies:           newBodyMemory(opts.BodyMemory, opts.BodyMemoryWait),
 		profiles:         newProfiles(),
 		origins:          http.NewCrossOriginProtection(),
+	}
+	if opts.probe != nil {
+		opts.probe.s = s
 	}
 	if s.auth == nil {
 		s.log.Warn("authentication is OFF: every caller is an anonymous ADMIN; use this for local development only")

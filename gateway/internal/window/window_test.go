@@ -155,6 +155,31 @@ func TestReserveAcrossTheWindow(t *testing.T) {
 	if _, err := l.Reserve(ctx, "u"); err == nil {
 		t.Fatal("the failure found after the window did not count")
 	}
+	// The window that failure opened expires like any other.
+	c.t = c.t.Add(time.Minute)
+	l.Take("sweep")
+	if n := l.Len(); n != 1 {
+		t.Fatalf("%d windows held a window later, want 1", n)
+	}
+}
+
+// TestReleaseAfterTheWindow: a place given back after its window ended
+// leaves nothing behind, counted failures of that window included.
+func TestReleaseAfterTheWindow(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l := New(3, time.Minute, 0, c.now)
+	ctx := context.Background()
+	l.Add("u")
+	r, err := l.Reserve(ctx, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(2 * time.Minute)
+	l.Take("sweep") // u's window expires while its place is held
+	r.Release()
+	if n := l.Len(); n != 1 {
+		t.Fatalf("%d windows held, want 1 (the sweep's)", n)
+	}
 }
 
 // TestReserveWhenFull: a full limiter lets new keys' checks through
@@ -203,5 +228,129 @@ func TestDisabled(t *testing.T) {
 	var nilLimiter *Limiter
 	if ok, _ := nilLimiter.Take("a"); !ok {
 		t.Fatal("nil limiter refused")
+	}
+}
+
+// TestTakeOwnedBudget: an owner holding its budget of windows is refused
+// new keys itself, until its oldest window ends; its held keys count on,
+// and other owners open windows as usual.
+func TestTakeOwnedBudget(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l := NewPerOwner(2, time.Minute, 3, 0, c.now)
+	for i := range 3 {
+		if v := l.TakeOwned("flooder", fmt.Sprint(i)); !v.OK {
+			t.Fatalf("key %d within the budget: %+v", i, v)
+		}
+		c.t = c.t.Add(10 * time.Second)
+	}
+	steps := []struct {
+		name, owner, key string
+		want             Verdict
+	}{
+		{"a key past the budget waits for the oldest window", "flooder", "3", Verdict{RetryAfter: 30 * time.Second, OverBudget: true}},
+		{"a held key counts on", "flooder", "2", Verdict{OK: true}},
+		{"a held key reaches its limit", "flooder", "2", Verdict{RetryAfter: 50 * time.Second}},
+		{"another owner, same key", "other", "3", Verdict{OK: true}},
+		{"another owner, new key", "other", "4", Verdict{OK: true}},
+	}
+	for _, st := range steps {
+		if got := l.TakeOwned(st.owner, st.key); got != st.want {
+			t.Errorf("%s: %+v, want %+v", st.name, got, st.want)
+		}
+	}
+	c.t = c.t.Add(30 * time.Second) // key 0's window ends
+	if v := l.TakeOwned("flooder", "3"); !v.OK {
+		t.Fatalf("a new key once the oldest window ended: %+v", v)
+	}
+	if v := l.TakeOwned("flooder", "5"); v.OK || !v.OverBudget || v.RetryAfter != 10*time.Second {
+		t.Fatalf("the budget is full again: %+v, want refused for 10s", v)
+	}
+}
+
+// TestTakeOwnedFlood: one owner sending more distinct keys than the
+// limiter holds fills only its budget; another owner is never refused,
+// nor a new owner once the table is full (let through uncounted).
+func TestTakeOwnedFlood(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	const perOwner, maxKeys = 1000, 3000
+	l := NewPerOwner(1, time.Minute, perOwner, maxKeys, c.now)
+	passed := 0
+	for i := range 100_100 {
+		if l.TakeOwned("flooder", fmt.Sprint(i)).OK {
+			passed++
+		}
+	}
+	if passed != perOwner || l.Len() != perOwner {
+		t.Fatalf("%d keys passed, %d windows held; want %d and %d", passed, l.Len(), perOwner, perOwner)
+	}
+	// Two more owners at their budget fill the table.
+	for _, o := range []string{"a", "b"} {
+		for i := range perOwner {
+			if v := l.TakeOwned(o, fmt.Sprint(i)); !v.OK {
+				t.Fatalf("%s's key %d: %+v", o, i, v)
+			}
+		}
+	}
+	if n := l.Len(); n != maxKeys {
+		t.Fatalf("%d windows held, want %d", n, maxKeys)
+	}
+	for range 3 {
+		if v := l.TakeOwned("late", "k"); !v.OK {
+			t.Fatalf("a new owner with the table full: %+v", v)
+		}
+	}
+	if n := l.Len(); n != maxKeys {
+		t.Fatalf("%d windows held past the bound %d", n, maxKeys)
+	}
+	if v := l.TakeOwned("a", "0"); v.OK || v.OverBudget {
+		t.Fatalf("a held key past its limit with the table full: %+v, want refused", v)
+	}
+}
+
+// TestSweepInOpeningOrder: windows are forgotten as they expire, in the
+// order they opened, whoever holds them; a key whose window expired opens
+// a new one at the back of that order.
+func TestSweepInOpeningOrder(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l := NewPerOwner(5, time.Minute, 10, 0, c.now)
+	for i := range 6 {
+		l.TakeOwned("o", fmt.Sprint(i)) // one every 10s: 0s … 50s
+		c.t = c.t.Add(10 * time.Second)
+	}
+	// 60s: key 0 expired; key 1 is live and counts a second event.
+	if v := l.TakeOwned("o", "1"); !v.OK {
+		t.Fatalf("key 1 at 60s: %+v", v)
+	}
+	if n := l.Len(); n != 5 {
+		t.Fatalf("%d windows at 60s, want 5", n)
+	}
+	c.t = c.t.Add(25 * time.Second) // 85s: keys 1 and 2 expired
+	l.Take("sweep")
+	if n := l.Len(); n != 4 { // 3, 4, 5 and "sweep"
+		t.Fatalf("%d windows at 85s, want 4", n)
+	}
+	l.TakeOwned("o", "1") // a new window at 85s
+	c.t = c.t.Add(60 * time.Second)
+	l.Take("sweep")
+	if n := l.Len(); n != 1 { // the new "sweep" window only
+		t.Fatalf("%d windows at 145s, want 1", n)
+	}
+}
+
+// TestOwnerForgotten: an owner whose windows all expired is forgotten, so
+// that owners cost no memory past their windows.
+func TestOwnerForgotten(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l := NewPerOwner(1, time.Minute, 2, 0, c.now)
+	for i := range 1000 {
+		l.TakeOwned(fmt.Sprint("owner", i), "k")
+	}
+	c.t = c.t.Add(time.Minute)
+	l.TakeOwned("last", "k")
+	l.mu.Lock()
+	owners := len(l.owners)
+	l.mu.Unlock()
+	if owners != 1 || l.Len() != 1 {
+		t.Fatalf("%d owners and %d windows held, want 1 and 1", owners, l.Len())
 	}
 }
