@@ -161,3 +161,35 @@ func TestAdminRateLimitFloodLocksNoOneOut(t *testing.T) {
 		t.Errorf("the admin limiter holds %d windows, want at most %d", n, gateway.AdminGroupsPerPrincipal+2)
 	}
 }
+
+// TestAdminRateLimitLongNames: the admin limiter keeps at most one byte
+// past the longest valid name of a path, so that names too long (which a
+// path of up to the headers' size can carry) cost its table no more than
+// valid ones: names that agree that far share one window.
+func TestAdminRateLimitLongNames(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{
+		Auth:    &coordtest.Auth{},
+		Gateway: gateway.Options{AdminRateLimit: 1, AdminRateWindow: time.Hour},
+	})
+	longest := strings.Repeat("g", protocol.MaxNameLength)
+	tests := []struct {
+		name         string
+		first, again string
+		want         int
+	}{
+		{"valid names differing in their last byte", longest[1:] + "a", longest[1:] + "b", http.StatusBadRequest},
+		{"the longest valid name and one a byte longer", longest, longest + "x", http.StatusBadRequest},
+		{"names too long agreeing past the longest valid", longest + "xa", longest + "xb" + strings.Repeat("z", 10_000), http.StatusTooManyRequests},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stream := base + "/streams/s" + strconv.Itoa(i) + "/groups/"
+			if status, _, raw := send(t, s.URL, http.MethodDelete, stream+tt.first, `{"reason":"r"}`, s.Authorization); status != http.StatusBadRequest {
+				t.Fatalf("first: %d %s, want 400", status, raw)
+			}
+			if status, _, raw := send(t, s.URL, http.MethodDelete, stream+tt.again, `{"reason":"r"}`, s.Authorization); status != tt.want {
+				t.Fatalf("again: %d %s, want %d", status, raw, tt.want)
+			}
+		})
+	}
+}
