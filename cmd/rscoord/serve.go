@@ -56,7 +56,7 @@ type ServeCmd struct {
 	MemberAuth               bool          `default:"true" negatable:"" env:"RSCOORD_MEMBER_AUTH" help:"Require the MEMBER role (on the heartbeat's stream, as a member id the user is bound to) on heartbeats. --no-member-auth lets anyone heartbeat as any member: local development only."`
 	Users                    string        `placeholder:"FILE" env:"RSCOORD_USERS" help:"JSON users file: {\"users\":[{\"username\":…,\"passwordHash\":\"<bcrypt>\",\"roles\":[…]}]} (hashes from rscoord hash-password)."`
 	TokenTTL                 time.Duration `default:"168h" env:"RSCOORD_TOKEN_TTL" help:"Lifetime of tokens issued by /auth/login."`
-	AdminRateLimit           int           `default:"30" env:"RSCOORD_ADMIN_RATE_LIMIT" help:"Admin mutations one principal may send per group (or stream) per --admin-rate-window; 0: no limit."`
+	AdminRateLimit           int           `default:"30" env:"RSCOORD_ADMIN_RATE_LIMIT" help:"Admin mutations one principal may send per group (or stream) per --admin-rate-window, for at most 1,000 groups at once; 0: no limit."`
 	AdminRateWindow          time.Duration `default:"1m" env:"RSCOORD_ADMIN_RATE_WINDOW" help:"Window of --admin-rate-limit."`
 	LoginFailureLimit        int           `default:"10" env:"RSCOORD_LOGIN_FAILURE_LIMIT" help:"Failed logins per username per --login-failure-window before logins answer 429; 0: no limit."`
 	LoginAddressFailureLimit int           `default:"50" env:"RSCOORD_LOGIN_ADDRESS_FAILURE_LIMIT" help:"Failed password checks per client address per --login-failure-window before its Basic credentials and logins answer 429; 0: no limit."`
