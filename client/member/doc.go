@@ -123,6 +123,12 @@
 //     and the wall clock ends it first (the monotonic clock stops while the
 //     machine is suspended; the coordinator's lease does not), and a
 //     shorter memberLeaseMs takes effect at the next successful answer.
+//     A lease renewed by an answer the member applies after it ended (a
+//     late answer, a busy actor, a wall-clock step) still lapsed: the
+//     member stops every shard then, as the lease check does, and the OK
+//     resumes them at once with new runs, which read their own pending
+//     entries first (rule 7), so records whose hand-over or ACK the
+//     lapse refused come back at once, not a claim min idle later.
 //  10. Nothing is acknowledged for the handler. The one exception: a
 //     pending entry whose record was deleted from the stream comes back
 //     without fields; it can never be handled and is acknowledged.

@@ -25,6 +25,10 @@ type leaseClock struct {
 	// end is the end of the lease; nil means no lease (not joined yet,
 	// fenced).
 	end atomic.Pointer[leaseEnd]
+	// seenPassed is the last end a check (until) found passed: a read
+	// loop or an Ack may see a lease lapse that the member actor only
+	// looks at after a renewal (lapsed).
+	seenPassed atomic.Pointer[leaseEnd]
 }
 
 // leaseEnd is where a lease ends, by both clocks.
@@ -98,5 +102,19 @@ func (l *leaseClock) until() time.Duration {
 	if e == nil {
 		return 0
 	}
-	return min(e.mono-l.now(), e.wall.Sub(time.Now().Round(0)))
+	left := min(e.mono-l.now(), e.wall.Sub(time.Now().Round(0)))
+	if left <= 0 && l.seenPassed.Load() != e {
+		l.seenPassed.Store(e)
+	}
+	return left
+}
+
+// lapsed reports whether the lease in force has passed: now, or at any
+// check since it was set (the wall clock may have stepped back since).
+// The member actor asks before a renewal: a lease renewed by an answer
+// applied after it had ended still lapsed, and reads and ACKs may have
+// been refused meanwhile (doc.go rule 9).
+func (l *leaseClock) lapsed() bool {
+	e := l.end.Load()
+	return e != nil && (l.until() <= 0 || l.seenPassed.Load() == e)
 }

@@ -65,3 +65,52 @@ func TestLeaseClock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newLeaseClock(ttl)) })
 	}
 }
+
+// TestLeaseLapsed: lapsed tells the member actor, before it renews the
+// lease, whether the lease in force ended: it has passed now, or a check
+// found it passed earlier (a wall clock that stepped forward and back);
+// a lease renewed in time, a renewed lapsed lease, and no lease are not
+// lapsed.
+func TestLeaseLapsed(t *testing.T) {
+	const ttl = 10 * time.Second
+	for _, tc := range []struct {
+		name string
+		set  func(l *leaseClock)
+		want bool
+	}{
+		{"no lease", func(*leaseClock) {}, false},
+		{"running", func(l *leaseClock) { l.renew(l.stamp()) }, false},
+		{"passed", func(l *leaseClock) {
+			mono, wall := l.stamp()
+			l.renew(mono-ttl-time.Millisecond, wall.Add(-ttl-time.Millisecond))
+		}, true},
+		{"passed, then renewed", func(l *leaseClock) {
+			mono, wall := l.stamp()
+			l.renew(mono-ttl-time.Millisecond, wall.Add(-ttl-time.Millisecond))
+			l.until()
+			l.renew(l.stamp())
+		}, false},
+		{"seen passed by the wall clock, which then stepped back", func(l *leaseClock) {
+			mono, wall := l.stamp()
+			l.renew(mono, wall.Add(-ttl-time.Millisecond))
+			if l.until() > 0 {
+				panic("the wall clock's end has not passed")
+			}
+			l.end.Load().wall = wall.Add(ttl)
+		}, true},
+		{"dropped", func(l *leaseClock) {
+			mono, wall := l.stamp()
+			l.renew(mono-ttl-time.Millisecond, wall.Add(-ttl-time.Millisecond))
+			l.until()
+			l.drop()
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLeaseClock(ttl)
+			tc.set(l)
+			if got := l.lapsed(); got != tc.want {
+				t.Fatalf("lapsed() = %v, want %v (%v left)", got, tc.want, l.until())
+			}
+		})
+	}
+}

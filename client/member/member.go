@@ -581,6 +581,17 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 	if resp.MetadataVersion >= 0 {
 		a.version = resp.MetadataVersion
 	}
+	if !a.suspended && a.core.lease.lapsed() {
+		// Rule 9: the lease ended before this answer renews it (the
+		// answer came or was applied late; the wall clock stepped
+		// forward), and reads, hand-overs and ACKs were refused
+		// meanwhile, leaving their records in this consumer's pending
+		// list. A lapse the lease check has not seen yet is still a
+		// lapse: stop every run now; an OK resumes at once (apply) with
+		// new runs, which read the member's own pending entries first
+		// (rule 7) instead of leaving them to XAUTOCLAIM.
+		a.suspend("assignment lease lapsed before an answer renewed it: reads and ACKs stopped on every shard until an OK")
+	}
 	a.scheduleLease(a.core.lease.renew(m.sentAt, m.sentWall))
 	a.forgetReported(m.req)
 	if resp.Status == protocol.StatusOK {
@@ -1004,9 +1015,14 @@ func (a *memberActor) checkLease() {
 		a.leaseTimer = a.timer(left, &leaseCheckMsg{})
 		return
 	}
+	a.suspend("assignment lease expired without a successful heartbeat: reads and ACKs stopped on every shard until an OK")
+}
+
+// suspend fails closed on a lapsed lease (rule 9): every run stops reads
+// and ACKs at once; ownership is kept and an OK resumes reads.
+func (a *memberActor) suspend(msg string) {
 	a.suspended = true
-	a.log.Warn("assignment lease expired without a successful heartbeat: reads and ACKs stopped on every shard until an OK",
-		slog.Duration("memberLease", a.core.lease.length()), slog.Any("owned", a.owned))
+	a.log.Warn(msg, slog.Duration("memberLease", a.core.lease.length()), slog.Any("owned", a.owned))
 	a.rs.hooks.leaseLost(a.core.ctx)
 	a.fenceAll(ErrLeaseExpired)
 }
