@@ -113,7 +113,9 @@
 //     interrupted, rule 16). While a
 //     handler still runs, the rejoin also waits until the lease of the last
 //     answer has passed: the join frees the member's shards at once, and a
-//     handler may not look at its context.
+//     handler may not look at its context. So does the join of a member
+//     actor restarted after a panic when handlers of the incarnation
+//     before outlived its 10s wait for them.
 //  9. Assignment lease: without a successful heartbeat (OK, SYNC_METADATA,
 //     REVOKE_PENDING) for the member lease, counted from when that
 //     heartbeat was sent, every shard stops reads and ACKs (ErrLeaseExpired)

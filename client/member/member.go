@@ -64,6 +64,7 @@ type cohort struct {
 type memberActor struct {
 	rs   *runState
 	id   string
+	inc  *incarnations
 	core *memberCore
 	log  *slog.Logger
 	self *actor.PID
@@ -148,9 +149,21 @@ type memberActor struct {
 	redisTimer                                 *time.Timer
 }
 
+// incarnations is what one member's actor incarnations pass on: protoactor
+// restarts a member actor that panicked with a new memberActor from the
+// same producer, and the new one must not join while handlers of the old
+// one may still be running.
+type incarnations struct {
+	// joinNotBefore: no join (epoch 0) before this time (monotonic), set by
+	// an incarnation that stopped with handlers still running to the end
+	// of its lease (shutdown).
+	joinNotBefore time.Time
+}
+
 func newMemberActor(rs *runState, id string) actor.Producer {
+	inc := &incarnations{}
 	return func() actor.Actor {
-		return &memberActor{rs: rs, id: id}
+		return &memberActor{rs: rs, id: id, inc: inc}
 	}
 }
 
@@ -258,6 +271,12 @@ func (a *memberActor) start(ctx actor.Context) {
 	a.hbCtx, a.hbCancel = context.WithCancel(context.Background())
 	core.sched.start(core.handle)
 	a.log.Info("member starting", slog.Int("workers", cfg.maxWorkers), slog.Duration("memberLease", cfg.memberLease))
+	if wait := time.Until(a.inc.joinNotBefore); wait > 0 {
+		// Rule 8, after a restart: the join frees the shards of the
+		// incarnation before, some of whose handlers still run.
+		a.log.Info("join waits for the lease of the incarnation before: its handlers still run", slog.Duration("wait", wait))
+		a.rejoinAt = core.lease.now() + wait
+	}
 	// Rule 14: join only with a Redis that answers.
 	a.waitForRedis("checking Redis before joining")
 }
@@ -270,13 +289,16 @@ func (a *memberActor) start(ctx actor.Context) {
 //     returns; each waits for its read loop);
 //  3. the heartbeat in flight, cancelled and waited for;
 //  4. the workers, after their current record, waited for at most
-//     workerStopWait;
+//     workerStopWait; when some are still running then, the next
+//     incarnation (a restart after a panic) joins only after the lease of
+//     the last answer, as a rejoin after a fence does (rule 8);
 //  5. the member's context and lease.
 func (a *memberActor) shutdown() {
 	if a.stopped || a.core == nil {
 		return
 	}
 	a.stopped = true
+	leaseEnd := time.Now().Add(a.core.lease.until())
 	stopTimer(&a.beatTimer)
 	stopTimer(&a.leaseTimer)
 	stopTimer(&a.leaveTimer)
@@ -288,6 +310,12 @@ func (a *memberActor) shutdown() {
 	if !a.core.sched.wait(workerStopWait) {
 		a.log.Error("handlers ignored their cancelled context; leaving their workers behind",
 			slog.Duration("waited", workerStopWait))
+		// They may still work on records of shards this member's next
+		// join frees at once (the same instanceId): the coordinator
+		// would wait for this lease before giving them to a member it
+		// could not tell from a new process, so the next incarnation
+		// does too.
+		a.inc.joinNotBefore = leaseEnd
 	}
 	a.core.cancel()
 	a.core.lease.drop()
