@@ -72,7 +72,6 @@ type memberActor struct {
 	actx actor.Context
 
 	epoch, version int64
-	seq            int64
 	// retryID is the requestId of a heartbeat whose answer was lost to a
 	// transport error: the next heartbeat reuses it, so the coordinator
 	// can tell a retry from a new request.
@@ -158,6 +157,11 @@ type incarnations struct {
 	// an incarnation that stopped with handlers still running to the end
 	// of its lease (shutdown).
 	joinNotBefore time.Time
+	// seq numbers the member's requests (requestId) across incarnations:
+	// an incarnation counting from 1 again would send the requestIds of
+	// the one before, and the coordinator takes a requestId it has seen
+	// for a retry (its first join's: a late copy, answered RETRY).
+	seq int64
 }
 
 func newMemberActor(rs *runState, id string) actor.Producer {
@@ -403,9 +407,9 @@ func stopTimer(t **time.Timer) {
 
 // request builds the next heartbeat from the member's state.
 func (a *memberActor) request() protocol.HeartbeatRequest {
-	a.seq++
+	a.inc.seq++
 	cfg := a.rs.cfg
-	requestID := a.id + "-" + a.rs.nonce + "-" + strconv.FormatInt(a.seq, 10)
+	requestID := a.id + "-" + a.rs.nonce + "-" + strconv.FormatInt(a.inc.seq, 10)
 	if a.retryID != "" {
 		requestID, a.retryID = a.retryID, ""
 	}

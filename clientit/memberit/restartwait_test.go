@@ -53,6 +53,8 @@ type failOnceWatch struct {
 	lastOK   time.Time
 	failedAt time.Time
 	joinAt   time.Time
+	// joinAnswer is the status of the answer to the join at joinAt.
+	joinAnswer protocol.Status
 }
 
 func (w *failOnceWatch) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -70,7 +72,8 @@ func (w *failOnceWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	w.mu.Lock()
-	if hb.MemberEpoch == protocol.EpochJoin && !w.failedAt.IsZero() && w.joinAt.IsZero() {
+	firstJoin := hb.MemberEpoch == protocol.EpochJoin && !w.failedAt.IsZero() && w.joinAt.IsZero()
+	if firstJoin {
 		w.joinAt = sent
 	}
 	w.mu.Unlock()
@@ -92,12 +95,23 @@ func (w *failOnceWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(out))
 	var ans protocol.HeartbeatResponse
-	if json.Unmarshal(out, &ans) == nil && ans.Status == protocol.StatusOK && hb.MemberEpoch > 0 {
+	if json.Unmarshal(out, &ans) == nil {
 		w.mu.Lock()
-		w.lastOK = sent
+		if ans.Status == protocol.StatusOK && hb.MemberEpoch > 0 {
+			w.lastOK = sent
+		}
+		if firstJoin {
+			w.joinAnswer = ans.Status
+		}
 		w.mu.Unlock()
 	}
 	return resp, nil
+}
+
+func (w *failOnceWatch) joinStatus() protocol.Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.joinAnswer
 }
 
 func (w *failOnceWatch) times() (lastOK, failed, join time.Time) {
@@ -178,6 +192,44 @@ func TestRestartAfterPanicWaitsForTheLeaseWhileHandlersRun(t *testing.T) {
 	})
 	eventually(t, 10*time.Second, "the record is acknowledged by the new incarnation", func() bool {
 		return e.pending(0) == 0
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestartedMemberJoinsWithNewRequestIDs: a member actor restarted
+// after a panic numbers its requests on from where the incarnation before
+// stopped. Numbered from 1 again, its join carried the requestId of the
+// first incarnation's join, which the coordinator answers RETRY as a late
+// copy of a join already answered, until the lease of the incarnation
+// before lapsed; and its later requests could be taken for retries of
+// requests the coordinator had answered.
+func TestRestartedMemberJoinsWithNewRequestIDs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "restartids", 1)
+	var panicArmed atomic.Bool
+	log := slog.New(panickingLog{Handler: testLogger(t).Handler(),
+		msg: "heartbeat failed; retrying (the lease keeps running)", armed: &panicArmed})
+	watch := &failOnceWatch{}
+	r := e.start("rs-ids", func(ctx context.Context, msg *member.Message) error { return msg.Ack(ctx) },
+		member.WithLogger(log), member.WithHTTPClient(&http.Client{Transport: watch}))
+	eventually(t, 15*time.Second, "the member owns the shard", func() bool {
+		return len(assignments(t, e.coord, e.prefix)["rs-ids-m0"]) == 1
+	})
+	panicArmed.Store(true)
+	watch.fail.Store(true)
+	eventually(t, 10*time.Second, "the join of the restarted member is answered", func() bool {
+		return watch.joinStatus() != ""
+	})
+	if panicArmed.Load() {
+		t.Fatal("the member actor never logged the failed heartbeat (no panic)")
+	}
+	if got := watch.joinStatus(); got != protocol.StatusOK {
+		t.Fatalf("the join of the restarted member was answered %s, want OK", got)
+	}
+	eventually(t, 5*time.Second, "the member owns the shard again", func() bool {
+		return len(assignments(t, e.coord, e.prefix)["rs-ids-m0"]) == 1
 	})
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
