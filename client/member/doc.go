@@ -94,7 +94,9 @@
 //     cancelled, their ACKs refused) so the coordinator never has to fence.
 //  6. At most one read loop per shard: a shard starts again only after its
 //     previous run's read loop has returned and its records in flight have
-//     finished (or, after a fence, were cut off).
+//     finished (or, after a fence, were cut off). A read loop started again
+//     on the same run (its shard actor restarted after a panic) first
+//     waits for the run's records in flight, which are still pending.
 //  7. On a new shard the read loop reads this consumer's pending entries
 //     first (XREADGROUP … 0, until an empty answer), then claims entries
 //     idle for the claim min idle (XAUTOCLAIM), then reads new entries (>)

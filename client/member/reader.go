@@ -72,6 +72,9 @@ func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
 		defer r.conn.drop() // before done: the run's connection ends with it
 	}
 	log := r.core.log.With(slog.Int("shard", r.shard), slog.String("streamKey", r.key))
+	if !r.awaitIdle(ctx) {
+		return
+	}
 	rd := &reader{phase: phaseOwnPending, cursor: "0"}
 	backoff := time.Duration(0)
 	failures := 0
@@ -124,6 +127,29 @@ func (r *shardRun) readLoop(ctx context.Context, done chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// awaitIdle waits until nothing of the run is in flight, and reports
+// false when ctx ended first. A new run has nothing in flight; a shard
+// actor restarted after a panic starts a new loop on the same run while
+// records the loop before delivered are still queued or being handled
+// (their handlers may ignore their context). They are still in this
+// consumer's pending list, so reading it now (rule 7) would hand them out
+// a second time, out of order. A token the loop before left unread is
+// taken too, so that the first batch is not taken for finished.
+func (r *shardRun) awaitIdle(ctx context.Context) bool {
+	for r.inFlight() > 0 {
+		select {
+		case <-r.idle:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	select {
+	case <-r.idle:
+	default:
+	}
+	return true
 }
 
 // fetchSafe is fetch with a panic turned into an error, so that a bug in
