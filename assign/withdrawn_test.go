@@ -3,6 +3,7 @@ package assign
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
 )
@@ -107,5 +108,75 @@ func TestReleaseNeedsTheVersionThatTookTheShard(t *testing.T) {
 		if freed := len(intersect(moved, union(m.Current, m.Revoking))) == 0; freed != tc.freed {
 			t.Errorf("%s: freed %v, want %v (a: current %v revoking %v withdrawn %v)", tc.name, freed, tc.freed, m.Current, m.Revoking, m.Withdrawn)
 		}
+	}
+}
+
+// TestLateLeaveOfAnEarlierProcess: a reference client's leave is held up in
+// the network; its retry is answered and the process exits. A new process
+// under the same member id (a restarted pod) joins and reads the shards
+// the join gives it. Then the first copy of the old leave arrives. Nothing
+// tells the two processes apart but the leave's metadata version, older
+// than the rejoin: decided, it would end the new process's membership and
+// free what it reads, for b to take.
+func TestLateLeaveOfAnEarlierProcess(t *testing.T) {
+	tests := []struct {
+		name string
+		// crash: the coordinator restarts from its store before the late
+		// copy arrives (nothing kept in memory may decide).
+		crash bool
+	}{
+		{"same coordinator", false},
+		{"after a coordinator restart", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGroup("orders", "billing", 4, t0)
+			a, b := newClient(t, g, "a"), newClient(t, g, "b")
+			a.sim.instance, b.sim.instance = "", ""
+			now := t0
+			for _, c := range []*client{a, b} {
+				now = now.Add(time.Millisecond)
+				c.beat(now)
+			}
+			now = settle(t, now, a, b)
+
+			// a stops reading, then leaves: the first copy is held up.
+			a.sim.drop()
+			a.sim.leaving = true
+			late := a.sim.request()
+			now = now.Add(time.Millisecond)
+			a.beat(now) // the retry, answered: a is gone
+			if m := g.Members["a"]; m.State != protocol.MemberLeaving || holds(m) {
+				t.Fatalf("a after its leave: %+v", m)
+			}
+			now = settle(t, now, b)
+
+			a2 := newClient(t, g, "a")
+			a2.sim.instance = ""
+			now = now.Add(time.Millisecond)
+			a2.beat(now)
+			now = settle(t, now, a2, b)
+			reads := a2.sim.reading()
+			if len(reads) == 0 {
+				t.Fatalf("the new process of a reads nothing: %s", dumpGroup(g))
+			}
+
+			if tc.crash {
+				store := newSimStore(g)
+				g = store.load()
+				Restore(g, now, a.cfg)
+				b.g, a2.g = g, g
+			}
+			now = now.Add(time.Millisecond)
+			Heartbeat(g, late, now, a.cfg)
+			m := g.Members["a"]
+			if held := union(union(m.Current, m.Revoking), m.Granted); !subset(reads, held) {
+				t.Fatalf("after the late leave a holds %v (state %s); its new process reads %v", held, m.State, reads)
+			}
+			now = now.Add(time.Millisecond)
+			if r := b.beat(now).Response; len(intersect(assigned(r), reads)) > 0 {
+				t.Fatalf("b granted %v while the new process of a reads %v", assigned(r), reads)
+			}
+		})
 	}
 }
