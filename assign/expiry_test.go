@@ -117,7 +117,7 @@ func TestRebalanceDeadline(t *testing.T) {
 			epoch := g.Members["a"].Epoch
 			var req *protocol.HeartbeatRequest
 			if tc.leave {
-				req = leaveReq("a", revokingShard(0, protocol.RevokeDraining, 3), revokingShard(1, protocol.RevokeDraining, 1))
+				req = leaveReq(g, "a", revokingShard(0, protocol.RevokeDraining, 3), revokingShard(1, protocol.RevokeDraining, 1))
 			} else {
 				req = hb("a", epoch, g.MetadataVersion, []int{0, 1, 2, 3})
 			}
@@ -204,7 +204,7 @@ func TestLeavingReleasedAtLease(t *testing.T) {
 	g, _, now := stable(t, 4, "a", "b")
 	now = now.Add(time.Second)
 	// JVM style: DRAINING on leave, then silence.
-	Heartbeat(g, leaveReq("a", revokingShard(0, protocol.RevokeDraining, 1), revokingShard(1, protocol.RevokeDraining, 1)), now, cfg)
+	Heartbeat(g, leaveReq(g, "a", revokingShard(0, protocol.RevokeDraining, 1), revokingShard(1, protocol.RevokeDraining, 1)), now, cfg)
 	lease := g.Members["a"].LeaseExpiresAt
 	if r := Heartbeat(g, hb("b", g.Members["b"].Epoch, g.MetadataVersion, []int{2, 3}), now, cfg).Response; !slices.Equal(pending(r), []int{0, 1}) {
 		t.Fatalf("b while a drains: %+v", r)

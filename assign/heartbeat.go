@@ -105,6 +105,14 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 		return o.epochZero(m, req), m
 	case m.State == protocol.MemberExpired || m.State == protocol.MemberFenced:
 		return answerFenced, m
+	case e == protocol.EpochLeave && req.MetadataVersion < m.JoinVersion:
+		// Sent before the current incarnation joined: the leave of an
+		// earlier process under the same id, held up in the network.
+		// Decided, it would end the membership of the process that joined
+		// since and free what that one reads (reference clients send no
+		// instanceId to tell them apart).
+		o.ev.StaleIncarnation = true
+		return answerForeignLeave, m
 	case e == protocol.EpochLeave:
 		return o.leave(m, req), m
 	case m.State == protocol.MemberLeaving:
@@ -338,6 +346,10 @@ func (o *op) view(m *Member, req *protocol.HeartbeatRequest, joined bool) protoc
 	if joined {
 		// A joiner owns nothing and saw no lost state: it is in sync.
 		m.MetadataVersion = g.MetadataVersion
+		if m.JoinVersion != g.MetadataVersion {
+			m.JoinVersion = g.MetadataVersion
+			o.memberChanged(m)
+		}
 	}
 	target := g.Target[m.ID]
 	assigned := o.assignable(m)

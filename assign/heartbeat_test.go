@@ -246,7 +246,7 @@ func TestEpochRules(t *testing.T) {
 		{
 			name: "leaving member with a positive epoch",
 			run: func(g *Group, ea, pa int64, now time.Time) *protocol.HeartbeatRequest {
-				Heartbeat(g, leaveReq("a"), now, cfg)
+				Heartbeat(g, leaveReq(g, "a"), now, cfg)
 				return hb("a", ea, g.MetadataVersion, nil)
 			},
 			status:  protocol.StatusFencedMemberEpoch,
@@ -262,7 +262,7 @@ func TestEpochRules(t *testing.T) {
 		},
 		{
 			name:    "unknown member leaving",
-			run:     func(g *Group, ea, pa int64, now time.Time) *protocol.HeartbeatRequest { return leaveReq("zz") },
+			run:     func(g *Group, ea, pa int64, now time.Time) *protocol.HeartbeatRequest { return leaveReq(g, "zz") },
 			status:  protocol.StatusUnknownMemberID,
 			persist: false,
 		},
@@ -421,7 +421,7 @@ func TestResponsesHaveNoNullArrays(t *testing.T) {
 		hb("zz", 4, 2, nil),      // UNKNOWN_MEMBER_ID
 		dupJoin("a"),             // RETRY (duplicate)
 		hb("a", 1, 99, nil),      // SYNC_METADATA
-		leaveReq("a"),            // OK leave
+		hb("a", -1, 100, nil),    // OK leave, at the version SYNC_METADATA answered
 		hb("a", 1, 2, []int{0}),  // FENCED_MEMBER_EPOCH
 		hb("zz", -1, 2, nil),     // UNKNOWN leave
 		hb("a", 1, 2, []int{33}), // FENCED

@@ -57,8 +57,10 @@ func dupJoin(id string) *protocol.HeartbeatRequest {
 	return req
 }
 
-func leaveReq(id string, revoking ...protocol.RevokingShard) *protocol.HeartbeatRequest {
-	return hb(id, -1, 0, nil, revoking...)
+// leaveReq is a leave of a member that applied every answer: it carries
+// g's metadata version.
+func leaveReq(g *Group, id string, revoking ...protocol.RevokingShard) *protocol.HeartbeatRequest {
+	return hb(id, -1, g.MetadataVersion, nil, revoking...)
 }
 
 func revokingShard(s int, st protocol.RevokeState, inFlight int) protocol.RevokingShard {
@@ -350,6 +352,12 @@ func fingerprint(g *Group, epochs bool) uint64 {
 		set(m.Current)
 		set(m.Revoking)
 		set(m.Granted)
+		num(int64(len(m.Withdrawn)))
+		for _, w := range m.Withdrawn {
+			num(int64(w.Shard))
+			num(w.Version)
+		}
+		num(m.JoinVersion)
 		if m.Reported {
 			num(1)
 		}
@@ -409,7 +417,7 @@ func partsWith(g *Group, epochs bool) recordParts {
 		if !epochs {
 			e = nil
 		}
-		p.members[id] = fmt.Sprint(m.Name, m.State, e, m.Current, m.Revoking, m.Granted, m.Withdrawn, m.Reported,
+		p.members[id] = fmt.Sprint(m.Name, m.State, e, m.Current, m.Revoking, m.Granted, m.Withdrawn, m.JoinVersion, m.Reported,
 			m.JoinedAt.UnixNano(), m.RebalanceDeadline.UnixNano(), m.StateChangedAt.UnixNano(), m.InstanceID, m.JoinRequestID, g.Target[id])
 	}
 	return p

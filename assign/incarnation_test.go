@@ -109,7 +109,7 @@ func TestStaleIncarnationFencedAlone(t *testing.T) {
 			t.Errorf("no memberLeaseMs")
 		}
 	}
-	leave := withInstance(leaveReq("a"), "old")
+	leave := withInstance(leaveReq(g, "a"), "old")
 	if res := Heartbeat(g, leave, t0.Add(3*time.Millisecond), cfg); res.Response.Status != protocol.StatusOK || res.Persist {
 		t.Fatalf("a stale incarnation's leave: %+v", res)
 	}

@@ -54,7 +54,7 @@ func TestMemberLimit(t *testing.T) {
 		{
 			name: "a leaver that holds nothing makes room",
 			setup: func(g *Group, cfg Config) time.Time {
-				Heartbeat(g, leaveReq("m1"), t0.Add(time.Second), cfg)
+				Heartbeat(g, leaveReq(g, "m1"), t0.Add(time.Second), cfg)
 				return t0.Add(2 * time.Second)
 			},
 			req:         func(*Group) *protocol.HeartbeatRequest { return joinReq("new") },
@@ -65,8 +65,8 @@ func TestMemberLimit(t *testing.T) {
 		{
 			name: "the member that ended first makes room",
 			setup: func(g *Group, cfg Config) time.Time {
-				Heartbeat(g, leaveReq("m2"), t0.Add(time.Second), cfg)
-				Heartbeat(g, leaveReq("m0"), t0.Add(2*time.Second), cfg)
+				Heartbeat(g, leaveReq(g, "m2"), t0.Add(time.Second), cfg)
+				Heartbeat(g, leaveReq(g, "m0"), t0.Add(2*time.Second), cfg)
 				return t0.Add(3 * time.Second)
 			},
 			req:         func(*Group) *protocol.HeartbeatRequest { return joinReq("new") },

@@ -28,7 +28,7 @@ func TestLeave(t *testing.T) {
 	}{
 		{
 			name:      "leave with nothing left",
-			reqs:      func(g *Group) []*protocol.HeartbeatRequest { return []*protocol.HeartbeatRequest{leaveReq("a")} },
+			reqs:      func(g *Group) []*protocol.HeartbeatRequest { return []*protocol.HeartbeatRequest{leaveReq(g, "a")} },
 			status:    protocol.StatusOK,
 			epoch:     -1,
 			wantState: protocol.MemberLeaving,
@@ -37,58 +37,71 @@ func TestLeave(t *testing.T) {
 		{
 			name: "leave while draining",
 			reqs: func(g *Group) []*protocol.HeartbeatRequest {
-				return []*protocol.HeartbeatRequest{leaveReq("a", draining(0, 1)...)}
+				return []*protocol.HeartbeatRequest{leaveReq(g, "a", draining(0, 1)...)}
 			},
 			status: protocol.StatusOK, epoch: -1, wantState: protocol.MemberLeaving, wantRevoking: []int{0, 1}, persist: true,
 		},
 		{
 			name: "owned shards in a leave are not kept",
 			reqs: func(g *Group) []*protocol.HeartbeatRequest {
-				return []*protocol.HeartbeatRequest{hb("a", -1, 0, []int{0, 1, 2})}
+				return []*protocol.HeartbeatRequest{hb("a", -1, g.MetadataVersion, []int{0, 1, 2})}
 			},
 			status: protocol.StatusOK, epoch: -1, wantState: protocol.MemberLeaving, persist: true,
 		},
 		{
 			name: "draining someone else's shard is dropped, not fenced",
 			reqs: func(g *Group) []*protocol.HeartbeatRequest {
-				return []*protocol.HeartbeatRequest{leaveReq("a", draining(0, 5)...)}
+				return []*protocol.HeartbeatRequest{leaveReq(g, "a", draining(0, 5)...)}
 			},
 			status: protocol.StatusOK, epoch: -1, wantState: protocol.MemberLeaving, wantRevoking: []int{0}, persist: true,
 		},
 		{
 			name: "repeated leave answered the same",
 			reqs: func(g *Group) []*protocol.HeartbeatRequest {
-				return []*protocol.HeartbeatRequest{leaveReq("a", draining(0, 1)...), leaveReq("a", draining(0, 1)...)}
+				return []*protocol.HeartbeatRequest{leaveReq(g, "a", draining(0, 1)...), leaveReq(g, "a", draining(0, 1)...)}
 			},
 			status: protocol.StatusOK, epoch: -1, wantState: protocol.MemberLeaving, wantRevoking: []int{0, 1}, persist: false,
 		},
 		{
 			name: "repeated leave reports progress",
 			reqs: func(g *Group) []*protocol.HeartbeatRequest {
-				return []*protocol.HeartbeatRequest{leaveReq("a", draining(0, 1)...),
-					leaveReq("a", revokingShard(0, protocol.RevokeRevoked, 0), revokingShard(1, protocol.RevokeDraining, 1), revokingShard(2, protocol.RevokeDraining, 1))}
+				return []*protocol.HeartbeatRequest{leaveReq(g, "a", draining(0, 1)...),
+					leaveReq(g, "a", revokingShard(0, protocol.RevokeRevoked, 0), revokingShard(1, protocol.RevokeDraining, 1), revokingShard(2, protocol.RevokeDraining, 1))}
 			},
 			status: protocol.StatusOK, epoch: -1, wantState: protocol.MemberLeaving, wantRevoking: []int{1}, persist: true,
 		},
 		{
 			name: "leave of an unknown member",
-			reqs: func(g *Group) []*protocol.HeartbeatRequest { return []*protocol.HeartbeatRequest{leaveReq("nobody")} },
+			reqs: func(g *Group) []*protocol.HeartbeatRequest {
+				return []*protocol.HeartbeatRequest{leaveReq(g, "nobody")}
+			},
 			// a untouched
 			status: protocol.StatusUnknownMemberID, epoch: -1, wantState: protocol.MemberActive, wantRevoking: nil, persist: false,
 		},
 		{
 			name: "leave of a fenced member",
 			reqs: func(g *Group) []*protocol.HeartbeatRequest {
-				return []*protocol.HeartbeatRequest{hb("a", 1, g.MetadataVersion, []int{5}), leaveReq("a")}
+				return []*protocol.HeartbeatRequest{hb("a", 1, g.MetadataVersion, []int{5}), leaveReq(g, "a")}
 			},
 			status: protocol.StatusFencedMemberEpoch, epoch: 99, wantState: protocol.MemberFenced, persist: false,
 		},
 		{
 			name: "rejoin after leaving",
 			reqs: func(g *Group) []*protocol.HeartbeatRequest {
-				return []*protocol.HeartbeatRequest{leaveReq("a", draining(0, 1)...), joinReq("a")}
+				return []*protocol.HeartbeatRequest{leaveReq(g, "a", draining(0, 1)...), joinReq("a")}
 			},
 			status: protocol.StatusOK, epoch: 99, wantState: protocol.MemberActive, persist: true,
+		},
+		{
+			// Sent before a's process joined: the late copy of an
+			// earlier incarnation's leave (its instanceId told apart only
+			// by requestSeq, which none sent). Answered as a leave,
+			// nothing changes.
+			name: "leave older than the join of the current incarnation",
+			reqs: func(g *Group) []*protocol.HeartbeatRequest {
+				return []*protocol.HeartbeatRequest{hb("a", -1, g.Members["a"].JoinVersion-1, nil)}
+			},
+			status: protocol.StatusOK, epoch: -1, wantState: protocol.MemberActive, persist: false,
 		},
 		{
 			name: "leave during a correction round",

@@ -212,6 +212,13 @@ type Member struct {
 	// copy, or one crossing that answer) proves nothing about the shard,
 	// which stays in Revoking. Durable.
 	Withdrawn []Withdrawal
+	// JoinVersion is the metadata version of the answer to the join that
+	// created the current incarnation. Its process carries that version or
+	// a later one in every report, leaves included; a leave carrying an
+	// older one was sent by an earlier process under the same id (a copy
+	// held up in the network) and changes nothing. 0: unknown (a record
+	// written before the field existed), every leave is decided. Durable.
+	JoinVersion int64
 	// Reported is true once the member heartbeated after its join; until
 	// then an epoch-0 heartbeat is a replay of a lost join answer.
 	Reported bool

@@ -64,7 +64,7 @@ func TestViews(t *testing.T) {
 		t.Errorf("live %d", g.LiveMembers())
 	}
 	// A LEAVING member shows epoch -1.
-	Heartbeat(g, leaveReq("c"), now, cfg)
+	Heartbeat(g, leaveReq(g, "c"), now, cfg)
 	for _, m := range g.MemberViews(cfg) {
 		if m.MemberID == "c" && (m.MemberEpoch != -1 || m.State != protocol.MemberLeaving) {
 			t.Errorf("leaving member view %+v", m)
