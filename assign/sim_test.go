@@ -202,6 +202,11 @@ func (w *world) chaos() {
 		if p := w.pick(func(p *proc) bool { return p.up && !p.leaving && p.epoch > 0 }); p != nil {
 			p.jvm = w.rng.IntN(2) == 0
 			p.stuck = p.jvm
+			if w.rng.IntN(3) == 0 {
+				// It finished its in-flight work first: the leave
+				// lists nothing.
+				p.drop()
+			}
 			p.startLeave()
 			p.due = w.now
 			w.logf("%s leaves (jvm %v)", p.id, p.jvm)
@@ -278,7 +283,7 @@ func (w *world) chaos() {
 	case 13:
 		// A request held up in the network, retried, and delivered late
 		// (deliverLate).
-		if p := w.pick(func(p *proc) bool { return p.up && !p.delayNext && !p.leaving }); p != nil {
+		if p := w.pick(func(p *proc) bool { return p.up && !p.delayNext }); p != nil {
 			p.delayNext = true
 			w.count("delayed")
 		}
@@ -299,8 +304,9 @@ func (w *world) coordinatorRestart() {
 	for id, m := range w.g.Members {
 		w.epochs[id] = m.Epoch
 	}
-	// A request in the old process dies with it.
-	w.network = nil
+	// Requests held up in the network stay there: a proxy or the cluster
+	// front may hand them to the next coordinator, which knows no
+	// requestSeq of any member.
 	w.logf("coordinator restarts from the store")
 	w.count("coordinator-restart")
 	w.call("restore", func() Result { return Restore(w.g, w.now, w.cfg) })
@@ -535,7 +541,13 @@ func (w *world) heartbeat(p *proc) {
 				key = k
 			}
 		}
-		at := w.now.Add(time.Duration(1+w.rng.IntN(5000)) * time.Millisecond)
+		// A leave may be held up past the process's exit and the start
+		// of its successor under the same id.
+		delay := 5000
+		if p.leaving {
+			delay = 30000
+		}
+		at := w.now.Add(time.Duration(1+w.rng.IntN(delay)) * time.Millisecond)
 		w.network = append(w.network, late{key: key, req: req, at: at})
 		w.logf("%s: request %s e%d owns %v held up in the network until +%s; retried", p.id, req.RequestID,
 			req.MemberEpoch, req.OwnedShards, at.Sub(t0))
