@@ -180,3 +180,46 @@ func TestLateLeaveOfAnEarlierProcess(t *testing.T) {
 		})
 	}
 }
+
+// TestFenceKeepsWithdrawnTrue: a slow member releases one of the shards
+// it was told to give up in the heartbeat that also finds its rebalance
+// deadline passed. It is fenced, and answered without a view; what it
+// still holds withdrawn must be exactly what it holds (the invariants the
+// actor audits, and a record loaded later, depend on it).
+func TestFenceKeepsWithdrawnTrue(t *testing.T) {
+	cfg := testConfig()
+	g, _, now := stable(t, 4, "a")
+	a := g.Members["a"]
+	Heartbeat(g, joinReq("c"), now, cfg)
+	took := Heartbeat(g, hb("a", a.Epoch, g.MetadataVersion-1, a.Current), now, cfg).Response
+	moved := g.Target["c"]
+	if len(moved) != 2 || len(a.Withdrawn) != 2 {
+		t.Fatalf("setup: c's target %v, a withdrawn %v", moved, a.Withdrawn)
+	}
+
+	// Both drain slowly; past the deadline the first of the two is
+	// released, the other still drains.
+	deadline := a.RebalanceDeadline
+	for now.Add(cfg.HeartbeatInterval).Before(deadline) {
+		now = now.Add(cfg.HeartbeatInterval)
+		draining := hb("a", took.MemberEpoch, took.MetadataVersion, assigned(took),
+			revokingShard(moved[0], protocol.RevokeDraining, 1), revokingShard(moved[1], protocol.RevokeDraining, 1))
+		if r := Heartbeat(g, draining, now, cfg).Response; r.Status != protocol.StatusOK {
+			t.Fatalf("a draining: %+v", r)
+		}
+		c := g.Members["c"]
+		if r := Heartbeat(g, hb("c", c.Epoch, g.MetadataVersion, nil), now, cfg).Response; r.Status != protocol.StatusOK {
+			t.Fatalf("c waiting: %+v", r)
+		}
+	}
+	now = deadline.Add(time.Millisecond)
+	req := hb("a", took.MemberEpoch, took.MetadataVersion, assigned(took),
+		revokingShard(moved[0], protocol.RevokeRevoked, 0), revokingShard(moved[1], protocol.RevokeDraining, 1))
+	r := Heartbeat(g, req, now, cfg).Response
+	if r.Status != protocol.StatusFencedMemberEpoch {
+		t.Fatalf("a past its deadline: %+v", r)
+	}
+	if v := CheckInvariants(g); len(v) > 0 {
+		t.Fatalf("after the fence: %v (a: current %v revoking %v granted %v withdrawn %v)", v, a.Current, a.Revoking, a.Granted, a.Withdrawn)
+	}
+}
