@@ -67,6 +67,7 @@ func (o *op) syncMetadata(m *Member, req *protocol.HeartbeatRequest) answer {
 	o.setCurrent(m, keep)
 	o.setRevoking(m, union(minus(plausible, keep), minus(kept, keep)))
 	o.setGranted(m, keep)
+	o.keepWithdrawn(m)
 	if m.Name != req.MemberName {
 		m.Name = req.MemberName
 		o.memberChanged(m)

@@ -237,6 +237,7 @@ func (o *op) record(m *Member, req *protocol.HeartbeatRequest, owned, revoking [
 		revoking = union(revoking, kept)
 	}
 	o.setRevoking(m, revoking)
+	o.keepWithdrawn(m)
 	o.recordProgress(m, req.ShardProgress, false)
 	o.recordLiveness(m, req)
 	m.MetadataVersion = req.MetadataVersion

@@ -84,10 +84,17 @@ func withdrawnAt(m *Member, s int) (int, bool) {
 }
 
 // keepWithdrawn drops the entries of shards m no longer holds as Current or
-// Revoking (they were released, or m left).
+// Revoking (they were released, or m left) and of shards granted to it
+// again. A report that released them may be answered without a view (a
+// fence at its deadline), so it runs whenever a report is recorded, not
+// only when an answer is built.
 func (o *op) keepWithdrawn(m *Member) {
+	if len(m.Withdrawn) == 0 {
+		return
+	}
 	ws := slices.DeleteFunc(slices.Clone(m.Withdrawn), func(w Withdrawal) bool {
-		return !contains(m.Current, w.Shard) && !contains(m.Revoking, w.Shard)
+		held := contains(m.Current, w.Shard) || contains(m.Revoking, w.Shard)
+		return !held || contains(m.Granted, w.Shard)
 	})
 	o.setWithdrawn(m, ws)
 }
