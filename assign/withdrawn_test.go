@@ -223,3 +223,52 @@ func TestFenceKeepsWithdrawnTrue(t *testing.T) {
 		t.Fatalf("after the fence: %v (a: current %v revoking %v granted %v withdrawn %v)", v, a.Current, a.Revoking, a.Granted, a.Withdrawn)
 	}
 }
+
+// TestLateHeartbeatOfAnEarlierProcess: like TestLateLeaveOfAnEarlierProcess,
+// but the late copy is the earlier process's last heartbeat (a positive
+// epoch) before it left. It reports shards the new process does not hold:
+// decided, it would fence the new process, which then reads nothing until
+// its lease lapses. It is an earlier incarnation's: the caller alone is
+// answered FENCED_MEMBER_EPOCH, the member is untouched.
+func TestLateHeartbeatOfAnEarlierProcess(t *testing.T) {
+	g := NewGroup("orders", "billing", 4, t0)
+	a, b := newClient(t, g, "a"), newClient(t, g, "b")
+	a.sim.instance, b.sim.instance = "", ""
+	now := t0
+	for _, c := range []*client{a, b} {
+		now = now.Add(time.Millisecond)
+		c.beat(now)
+	}
+	now = settle(t, now, a, b)
+	late := a.sim.request()
+	late.RequestID = "held-up"
+
+	a.sim.drop()
+	a.sim.leaving = true
+	now = now.Add(time.Millisecond)
+	a.beat(now)
+	now = settle(t, now, b)
+	a2 := newClient(t, g, "a")
+	a2.sim.instance = ""
+	now = now.Add(time.Millisecond)
+	a2.beat(now)
+	now = settle(t, now, a2, b)
+	reads := a2.sim.reading()
+	if len(reads) == 0 || len(minus(protocol.Indexes(late.OwnedShards), reads)) == 0 {
+		t.Fatalf("setup: the new process reads %v, the late copy owns %v", reads, protocol.Indexes(late.OwnedShards))
+	}
+
+	before := partsOf(g)
+	now = now.Add(time.Millisecond)
+	r := Heartbeat(g, late, now, a.cfg).Response
+	if m := g.Members["a"]; r.Status != protocol.StatusFencedMemberEpoch || m.State != protocol.MemberActive {
+		t.Fatalf("late heartbeat of the earlier process answered %s; a is %s", r.Status, m.State)
+	}
+	if after := partsOf(g); before.members["a"] != after.members["a"] {
+		t.Fatalf("a changed: %s → %s", before.members["a"], after.members["a"])
+	}
+	now = now.Add(time.Millisecond)
+	if r := a2.beat(now).Response; r.Status != protocol.StatusOK {
+		t.Fatalf("the new process after the late copy: %+v", r)
+	}
+}
