@@ -87,14 +87,15 @@ func TestCorrectionStartsNothing(t *testing.T) {
 
 // TestCorrectionIgnoresStaleAndJoins: a version below the group's, with no
 // round open, is an ordinary member that missed a bump; a join carries no
-// version worth correcting.
+// version worth correcting. (b's join is the bump a missed: a version
+// below a's own join would be an earlier process's.)
 func TestCorrectionIgnoresStaleAndJoins(t *testing.T) {
-	g, cs, now := stable(t, 4, "a")
+	g, cs, now := stable(t, 4, "a", "b")
 	cs[0].sim.version--
 	if r := cs[0].beat(now.Add(time.Second)).Response; r.Status != protocol.StatusOK || g.CorrectionOpen {
 		t.Fatalf("stale version: %+v", r)
 	}
-	req := joinReq("b")
+	req := joinReq("c")
 	req.MetadataVersion = 1000
 	if r := Heartbeat(g, req, now.Add(time.Second), testConfig()).Response; r.Status != protocol.StatusOK || g.CorrectionOpen {
 		t.Fatalf("join with a high version: %+v", r)

@@ -82,6 +82,20 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 		}
 		return answerStale, m
 	}
+	if m != nil && e != protocol.EpochJoin && req.MetadataVersion < m.JoinVersion {
+		// Sent before the current incarnation joined (its process had
+		// that answer's version before it had an epoch): an earlier
+		// process under the same id, a copy held up in the network.
+		// Reference clients send no instanceId to tell them apart. A
+		// leave would end the membership of the process that joined
+		// since and free what it reads; a heartbeat could fence it. The
+		// caller alone is told; the member is untouched.
+		o.ev.StaleIncarnation = true
+		if e == protocol.EpochLeave {
+			return answerForeignLeave, m
+		}
+		return answerStale, m
+	}
 	if e > 0 && req.MetadataVersion > g.MetadataVersion && req.MetadataVersion-g.MetadataVersion > o.cfg.MaxCorrectionStep {
 		// A version no coordinator of this group issued within a bounded
 		// step: a client bug or a forged report. Moving the group there
@@ -105,14 +119,6 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 		return o.epochZero(m, req), m
 	case m.State == protocol.MemberExpired || m.State == protocol.MemberFenced:
 		return answerFenced, m
-	case e == protocol.EpochLeave && req.MetadataVersion < m.JoinVersion:
-		// Sent before the current incarnation joined: the leave of an
-		// earlier process under the same id, held up in the network.
-		// Decided, it would end the membership of the process that joined
-		// since and free what that one reads (reference clients send no
-		// instanceId to tell them apart).
-		o.ev.StaleIncarnation = true
-		return answerForeignLeave, m
 	case e == protocol.EpochLeave:
 		return o.leave(m, req), m
 	case m.State == protocol.MemberLeaving:

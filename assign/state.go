@@ -214,10 +214,10 @@ type Member struct {
 	Withdrawn []Withdrawal
 	// JoinVersion is the metadata version of the answer to the join that
 	// created the current incarnation. Its process carries that version or
-	// a later one in every report, leaves included; a leave carrying an
+	// a later one in every report, leaves included; a report carrying an
 	// older one was sent by an earlier process under the same id (a copy
 	// held up in the network) and changes nothing. 0: unknown (a record
-	// written before the field existed), every leave is decided. Durable.
+	// written before the field existed). Durable.
 	JoinVersion int64
 	// Reported is true once the member heartbeated after its join; until
 	// then an epoch-0 heartbeat is a replay of a lost join answer.
