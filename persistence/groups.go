@@ -71,13 +71,15 @@ type memberV2 struct {
 	Granted       []int  `json:"granted"`
 	// Withdrawn is absent when empty, so that records without it read as
 	// before.
-	Withdrawn         []withdrawalV2 `json:"withdrawn,omitempty"`
-	Reported          bool           `json:"reported"`
-	JoinedAt          time.Time      `json:"joinedAt,omitzero"`
-	RebalanceDeadline time.Time      `json:"rebalanceDeadline,omitzero"`
-	StateChangedAt    time.Time      `json:"stateChangedAt,omitzero"`
-	InstanceID        string         `json:"instanceId,omitempty"`
-	JoinRequestID     string         `json:"joinRequestId,omitempty"`
+	Withdrawn []withdrawalV2 `json:"withdrawn,omitempty"`
+	// JoinVersion is absent when 0 (unknown: a record written before it).
+	JoinVersion       int64     `json:"joinVersion,omitempty"`
+	Reported          bool      `json:"reported"`
+	JoinedAt          time.Time `json:"joinedAt,omitzero"`
+	RebalanceDeadline time.Time `json:"rebalanceDeadline,omitzero"`
+	StateChangedAt    time.Time `json:"stateChangedAt,omitzero"`
+	InstanceID        string    `json:"instanceId,omitempty"`
+	JoinRequestID     string    `json:"joinRequestId,omitempty"`
 	// Target is the member's entry of the group's target; absent when the
 	// member has none (only live members are in the target).
 	Target *[]int `json:"target,omitempty"`
@@ -172,6 +174,7 @@ func encodeMember(m *assign.Member, target []int, inTarget bool) ([]byte, error)
 		Revoking:          cleanShards(m.Revoking),
 		Granted:           cleanShards(m.Granted),
 		Withdrawn:         encodeWithdrawn(m.Withdrawn),
+		JoinVersion:       m.JoinVersion,
 		Reported:          m.Reported,
 		JoinedAt:          utc(m.JoinedAt),
 		RebalanceDeadline: utc(m.RebalanceDeadline),
@@ -784,6 +787,7 @@ func decodeMemberInto(g *assign.Group, id string, v []byte, rev uint64) error {
 		Revoking:          cleanShards(m.Revoking),
 		Granted:           cleanShards(m.Granted),
 		Withdrawn:         decodeWithdrawn(m.Withdrawn),
+		JoinVersion:       m.JoinVersion,
 		Reported:          m.Reported,
 		JoinedAt:          utc(m.JoinedAt),
 		RebalanceDeadline: utc(m.RebalanceDeadline),

@@ -79,6 +79,7 @@ func richGroup(prefix, name string) *assign.Group {
 		OwnerEpochs: []int64{3, 4, 0, 0, 7, 2},
 	}
 	g.Members["m-active"].Withdrawn = []assign.Withdrawal{{Shard: 5, Version: 11}}
+	g.Members["m-active"].JoinVersion = 7
 	g.Members["m-leaving"].Withdrawn = []assign.Withdrawal{{Shard: 4, Version: 9}}
 	g.Members["m-starting"].RebalanceDeadline = time.Time{}
 	g.Members["m-starting"].InstanceID = ""
@@ -123,7 +124,7 @@ func durableAs(g *assign.Group, withIncarnation bool) *assign.Group {
 		mc.ReadableUntil = time.Time{}
 		if !withIncarnation {
 			mc.InstanceID, mc.JoinRequestID = "", ""
-			mc.Withdrawn = nil // schema 1 had none
+			mc.Withdrawn, mc.JoinVersion = nil, 0 // schema 1 had neither
 		}
 		c.Members[id] = &mc
 	}
