@@ -181,12 +181,12 @@ func TestLateLeaveOfAnEarlierProcess(t *testing.T) {
 	}
 }
 
-// TestFenceKeepsWithdrawnTrue: a slow member releases one of the shards
+// TestWithdrawnStaysExactAfterAFence: a slow member releases one of the shards
 // it was told to give up in the heartbeat that also finds its rebalance
 // deadline passed. It is fenced, and answered without a view; what it
 // still holds withdrawn must be exactly what it holds (the invariants the
 // actor audits, and a record loaded later, depend on it).
-func TestFenceKeepsWithdrawnTrue(t *testing.T) {
+func TestWithdrawnStaysExactAfterAFence(t *testing.T) {
 	cfg := testConfig()
 	g, _, now := stable(t, 4, "a")
 	a := g.Members["a"]
