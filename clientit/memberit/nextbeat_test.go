@@ -120,6 +120,7 @@ func TestEpochAloneBringsNoHeartbeatAtOnce(t *testing.T) {
 		churnErr []error
 		steps    int
 		epoch    int64 // the churning member's: 0 joins, -1 leaves
+		version  int64 // the metadata version of its last answer, as a client reports it
 	)
 	churn := func() {
 		churnMu.Lock()
@@ -127,7 +128,7 @@ func TestEpochAloneBringsNoHeartbeatAtOnce(t *testing.T) {
 		steps++
 		req := protocol.HeartbeatRequest{
 			ProtocolVersion: protocol.CurrentVersion, RequestID: fmt.Sprintf("churn-%d", steps), MemberID: "churn-m0",
-			MemberName: "churn", MemberEpoch: epoch, InstanceID: "churn-instance",
+			MemberName: "churn", MemberEpoch: epoch, MetadataVersion: version, InstanceID: "churn-instance",
 			RuntimeConsumerCapacity: protocol.ConsumerCapacity{RuntimeMaxConcurrency: 1, AvailableConcurrency: 1},
 			OwnedShards:             []protocol.Shard{}, RevokingShards: []protocol.RevokingShard{}, ShardProgress: []protocol.ShardProgress{},
 		}
@@ -139,6 +140,8 @@ func TestEpochAloneBringsNoHeartbeatAtOnce(t *testing.T) {
 			churnErr = append(churnErr, fmt.Errorf("churn step %d answered %s %s", steps, resp.Status, resp.Message))
 		case len(resp.Assignment.AssignedShards) > 0:
 			churnErr = append(churnErr, fmt.Errorf("churn member was given %v", resp.Assignment.AssignedShards))
+		default:
+			version = resp.MetadataVersion
 		}
 		if epoch == 0 {
 			epoch = protocol.EpochLeave
