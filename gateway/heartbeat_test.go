@@ -203,6 +203,7 @@ func TestExpiredMemberIsFencedAndItsShardsMove(t *testing.T) {
 func TestHeartbeatStatuses(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: false})
 	s.CreateStream("orders", 2)
+	m0 := coordtest.NewMember("m0", "orders", "orders")
 	tests := []struct {
 		name   string
 		group  string
@@ -216,10 +217,13 @@ func TestHeartbeatStatuses(t *testing.T) {
 		{"epoch below -1", "orders", func(r *protocol.HeartbeatRequest) { r.MemberEpoch = -2 }, protocol.StatusInvalidRequest},
 		{"unknown member with an epoch", "orders", func(r *protocol.HeartbeatRequest) { r.MemberEpoch = 3 }, protocol.StatusUnknownMemberID},
 		{"unknown group, auto-create off", "nope", func(*protocol.HeartbeatRequest) {}, protocol.StatusUnknownMemberID},
-		{"known member epoch too high", "orders", func(r *protocol.HeartbeatRequest) { r.MemberID = "m0"; r.MemberEpoch = 99 }, protocol.StatusInvalidRequest},
+		{"known member epoch too high", "orders", func(r *protocol.HeartbeatRequest) {
+			r.MemberID, r.MemberEpoch, r.MetadataVersion = "m0", 99, m0.Version
+		}, protocol.StatusInvalidRequest},
 	}
-	// m0 is a known member for the last case.
-	coordtest.NewMember("m0", "orders", "orders").Beat(s)
+	// m0 is a known member for the last case, which reports the version
+	// m0 was answered: an older one would be an earlier process's.
+	m0.Beat(s)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			req := coordtest.NewMember("m1", "orders", tc.group).Request()
