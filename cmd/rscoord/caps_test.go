@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,11 +15,11 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/prometheus/promql/parser"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/alertrules"
 )
 
 // TestBinaryCapsNearTheirLimits: a server with small caps, driven to them
@@ -142,27 +141,14 @@ func waitGauge(t *testing.T, s *coordtest.Server, name string, want float64) map
 // deploy/prometheus/rules.yaml.
 func capAlerts(t *testing.T) map[string]string {
 	t.Helper()
-	raw, err := os.ReadFile("../../deploy/prometheus/rules.yaml")
+	all, err := alertrules.Exprs("../../deploy/prometheus/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				Expr  string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, g := range file.Groups {
-		for _, r := range g.Rules {
-			if strings.HasSuffix(r.Alert, "NearLimit") {
-				out[r.Alert] = r.Expr
-			}
+	for alert, expr := range all {
+		if strings.HasSuffix(alert, "NearLimit") {
+			out[alert] = expr
 		}
 	}
 	for _, want := range []string{"RscoordHeldHeartbeatsNearLimit", "RscoordHTTPConnectionsNearLimit", "RscoordHTTPHeldConnectionsNearLimit"} {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/promql/parser"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/alertrules"
 )
 
 // declared is every metric name the registry describes, histograms with
@@ -170,26 +170,9 @@ func toJSON(v any) string {
 // and checks it uses only declared metrics (and Prometheus's up), that
 // each alert has a severity and a runbook section in docs/operations.md.
 func TestAlertRules(t *testing.T) {
-	raw, err := os.ReadFile("../../deploy/prometheus/rules.yaml")
+	rules, err := alertrules.Load("../../deploy/prometheus/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var file struct {
-		Groups []struct {
-			Name  string `yaml:"name"`
-			Rules []struct {
-				Alert       string            `yaml:"alert"`
-				Expr        string            `yaml:"expr"`
-				For         string            `yaml:"for"`
-				Labels      map[string]string `yaml:"labels"`
-				Annotations map[string]string `yaml:"annotations"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&file); err != nil {
-		t.Fatalf("rules.yaml: %v", err)
 	}
 	ops, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -198,26 +181,24 @@ func TestAlertRules(t *testing.T) {
 	names := declared(t)
 	names["up"] = true
 	alerts := map[string]bool{}
-	for _, g := range file.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" || alerts[r.Alert] {
-				t.Errorf("group %s: a rule without a unique alert name: %q", g.Name, r.Alert)
+	for _, r := range rules {
+		if r.Alert == "" || alerts[r.Alert] {
+			t.Errorf("group %s: a rule without a unique alert name: %q", r.Group, r.Alert)
+		}
+		alerts[r.Alert] = true
+		for _, vs := range selectors(t, r.Expr) {
+			if !names[vs.Name] {
+				t.Errorf("%s uses %s, which the registry does not declare", r.Alert, vs.Name)
 			}
-			alerts[r.Alert] = true
-			for _, vs := range selectors(t, r.Expr) {
-				if !names[vs.Name] {
-					t.Errorf("%s uses %s, which the registry does not declare", r.Alert, vs.Name)
-				}
-			}
-			if sev := r.Labels["severity"]; sev != "critical" && sev != "warning" && sev != "info" {
-				t.Errorf("%s: severity %q", r.Alert, sev)
-			}
-			if r.Annotations["summary"] == "" || r.Annotations["runbook"] != "docs/operations.md#"+strings.ToLower(r.Alert) {
-				t.Errorf("%s: needs a summary and runbook docs/operations.md#%s", r.Alert, strings.ToLower(r.Alert))
-			}
-			if !strings.Contains(string(ops), "### "+r.Alert+"\n") {
-				t.Errorf("docs/operations.md has no section ### %s", r.Alert)
-			}
+		}
+		if sev := r.Labels["severity"]; sev != "critical" && sev != "warning" && sev != "info" {
+			t.Errorf("%s: severity %q", r.Alert, sev)
+		}
+		if r.Annotations["summary"] == "" || r.Annotations["runbook"] != "docs/operations.md#"+strings.ToLower(r.Alert) {
+			t.Errorf("%s: needs a summary and runbook docs/operations.md#%s", r.Alert, strings.ToLower(r.Alert))
+		}
+		if !strings.Contains(string(ops), "### "+r.Alert+"\n") {
+			t.Errorf("docs/operations.md has no section ### %s", r.Alert)
 		}
 	}
 	for _, want := range []string{"RscoordMemberHeartbeatLate", "RscoordGroupNotStable", "RscoordShardLagGrowing", "RscoordInvariantViolation",

@@ -18,13 +18,13 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/redis/go-redis/v9"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
+	"github.com/rscoord/rscoord/internal/alertrules"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -203,36 +203,22 @@ var (
 func TestRulesAndDashboardMatchALiveScrape(t *testing.T) {
 	scraped := liveScrape(t)
 
-	raw, err := os.ReadFile("../../deploy/prometheus/rules.yaml")
+	rules, err := alertrules.Load("../../deploy/prometheus/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rules struct {
-		Groups []struct {
-			Rules []struct {
-				Alert       string            `yaml:"alert"`
-				Expr        string            `yaml:"expr"`
-				Annotations map[string]string `yaml:"annotations"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(raw, &rules); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			result := queryCheck(t.Errorf, r.Alert, r.Expr, scraped)
-			for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
-				for _, m := range annotationLabel.FindAllStringSubmatch(r.Annotations[k], -1) {
-					if !result[m[1]] {
-						t.Errorf("%s: its %s names $labels.%s, which its result does not carry (%v)", r.Alert, k, m[1], slices.Sorted(maps.Keys(result)))
-					}
+	for _, r := range rules {
+		result := queryCheck(t.Errorf, r.Alert, r.Expr, scraped)
+		for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
+			for _, m := range annotationLabel.FindAllStringSubmatch(r.Annotations[k], -1) {
+				if !result[m[1]] {
+					t.Errorf("%s: its %s names $labels.%s, which its result does not carry (%v)", r.Alert, k, m[1], slices.Sorted(maps.Keys(result)))
 				}
 			}
 		}
 	}
 
-	raw, err = os.ReadFile("../../deploy/grafana/rscoord-dashboard.json")
+	raw, err := os.ReadFile("../../deploy/grafana/rscoord-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,29 +298,11 @@ func TestQueryCheckCatchesMistakes(t *testing.T) {
 // rebalance that restarts again and again (a flapping member) never
 // fires. The result must name the group only.
 func TestGroupNotStableSpansStateChanges(t *testing.T) {
-	var expr string
-	raw, err := os.ReadFile("../../deploy/prometheus/rules.yaml")
+	exprs, err := alertrules.Exprs("../../deploy/prometheus/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				Expr  string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range file.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "RscoordGroupNotStable" {
-				expr = r.Expr
-			}
-		}
-	}
+	expr := exprs["RscoordGroupNotStable"]
 	scraped := map[string][]series{}
 	for _, st := range []string{"EMPTY", "ASSIGNING", "RECONCILING", "STABLE"} {
 		scraped["rscoord_group_state"] = append(scraped["rscoord_group_state"],
