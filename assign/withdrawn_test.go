@@ -130,15 +130,7 @@ func TestLateLeaveOfAnEarlierProcess(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := NewGroup("orders", "billing", 4, t0)
-			a, b := newClient(t, g, "a"), newClient(t, g, "b")
-			a.sim.instance, b.sim.instance = "", ""
-			now := t0
-			for _, c := range []*client{a, b} {
-				now = now.Add(time.Millisecond)
-				c.beat(now)
-			}
-			now = settle(t, now, a, b)
+			g, a, b, now := referencePair(t)
 
 			// a stops reading, then leaves: the first copy is held up.
 			a.sim.drop()
@@ -231,15 +223,7 @@ func TestWithdrawnStaysExactAfterAFence(t *testing.T) {
 // its lease lapses. It is an earlier incarnation's: the caller alone is
 // answered FENCED_MEMBER_EPOCH, the member is untouched.
 func TestLateHeartbeatOfAnEarlierProcess(t *testing.T) {
-	g := NewGroup("orders", "billing", 4, t0)
-	a, b := newClient(t, g, "a"), newClient(t, g, "b")
-	a.sim.instance, b.sim.instance = "", ""
-	now := t0
-	for _, c := range []*client{a, b} {
-		now = now.Add(time.Millisecond)
-		c.beat(now)
-	}
-	now = settle(t, now, a, b)
+	g, a, b, now := referencePair(t)
 	late := a.sim.request()
 	late.RequestID = "held-up"
 
@@ -271,4 +255,19 @@ func TestLateHeartbeatOfAnEarlierProcess(t *testing.T) {
 	if r := a2.beat(now).Response; r.Status != protocol.StatusOK {
 		t.Fatalf("the new process after the late copy: %+v", r)
 	}
+}
+
+// referencePair is a group of four shards with two reference clients (no
+// instanceId), a and b, joined and settled.
+func referencePair(t *testing.T) (*Group, *client, *client, time.Time) {
+	t.Helper()
+	g := NewGroup("orders", "billing", 4, t0)
+	a, b := newClient(t, g, "a"), newClient(t, g, "b")
+	a.sim.instance, b.sim.instance = "", ""
+	now := t0
+	for _, c := range []*client{a, b} {
+		now = now.Add(time.Millisecond)
+		c.beat(now)
+	}
+	return g, a, b, settle(t, now, a, b)
 }
