@@ -7,6 +7,6 @@ package e2e
 // faults each (default: every kind once, in a seeded order).
 const (
 	chaosLong          = true
-	chaosDefaultFaults = 12
+	chaosDefaultFaults = 13
 	chaosDefaultSeed   = 0
 )

@@ -3,9 +3,9 @@
 package e2e
 
 // Without the chaos build tag TestChaos runs the short schedule: one seed,
-// the five ownership faults, part of the normal suite.
+// the six ownership faults, part of the normal suite.
 const (
 	chaosLong          = false
-	chaosDefaultFaults = 5
+	chaosDefaultFaults = 6
 	chaosDefaultSeed   = 7
 )

@@ -240,6 +240,46 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		}
 		r.joinDrops += dropped
 		return repl, startNs, from
+
+	case faultLateCopy:
+		// Every heartbeat of pod p is delivered a second time, late and
+		// without its requestSeq, as a reference client's copy held up in
+		// the network would be, while pod q restarts: its members leave
+		// and join again, so p's members are granted shards and have some
+		// taken away between a copy and its delivery. A copy reports less
+		// than its member reads by then; it must free nothing the member
+		// still reads (docs/protocol.md §9.1).
+		p := r.rng.IntN(chaosPods)
+		q := (p + 1 + r.rng.IntN(chaosPods-1)) % chaosPods
+		delay := r.between(800*time.Millisecond, 2500*time.Millisecond)
+		sentBefore, fencedBefore := r.proxies[p].lateStats()
+		inc := r.live[q]
+		t.Logf("fault %d: deliver every heartbeat of pod-%d again %v late without requestSeq, while %s restarts", i, p, delay, inc.label())
+		r.proxies[p].setLateCopy(delay)
+		if err := inc.proc.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := inc.proc.Wait(40 * time.Second); err != nil {
+			t.Errorf("%s after SIGTERM: %v", inc.label(), err)
+		}
+		inc.end = time.Now().UnixNano()
+		r.proxies[q].forget()
+		repl := r.startPod(q)
+		startNs := repl.startNs()
+		time.Sleep(delay + time.Second) // the rebalance after the join, copied
+		r.proxies[p].setLateCopy(0)
+		sent, fenced := r.proxies[p].lateStats()
+		sent, fenced = sent-sentBefore, fenced-fencedBefore
+		if sent == 0 {
+			t.Errorf("fault %d (%s): no late copy of pod-%d's heartbeats reached the coordinator", i, kind, p)
+		}
+		r.lateCopies += sent
+		// A copy carrying an epoch older than the member's previous one
+		// fences it, as a zombie's heartbeat does: on purpose.
+		r.allowedFences += fenced
+		r.proxies[p].forget()
+		t.Logf("fault %d: %d late copies delivered, %d answered as fenced", i, sent, fenced)
+		return repl, startNs, time.Now()
 	}
 	t.Fatalf("unknown fault kind %q", kind)
 	return nil, 0, time.Time{}

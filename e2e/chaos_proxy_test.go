@@ -69,6 +69,17 @@ type hbProxy struct {
 	refusals      int      // shards put back into an answer (first time per member and shard)
 	refuseFences  int      // fence answers to members that were refusing
 	refuseHistory []string // what was refused, for the log
+
+	// lateCopy, when positive, delivers every heartbeat with a positive
+	// epoch a second time that much later, without its requestSeq: a
+	// reference client's copy held up in the network. Its answer goes to
+	// nobody. target is where copies go; late counts the copies in flight.
+	lateCopy   time.Duration
+	target     *url.URL
+	late       sync.WaitGroup
+	lateClient *http.Client
+	lateSent   int // copies the coordinator answered
+	lateFenced int // of them answered FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID
 }
 
 func newHBProxy(target string, refuseOpen *atomic.Bool) *hbProxy {
@@ -77,7 +88,8 @@ func newHBProxy(target string, refuseOpen *atomic.Bool) *hbProxy {
 		panic(err)
 	}
 	p := &hbProxy{refuseOpen: refuseOpen, lost: map[string]bool{}, joinDropped: map[string]bool{}, last: map[string][]protocol.Shard{},
-		kept: map[string]map[int]bool{}, transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+		kept: map[string]map[int]bool{}, transport: &http.Transport{MaxIdleConnsPerHost: 16}, target: u}
+	p.lateClient = &http.Client{Transport: p.transport, Timeout: 5 * time.Second}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(u)
@@ -96,6 +108,9 @@ func newHBProxy(target string, refuseOpen *atomic.Bool) *hbProxy {
 			}
 			if json.Unmarshal(body, &hb) == nil {
 				r.Out.Header.Set(epochHeader, strconv.FormatInt(hb.MemberEpoch, 10))
+				if hb.MemberEpoch > 0 {
+					p.copyLater(r.In, body)
+				}
 			}
 		},
 		Transport:      p.transport,
@@ -112,7 +127,76 @@ func (p *hbProxy) URL() string { return p.srv.URL }
 func (p *hbProxy) Close() {
 	p.srv.CloseClientConnections()
 	p.srv.Close()
+	p.late.Wait()
 	p.transport.CloseIdleConnections()
+}
+
+// setLateCopy switches delivering a late copy of every heartbeat with a
+// positive epoch, d after it passed (0: off; copies under way still go).
+func (p *hbProxy) setLateCopy(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lateCopy = d
+}
+
+// copyLater schedules the late copy of a heartbeat, when switched on.
+func (p *hbProxy) copyLater(in *http.Request, body []byte) {
+	var req map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // numbers go back as they came
+	if dec.Decode(&req) != nil {
+		return
+	}
+	delete(req, "requestSeq") // as a reference client's: nothing tells it late
+	copied, err := json.Marshal(req)
+	if err != nil {
+		return
+	}
+	u := p.target.JoinPath(in.URL.Path)
+	header := in.Header.Clone()
+	// Counted under the lock that switches copies off, so that once they
+	// are off no copy can start while lateStats waits.
+	p.mu.Lock()
+	d := p.lateCopy
+	if d > 0 {
+		p.late.Add(1)
+	}
+	p.mu.Unlock()
+	if d <= 0 {
+		return
+	}
+	time.AfterFunc(d, func() {
+		defer p.late.Done()
+		r, err := http.NewRequest(http.MethodPost, u.String(), bytes.NewReader(copied))
+		if err != nil {
+			return
+		}
+		r.Header = header
+		resp, err := p.lateClient.Do(r)
+		if err != nil {
+			return // the coordinator was down: the copy is lost
+		}
+		defer resp.Body.Close()
+		var hb protocol.HeartbeatResponse
+		decoded := resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&hb) == nil
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if decoded {
+			p.lateSent++
+			if hb.Status == protocol.StatusFencedMemberEpoch || hb.Status == protocol.StatusUnknownMemberID {
+				p.lateFenced++
+			}
+		}
+	})
+}
+
+// lateStats waits for the late copies under way and reports how many the
+// coordinator answered, and how many of those it answered as fenced.
+func (p *hbProxy) lateStats() (sent, fenced int) {
+	p.late.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lateSent, p.lateFenced
 }
 
 // set switches the fault: drop every heartbeat answer, or delay each by d

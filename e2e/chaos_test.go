@@ -53,15 +53,18 @@ const (
 	faultStaleInc    = "stale-incarnation"
 	faultRefuse      = "refuse-release"
 	faultLostJoin    = "lost-join-answer"
+	// faultLateCopy: late copies of a pod's heartbeats, without
+	// requestSeq (a reference client's), across a rebalance.
+	faultLateCopy = "late-copy"
 )
 
 var faultKinds = []string{faultCoordKill, faultConsumerKill, faultConsumerStop, faultConsumerRestart,
 	faultHBDrop, faultHBDelay, faultRedisRestart,
-	faultHandlerStop, faultDuplicateID, faultStaleInc, faultRefuse, faultLostJoin}
+	faultHandlerStop, faultDuplicateID, faultStaleInc, faultRefuse, faultLostJoin, faultLateCopy}
 
 // shortKinds is the schedule of the short mode (part of go tool task
 // test): the ownership faults, in a seeded order.
-var shortKinds = []string{faultHandlerStop, faultDuplicateID, faultStaleInc, faultRefuse, faultLostJoin}
+var shortKinds = []string{faultHandlerStop, faultDuplicateID, faultStaleInc, faultRefuse, faultLostJoin, faultLateCopy}
 
 const (
 	chaosShards = 8
@@ -90,7 +93,7 @@ const (
 // no overlapping ownership windows of one shard, every handled record
 // inside a window of its own member incarnation, no fence caused by a
 // lost heartbeat answer, and recovery time; each fault checks that it
-// fired. Without -tags chaos it runs one short schedule: the five
+// fired. Without -tags chaos it runs one short schedule: the six
 // ownership faults once each.
 func TestChaos(t *testing.T) {
 	seed := *chaosSeed
@@ -177,6 +180,7 @@ type chaosRun struct {
 	staleFences      float64
 	refusals         int
 	joinDrops        int
+	lateCopies       int
 	crashes          []crashWindow
 	overNominal      int // consumer kills that recovered after lease + 2 heartbeats
 	slowest          time.Duration
@@ -269,9 +273,9 @@ func (r *chaosRun) run(nFaults int) string {
 			byKind = append(byKind, fmt.Sprintf("%s=%d", k, r.faults[k]))
 		}
 	}
-	return fmt.Sprintf("chaos seed=%d faults[%s] published=%d handled=%d handlings=%d lost-in-redis-crash=%d overlaps=%d outside-window=%d frozen-shards-taken-over=%d post-thaw-handlings=%d unnecessary-fences=%d held-handlers-cancelled=%d duplicate-retries=%v stale-incarnation-fences=%v refused-shards=%d join-answers-dropped=%d slowest-recovery=%v(%s) kill-recoveries-over-lease+2hb=%d",
+	return fmt.Sprintf("chaos seed=%d faults[%s] published=%d handled=%d handlings=%d lost-in-redis-crash=%d overlaps=%d outside-window=%d frozen-shards-taken-over=%d post-thaw-handlings=%d unnecessary-fences=%d held-handlers-cancelled=%d duplicate-retries=%v stale-incarnation-fences=%v refused-shards=%d join-answers-dropped=%d late-copies=%d slowest-recovery=%v(%s) kill-recoveries-over-lease+2hb=%d",
 		r.seed, strings.Join(byKind, " "), nPublished, nHandled, handlings, lost, nOverlaps, nOutside, takeovers, postThaw, needless,
-		r.holdsCut, r.duplicateRetries, r.staleFences, r.refusals, r.joinDrops,
+		r.holdsCut, r.duplicateRetries, r.staleFences, r.refusals, r.joinDrops, r.lateCopies,
 		r.slowest.Round(time.Millisecond), r.slowestKind, r.overNominal)
 }
 
