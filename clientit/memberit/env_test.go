@@ -3,9 +3,12 @@ package memberit_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,4 +243,36 @@ func (r *recorder) distinct() int {
 		seen[h.eventID] = true
 	}
 	return len(seen)
+}
+
+// peekHeartbeat decodes req's body when req is a heartbeat, and puts the
+// body back for the request to go on; ok is false for any other request.
+func peekHeartbeat(req *http.Request) (hb protocol.HeartbeatRequest, ok bool, err error) {
+	if !strings.HasSuffix(req.URL.Path, "/heartbeat") || req.Body == nil {
+		return hb, false, nil
+	}
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return hb, false, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	if err := json.Unmarshal(body, &hb); err != nil {
+		return hb, false, err
+	}
+	return hb, true, nil
+}
+
+// peekAnswer decodes resp's body as a heartbeat answer and puts the body
+// back for the caller; an answer that does not decode is the zero one.
+func peekAnswer(resp *http.Response) (protocol.HeartbeatResponse, error) {
+	var ans protocol.HeartbeatResponse
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return ans, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(out))
+	_ = json.Unmarshal(out, &ans)
+	return ans, nil
 }

@@ -1,12 +1,9 @@
 package memberit_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -157,30 +154,22 @@ type beatLog struct {
 }
 
 func (l *beatLog) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !strings.HasSuffix(req.URL.Path, "/heartbeat") || req.Body == nil {
-		return http.DefaultTransport.RoundTrip(req)
-	}
-	body, err := io.ReadAll(req.Body)
-	req.Body.Close()
+	hb, ok, err := peekHeartbeat(req)
 	if err != nil {
 		return nil, err
 	}
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	var hb protocol.HeartbeatRequest
-	_ = json.Unmarshal(body, &hb)
+	if !ok {
+		return http.DefaultTransport.RoundTrip(req)
+	}
 	b := beat{epoch: hb.MemberEpoch, sent: time.Now()}
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
-	out, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	ans, err := peekAnswer(resp)
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(out))
-	var ans protocol.HeartbeatResponse
-	_ = json.Unmarshal(out, &ans)
 	b.answer, b.status = time.Now(), ans.Status
 	l.mu.Lock()
 	l.beats = append(l.beats, b)

@@ -1,11 +1,8 @@
 package memberit_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -42,14 +39,11 @@ func (h *hangingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	ans, err := peekAnswer(resp)
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	var ans protocol.HeartbeatResponse
-	if json.Unmarshal(body, &ans) == nil && ans.Status == protocol.StatusOK {
+	if ans.Status == protocol.StatusOK {
 		h.mu.Lock()
 		h.lastOK = sent
 		h.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,17 +27,12 @@ type rejoinWatch struct {
 }
 
 func (w *rejoinWatch) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !strings.HasSuffix(req.URL.Path, "/heartbeat") {
-		return http.DefaultTransport.RoundTrip(req)
-	}
-	body, err := io.ReadAll(req.Body)
-	req.Body.Close()
+	hb, ok, err := peekHeartbeat(req)
 	if err != nil {
 		return nil, err
 	}
-	var hb protocol.HeartbeatRequest
-	if err := json.Unmarshal(body, &hb); err != nil {
-		return nil, err
+	if !ok {
+		return http.DefaultTransport.RoundTrip(req)
 	}
 	w.mu.Lock()
 	if hb.MemberEpoch == protocol.EpochJoin && !w.fencedAt.IsZero() && w.joinAt.IsZero() {
@@ -46,7 +40,6 @@ func (w *rejoinWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	w.mu.Unlock()
 	if hb.MemberEpoch <= 0 || !w.armed.CompareAndSwap(true, false) {
-		req.Body = io.NopCloser(bytes.NewReader(body))
 		return http.DefaultTransport.RoundTrip(req)
 	}
 	w.mu.Lock()

@@ -1,12 +1,8 @@
 package memberit_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,19 +19,14 @@ type seqTransport struct {
 }
 
 func (s *seqTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(req.URL.Path, "/heartbeat") && req.Body != nil {
-		raw, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		var hb protocol.HeartbeatRequest
-		if err := json.Unmarshal(raw, &hb); err == nil {
-			s.mu.Lock()
-			s.sent = append(s.sent, hb)
-			s.mu.Unlock()
-		}
-		req.Body = io.NopCloser(bytes.NewReader(raw))
+	hb, ok, err := peekHeartbeat(req)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		s.mu.Lock()
+		s.sent = append(s.sent, hb)
+		s.mu.Unlock()
 	}
 	return http.DefaultTransport.RoundTrip(req)
 }

@@ -1,14 +1,10 @@
 package memberit_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,19 +54,14 @@ type failOnceWatch struct {
 }
 
 func (w *failOnceWatch) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !strings.HasSuffix(req.URL.Path, "/heartbeat") {
-		return http.DefaultTransport.RoundTrip(req)
-	}
-	sent := time.Now()
-	body, err := io.ReadAll(req.Body)
-	req.Body.Close()
+	hb, ok, err := peekHeartbeat(req)
 	if err != nil {
 		return nil, err
 	}
-	var hb protocol.HeartbeatRequest
-	if err := json.Unmarshal(body, &hb); err != nil {
-		return nil, err
+	if !ok {
+		return http.DefaultTransport.RoundTrip(req)
 	}
+	sent := time.Now()
 	w.mu.Lock()
 	firstJoin := hb.MemberEpoch == protocol.EpochJoin && !w.failedAt.IsZero() && w.joinAt.IsZero()
 	if firstJoin {
@@ -83,28 +74,22 @@ func (w *failOnceWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.mu.Unlock()
 		return nil, errors.New("test: heartbeat lost")
 	}
-	req.Body = io.NopCloser(bytes.NewReader(body))
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
-	out, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	ans, err := peekAnswer(resp)
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(out))
-	var ans protocol.HeartbeatResponse
-	if json.Unmarshal(out, &ans) == nil {
-		w.mu.Lock()
-		if ans.Status == protocol.StatusOK && hb.MemberEpoch > 0 {
-			w.lastOK = sent
-		}
-		if firstJoin {
-			w.joinAnswer = ans.Status
-		}
-		w.mu.Unlock()
+	w.mu.Lock()
+	if ans.Status == protocol.StatusOK && hb.MemberEpoch > 0 {
+		w.lastOK = sent
 	}
+	if firstJoin {
+		w.joinAnswer = ans.Status
+	}
+	w.mu.Unlock()
 	return resp, nil
 }
 
