@@ -143,11 +143,7 @@ func TestLateLeaveOfAnEarlierProcess(t *testing.T) {
 			}
 			now = settle(t, now, b)
 
-			a2 := newClient(t, g, "a")
-			a2.sim.instance = ""
-			now = now.Add(time.Millisecond)
-			a2.beat(now)
-			now = settle(t, now, a2, b)
+			a2, now := restartedReference(t, g, now, b)
 			reads := a2.sim.reading()
 			if len(reads) == 0 {
 				t.Fatalf("the new process of a reads nothing: %s", dumpGroup(g))
@@ -232,11 +228,7 @@ func TestLateHeartbeatOfAnEarlierProcess(t *testing.T) {
 	now = now.Add(time.Millisecond)
 	a.beat(now)
 	now = settle(t, now, b)
-	a2 := newClient(t, g, "a")
-	a2.sim.instance = ""
-	now = now.Add(time.Millisecond)
-	a2.beat(now)
-	now = settle(t, now, a2, b)
+	a2, now := restartedReference(t, g, now, b)
 	reads := a2.sim.reading()
 	if len(reads) == 0 || len(minus(protocol.Indexes(late.OwnedShards), reads)) == 0 {
 		t.Fatalf("setup: the new process reads %v, the late copy owns %v", reads, protocol.Indexes(late.OwnedShards))
@@ -270,4 +262,15 @@ func referencePair(t *testing.T) (*Group, *client, *client, time.Time) {
 		c.beat(now)
 	}
 	return g, a, b, settle(t, now, a, b)
+}
+
+// restartedReference is a new process of reference client a (a restarted
+// pod under the same member id), joined and settled with others.
+func restartedReference(t *testing.T, g *Group, now time.Time, others ...*client) (*client, time.Time) {
+	t.Helper()
+	a := newClient(t, g, "a")
+	a.sim.instance = ""
+	now = now.Add(time.Millisecond)
+	a.beat(now)
+	return a, settle(t, now, append([]*client{a}, others...)...)
 }
