@@ -378,6 +378,28 @@ func (c HeldCPU) ServerPerAnswer() time.Duration {
 	return c.Server / time.Duration(c.Answered)
 }
 
+// AskedCores extrapolates the CPU the asked load takes: each process's
+// cores over the measured phase, scaled from the held answers a second the
+// members got to those they asked. Below the asked rate a server and its
+// load generator that share a machine may simply not fit on it; the sum
+// says whether they can. ok is false when a figure is unknown or nothing
+// was held.
+func (r HeldReport) AskedCores() (server, members float64, ok bool) {
+	if r.CPU.Server < 0 || r.Measured <= 0 || r.HeldPerSecond <= 0 || r.AskedPerSecond <= 0 {
+		return 0, 0, false
+	}
+	load := r.CPU.Load
+	if load < 0 {
+		load = r.CPU.Bench // the members ran in the bench's own process
+	}
+	if load < 0 {
+		return 0, 0, false
+	}
+	scale := r.AskedPerSecond / r.HeldPerSecond
+	secs := r.Measured.Seconds()
+	return scale * r.CPU.Server.Seconds() / secs, scale * load.Seconds() / secs, true
+}
+
 // cpuMeter reads a CPU clock at the start and end of a phase; a nil or
 // failing clock makes the figure unknown (-1).
 type cpuMeter struct {

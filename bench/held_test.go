@@ -297,3 +297,36 @@ func mustClient(t *testing.T, url string) *coordclient.Client {
 	}
 	return c
 }
+
+// TestHeldAskedCores: each process's cores scale from the held answers a
+// second got to those asked; an unknown figure or nothing held says so.
+func TestHeldAskedCores(t *testing.T) {
+	// 30 s measured: the server used 33.6 s of CPU (1.12 cores), the
+	// members' process 18.6 s (0.62 cores), at 5,250 of 6,667 asked.
+	base := HeldReport{Measured: 30 * time.Second, AskedPerSecond: 6667, HeldPerSecond: 5250,
+		CPU: HeldCPU{Server: 33600 * time.Millisecond, Load: 18600 * time.Millisecond, Bench: 900 * time.Millisecond}}
+	for _, tc := range []struct {
+		name            string
+		change          func(r *HeldReport)
+		server, members float64
+		ok              bool
+	}{
+		{name: "behind", change: func(*HeldReport) {}, server: 1.12 * 6667 / 5250, members: 0.62 * 6667 / 5250, ok: true},
+		{name: "met", change: func(r *HeldReport) { r.HeldPerSecond = 6667 }, server: 1.12, members: 0.62, ok: true},
+		{name: "members in the bench", change: func(r *HeldReport) { r.HeldPerSecond = 6667; r.CPU.Load = -1 }, server: 1.12, members: 0.03, ok: true},
+		{name: "server unknown", change: func(r *HeldReport) { r.CPU.Server = -1 }},
+		{name: "both load clocks unknown", change: func(r *HeldReport) { r.CPU.Load, r.CPU.Bench = -1, -1 }},
+		{name: "nothing held", change: func(r *HeldReport) { r.HeldPerSecond = 0 }},
+		{name: "nothing asked", change: func(r *HeldReport) { r.AskedPerSecond = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base
+			tc.change(&r)
+			server, members, ok := r.AskedCores()
+			near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+			if ok != tc.ok || !near(server, tc.server) || !near(members, tc.members) {
+				t.Errorf("AskedCores = %.4f, %.4f, %v; want %.4f, %.4f, %v", server, members, ok, tc.server, tc.members, tc.ok)
+			}
+		})
+	}
+}

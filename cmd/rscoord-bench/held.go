@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -476,9 +477,15 @@ func cpuText(rep bench.HeldReport) string {
 	}
 	text := "CPU over the measured phase: " + server
 	if rep.CPU.Load >= 0 {
-		return text + fmt.Sprintf("; held members' process %s; bench (churn, readings) %s", cores(rep.CPU.Load), cores(rep.CPU.Bench))
+		text += fmt.Sprintf("; held members' process %s; bench (churn, readings) %s", cores(rep.CPU.Load), cores(rep.CPU.Bench))
+	} else {
+		text += fmt.Sprintf("; bench (held members and churn) %s", cores(rep.CPU.Bench))
 	}
-	return text + fmt.Sprintf("; bench (held members and churn) %s", cores(rep.CPU.Bench))
+	if s, m, ok := rep.AskedCores(); ok {
+		text += fmt.Sprintf("\n  CPU the asked load takes at these costs: server %.2f + members %.2f = %.2f cores of the %d this machine has",
+			s, m, s+m, runtime.NumCPU())
+	}
+	return text
 }
 
 // HeldLoadCmd is the process running held's members with --load-nice:
