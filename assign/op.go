@@ -458,10 +458,15 @@ func (o *op) changes() Changes {
 	}
 	slices.Sort(c.Members)
 	c.Members = slices.Compact(c.Members)
-	if len(o.removed) > 0 {
-		c.Removed = slices.Clone(o.removed)
-		slices.Sort(c.Removed)
+	for _, id := range o.removed {
+		// A member pruned and joined again under its id in the same call
+		// (a late copy of its join, a process back after the retention)
+		// is a new member: written whole, not removed.
+		if o.g.Members[id] == nil {
+			c.Removed = append(c.Removed, id)
+		}
 	}
+	slices.Sort(c.Removed)
 	if len(o.raised) > 0 {
 		c.OwnerEpochs = normalize(o.raised)
 	}
