@@ -94,6 +94,22 @@ func (s *simStore) write(g *Group, c Changes) []string {
 	return back
 }
 
+// clone is a copy of what s holds: a snapshot of the store.
+func (s *simStore) clone() *simStore {
+	c := &simStore{head: s.head, members: make(map[string]Member, len(s.members)), targets: make(map[string][]int, len(s.targets)),
+		owners: slices.Clone(s.owners)}
+	c.head.DrainingShards = slices.Clone(s.head.DrainingShards)
+	for id, m := range s.members {
+		m.Current, m.Revoking, m.Granted = slices.Clone(m.Current), slices.Clone(m.Revoking), slices.Clone(m.Granted)
+		m.Withdrawn = slices.Clone(m.Withdrawn)
+		c.members[id] = m
+	}
+	for id, t := range s.targets {
+		c.targets[id] = slices.Clone(t)
+	}
+	return c
+}
+
 // load builds the group from what was written, as a fresh coordinator
 // does; the caller then runs [Restore].
 func (s *simStore) load() *Group {
