@@ -241,3 +241,49 @@ func TestAbsurdVersionRefused(t *testing.T) {
 		t.Fatalf("absurd version: %+v, group version %d", res.Response, g.MetadataVersion)
 	}
 }
+
+// TestStoreWentBackSeveralVersions: the lost history went two versions past
+// the restored one and the members saw different parts of it: a and b last
+// heard version v+1, c version v+2 (d joined, e joined and only c and e
+// heard of it). a's report opens the round and the group jumps to v+2,
+// the very version c carries: c's report looks in sync, and c's epoch from
+// the lost history, above the restored assignment epoch, is refused
+// INVALID_REQUEST (our member runtime stops on it). Only when c reports
+// first (and moves the group past v+2) does it pass.
+//
+// Open: the rule that makes this pass is not settled yet; the simulation
+// finds the same with simStoreGoesBack on.
+func TestStoreWentBackSeveralVersions(t *testing.T) {
+	t.Skip("open: a lost version equal to one the loaded group issues since is decided as in sync")
+	for first := range 5 {
+		t.Run(fmt.Sprint(first), func(t *testing.T) {
+			g, cs, now := stable(t, 8, "a", "b", "c")
+			restored := cloneGroup(t, g)
+			d := newClient(t, g, "d")
+			all := append(cs, d)
+			now = settle(t, now, all...)
+			e := newClient(t, g, "e")
+			for range 3 {
+				now = now.Add(10 * time.Millisecond)
+				cs[2].beat(now)
+				e.beat(now)
+			}
+			all = append(all, e)
+			Restore(restored, now, testConfig())
+			for _, cl := range all {
+				cl.g, cl.lenient = restored, true
+			}
+			order := append(slices.Clone(all[first:]), all[:first]...)
+			for range 30 {
+				for _, cl := range order {
+					now = now.Add(10 * time.Millisecond)
+					cl.beat(now) // fails on INVALID_REQUEST
+					checkReaders(t, all)
+				}
+			}
+			if restored.CorrectionOpen || restored.State != protocol.GroupStable {
+				t.Fatalf("no convergence: %s", dumpGroup(restored))
+			}
+		})
+	}
+}
