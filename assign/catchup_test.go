@@ -110,8 +110,10 @@ func TestCatchUpIsNotPersisted(t *testing.T) {
 
 // TestForgottenEpochAfterReload: after the coordinator reloads a group, a
 // member carrying an epoch it was answered but that was never written is
-// processed as current; an epoch above the assignment epoch is still
-// INVALID_REQUEST; a lower one is judged as before.
+// processed as current; an epoch above the assignment epoch comes from a
+// history the store lost (it went back) and is decided as a metadata
+// correction, answered with the stored epoch; a lower one is judged as
+// before.
 func TestForgottenEpochAfterReload(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -126,7 +128,7 @@ func TestForgottenEpochAfterReload(t *testing.T) {
 		{"the stored epoch is current", "a",
 			func(_ *catchUpWorld, s Member) int64 { return s.Epoch }, protocol.StatusOK, false, false},
 		{"above the assignment epoch", "a",
-			func(w *catchUpWorld, _ Member) int64 { return w.g.AssignmentEpoch + 1 }, protocol.StatusInvalidRequest, false, false},
+			func(w *catchUpWorld, _ Member) int64 { return w.g.AssignmentEpoch + 1 }, protocol.StatusSyncMetadata, false, true},
 		{"below the stored epoch, not the previous one", "b",
 			func(_ *catchUpWorld, s Member) int64 { return s.Epoch - 1 }, protocol.StatusFencedMemberEpoch, false, true},
 	}
@@ -158,6 +160,12 @@ func TestForgottenEpochAfterReload(t *testing.T) {
 					t.Errorf("previous epoch %d, want the stored %d", m.PreviousEpoch, stored.Epoch)
 				}
 			}
+			if tc.status == protocol.StatusSyncMetadata {
+				if r.MemberEpoch != stored.Epoch || !res.Events.LostEpoch || !w.g.CorrectionOpen || !m.State.Live() {
+					t.Errorf("correction: answer e%d (want the stored e%d), lost epoch %v, round open %v, member %s",
+						r.MemberEpoch, stored.Epoch, res.Events.LostEpoch, w.g.CorrectionOpen, m.State)
+				}
+			}
 		})
 	}
 }
@@ -179,8 +187,8 @@ func TestForgottenEpochMarkClears(t *testing.T) {
 	}
 	ahead := w.a.sim.request()
 	ahead.MemberEpoch = w.g.AssignmentEpoch + 1
-	if r := w.send(t, ahead).Response; r.Status != protocol.StatusInvalidRequest {
-		t.Fatalf("an epoch above the assignment epoch: %s", r.Status)
+	if r := w.send(t, ahead).Response; r.Status != protocol.StatusSyncMetadata {
+		t.Fatalf("an epoch above the assignment epoch (a lost history's): %s", r.Status)
 	}
 	req := w.a.sim.request()
 	req.MemberEpoch = forgotten

@@ -106,6 +106,10 @@ type Events struct {
 	// processed as current: the member was loaded from the store, which
 	// does not keep epoch catch-ups.
 	ForgottenEpochAccepted bool
+	// LostEpoch is true when a member loaded from the store carried an
+	// epoch above every one its group issued (the store went back, a
+	// restored backup) and was answered through a metadata correction.
+	LostEpoch bool
 	// MemberLimitReached is true when a join was refused because the group
 	// holds Config.MaxMembers members (answered RETRY).
 	MemberLimitReached bool

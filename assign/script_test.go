@@ -320,6 +320,9 @@ func flags(res Result) string {
 	if ev.ForgottenEpochAccepted {
 		b.WriteString(" forgotten-epoch")
 	}
+	if ev.LostEpoch {
+		b.WriteString(" lost-epoch")
+	}
 	if !res.Next.IsZero() {
 		fmt.Fprintf(&b, " next=+%s", res.Next.Sub(t0))
 	}

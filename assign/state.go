@@ -124,6 +124,10 @@ type Group struct {
 	// idx is the group's index (index.go): derived, not persisted, built
 	// on first use and kept exact by the setters of op.
 	idx *index
+	// restored is true once Restore prepared the group: it was loaded from
+	// the store, which may have gone back (a restored backup), so a member
+	// may carry an epoch from a history this group no longer has.
+	restored bool
 }
 
 // NewGroup creates an EMPTY group named name on the stream streamPrefix with
