@@ -19,7 +19,7 @@ import (
 )
 
 // walFault injects errorfs.ErrInjected into operations on Pebble's
-// write-ahead log (*.log) while armed.
+// write-ahead log (*.log, or the files named by suffix) while armed.
 type walFault struct {
 	armed atomic.Bool
 	kinds []errorfs.OpKind
@@ -28,10 +28,16 @@ type walFault struct {
 	err error
 	// allFiles extends the fault from the WAL to every file.
 	allFiles bool
+	// suffix, when set, names the files that fail instead of ".log".
+	suffix string
 }
 
 func (f *walFault) MaybeError(op errorfs.Op) error {
-	if !f.armed.Load() || (!f.allFiles && !strings.HasSuffix(op.Path, ".log")) {
+	suffix := f.suffix
+	if suffix == "" {
+		suffix = ".log"
+	}
+	if !f.armed.Load() || (!f.allFiles && !strings.HasSuffix(op.Path, suffix)) {
 		return nil
 	}
 	for _, k := range f.kinds {
