@@ -47,6 +47,9 @@ type core struct {
 	// kvClosed is set once kv was closed (a failed recovery attempt leaves
 	// it so). Guarded by life.
 	kvClosed bool
+	// opening delivers the result of a reopen still running in the
+	// background (see reopened). Guarded by life.
+	opening chan reopenResult
 	// reopen opens the engine again, for recovery after a failed write;
 	// nil for an engine that cannot fail (memory).
 	reopen func() (kv, error)
@@ -122,7 +125,12 @@ func (c *core) tryRecover(ctx context.Context) (ok bool) {
 	if last != 0 && now.Sub(time.Unix(0, last)) < c.recoverEvery {
 		return false
 	}
-	c.life.Lock()
+	// A call stuck in the engine (a commit in Pebble's write stall, which
+	// only a successful flush ends) holds life for reading: waiting for it
+	// here would block every other call behind this one.
+	if !c.life.TryLock() {
+		return false
+	}
 	defer c.life.Unlock()
 	if c.closed {
 		return false
@@ -144,16 +152,16 @@ func (c *core) tryRecover(ctx context.Context) (ok bool) {
 			err, ok = fe, false
 		}
 		if err != nil && c.log != nil {
-			c.log.Warn("store still failing; will retry", slog.Duration("after", c.recoverEvery), slog.Any("error", err))
+			c.log.Warn("store still failing; will retry", slog.Duration("after", c.recoverEvery), slog.String("error", err.Error()))
 		}
 	}()
 	if !c.kvClosed {
 		c.kvClosed = true
 		if err := c.kv.close(); err != nil && c.log != nil {
-			c.log.Info("closing the failed engine", slog.Any("error", err))
+			c.log.Info("closing the failed engine", slog.String("error", err.Error()))
 		}
 	}
-	engine, err := c.reopen()
+	engine, err := c.reopened()
 	if err != nil {
 		return false
 	}
@@ -176,6 +184,43 @@ func (c *core) tryRecover(ctx context.Context) (ok bool) {
 	return true
 }
 
+// openWait bounds how long a recovery attempt waits for the engine to
+// reopen, holding life; a reopen that takes longer goes on in the
+// background and a later attempt takes its result.
+const openWait = time.Second
+
+// reopenResult is what a reopen gave.
+type reopenResult struct {
+	kv  kv
+	err error
+}
+
+// reopened returns the engine a reopen opened: one started now, waited
+// for at most openWait, or one an earlier attempt started, not waited
+// for. Pebble's Open waits until the memtables it replays from the log
+// are flushed, for ever while the disk refuses tables: that must not hold
+// the store's lock. Called with life held for writing.
+func (c *core) reopened() (kv, error) {
+	wait := time.Duration(0)
+	if c.opening == nil {
+		ch := make(chan reopenResult, 1)
+		c.opening, wait = ch, openWait
+		go func() {
+			engine, err := c.reopen()
+			ch <- reopenResult{engine, err}
+		}()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case r := <-c.opening:
+		c.opening = nil
+		return r.kv, r.err
+	case <-timer.C:
+		return nil, errors.New("the engine is still reopening (Pebble flushes what it replays from its log before it opens)")
+	}
+}
+
 // probe proves that a synced write succeeds: it rewrites the layout marker.
 func (c *core) probe(ctx context.Context) error {
 	payload, err := json.Marshal(layoutV1{KeyLayout: keyLayout})
@@ -183,6 +228,16 @@ func (c *core) probe(ctx context.Context) error {
 		return err
 	}
 	return c.commit(ctx, putOp(layoutKey, frame(kindLayout, 1, payload)))
+}
+
+// diskError fails the store on a disk error of the engine's background
+// work. Pebble retries a failed flush for ever and stalls commits once its
+// memtables are full, so a store that went on would let its next writes
+// hang, not fail; failed, it refuses calls at once and recovers as after a
+// failed write (reopened, once a synced write succeeds). Called from one
+// of Pebble's goroutines: it must not block.
+func (c *core) diskError(err error) {
+	c.fail(fmt.Errorf("background write: %w", err))
 }
 
 // fail makes the store refuse every later call. Called with the error of a
@@ -193,7 +248,10 @@ func (c *core) fail(err error) error {
 	if _, ok := errors.AsType[*errRefused](err); ok {
 		return err
 	}
-	c.failed.CompareAndSwap(nil, &err)
+	if c.failed.CompareAndSwap(nil, &err) && c.log != nil {
+		c.log.Error("store failed: every call is refused until the disk takes a synced write again",
+			slog.String("error", err.Error()), slog.Duration("retryEvery", c.recoverEvery))
+	}
 	return &recordError{sentinel: ErrFailed, cause: err}
 }
 
@@ -397,6 +455,14 @@ func (c *core) Close() (err error) {
 		return nil
 	}
 	c.closed = true
+	if ch := c.opening; ch != nil {
+		// An engine still reopening is closed once it opened.
+		go func() {
+			if r := <-ch; r.kv != nil {
+				_ = r.kv.close()
+			}
+		}()
+	}
 	if c.kvClosed {
 		return nil
 	}

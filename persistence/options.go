@@ -42,6 +42,10 @@ type Options struct {
 	// fs is the file system Pebble uses; tests wrap it to inject I/O errors.
 	// Default vfs.Default.
 	fs vfs.FS
+
+	// onDiskError is called with a disk error of Pebble's background work
+	// (a flush or compaction that could not write); set by OpenPebble.
+	onDiskError func(error)
 }
 
 // Defaults of [Options].

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -46,16 +49,18 @@ func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
 		return nil, opErr("open "+dir, err)
 	}
 	fs := privateFS{opts.fs}
+	c := newCore(nil)
+	c.log = opts.Logger.With(slog.String("dataDir", dir))
+	c.recoverEvery = opts.RecoverInterval
+	opts.onDiskError = c.diskError
 	engine, err := openPebbleKV(dir, fs, opts)
 	if err != nil {
 		return nil, opErr("open "+dir, err)
 	}
+	c.kv = engine
 	if err := writePIDFile(dir); err != nil {
 		return nil, errors.Join(opErr("open "+dir, err), engine.close())
 	}
-	c := newCore(engine)
-	c.log = opts.Logger
-	c.recoverEvery = opts.RecoverInterval
 	c.reopen = func() (kv, error) {
 		// Pebble leaves a goroutine behind when Open fails part-way (it
 		// registers its compaction scheduler first), so a recovery opens
@@ -101,6 +106,7 @@ func openPebbleKV(dir string, fs vfs.FS, opts Options) (kv *pebbleKV, err error)
 	logger := pebbleLogger{opts.Logger.With("component", "pebble")}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
+	bgErrors := &rareLog{every: backgroundErrorLogEvery}
 	popts := &pebble.Options{
 		FS:                 fs,
 		Cache:              cache,
@@ -108,7 +114,19 @@ func openPebbleKV(dir string, fs vfs.FS, opts Options) (kv *pebbleKV, err error)
 		FormatMajorVersion: formatMajorVersion,
 		Logger:             logger,
 		EventListener: &pebble.EventListener{
-			BackgroundError: func(err error) { logger.l.Error("background error", "err", err) },
+			// A flush or compaction that fails is retried at once, again
+			// and again (Pebble has no backoff), and commits stall once
+			// the memtables are full: on a disk error the store fails
+			// (see core.diskError) rather than let writes hang, and the
+			// log gets the first error and then a count now and then.
+			BackgroundError: func(err error) {
+				if n, ok := bgErrors.due(); ok {
+					logger.l.Error("background error", slog.Int("repeats", n), slog.String("err", err.Error()))
+				}
+				if opts.onDiskError != nil && isDiskError(err) {
+					opts.onDiskError(err)
+				}
+			},
 			// Pebble's default treats corruption as fatal. The read that
 			// found it returns an error as well, which the store reports
 			// for the record concerned, so logging is enough here.
@@ -141,6 +159,44 @@ func openPebbleKV(dir string, fs vfs.FS, opts Options) (kv *pebbleKV, err error)
 		return nil, corruption(err)
 	}
 	return &pebbleKV{db: db}, nil
+}
+
+// backgroundErrorLogEvery is the least time between two log lines of
+// Pebble's background errors.
+const backgroundErrorLogEvery = 10 * time.Second
+
+// rareLog lets through one of a run of events per interval and counts the
+// others.
+type rareLog struct {
+	every      time.Duration
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// due reports whether to log now and how many events were not logged
+// since the last time.
+func (r *rareLog) due() (suppressed int, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := time.Now(); r.last.IsZero() || now.Sub(r.last) >= r.every {
+		n := r.suppressed
+		r.last, r.suppressed = now, 0
+		return n, true
+	}
+	r.suppressed++
+	return 0, false
+}
+
+// isDiskError reports whether err is the disk refusing writes: full, over
+// quota, read-only or failing.
+func isDiskError(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // pebbleKV is the kv of a Pebble database.
