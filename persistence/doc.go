@@ -47,8 +47,7 @@
 //  5. On [ErrFailed] stop answering from what you hold: a write failed in a
 //     way that leaves the on-disk state unknown, or Pebble's background
 //     work (a flush) met a disk error and later writes would stall. The
-//     store recovers by
-//     itself (it reopens its engine, at most once per
+//     store recovers by itself (it reopens its engine, at most once per
 //     Options.RecoverInterval, and serves again once a synced write
 //     succeeds; [Store.Err] reports and drives it); reload what you hold
 //     from the store before serving it again.
