@@ -51,6 +51,13 @@ func (o *op) syncMetadata(m *Member, req *protocol.HeartbeatRequest) answer {
 		g.CorrectionOpen = true
 		o.groupChange()
 	}
+	return o.syncMember(m, req)
+}
+
+// syncMember answers m SYNC_METADATA and records what it may keep, as
+// syncMetadata does, without touching the group's version or round.
+func (o *op) syncMember(m *Member, req *protocol.HeartbeatRequest) answer {
+	g := o.g
 	owned := fromWire(req.OwnedShards)
 	held := union(owned, nonTerminal(req.RevokingShards))
 	var plausible []int

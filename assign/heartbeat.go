@@ -130,24 +130,25 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 	confirmed := m.epochConfirmed
 	m.epochConfirmed = true
 	if e > m.Epoch {
-		if e > g.AssignmentEpoch && g.restored {
-			// Above every epoch this group issued, in a group loaded from
-			// the store: the store went back (a restored backup) and the
-			// history it lost issued it.
-			// Its version may be one the group has issued again since (a
-			// correction jump, the reassignment on load), so the version
-			// check above did not catch it, and a late copy decided since
-			// the load may have confirmed the member at a lower epoch.
-			// The report may name shards that history granted: it is
-			// decided as a correction, which keeps what it holds blocked
-			// until it proves it released them and answers with the
-			// member's stored epoch. (Refused INVALID_REQUEST, our
-			// runtime would stop for good.) A group this process created
-			// has no lost history: there, such an epoch is a client's bug.
-			o.ev.LostEpoch = true
-			return o.syncMetadata(m, req), m
-		}
-		if confirmed {
+		if confirmed || e > g.AssignmentEpoch {
+			if g.restored {
+				// In a group loaded from the store, an epoch this process
+				// never answered the member may come from a history the
+				// store no longer has (it went back: a restored backup),
+				// with a version the loaded group has issued again since
+				// (a correction jump, the reassignment on load), so the
+				// version check above let it through; and the epoch itself
+				// may be one issued again, the member confirmed at a lower
+				// one by a late copy decided since the load. The report
+				// may name shards that history granted: it is decided as
+				// a correction, which keeps what the member holds blocked
+				// until it proves it released them and answers with its
+				// stored epoch, which the member takes. Refused
+				// INVALID_REQUEST, our runtime would stop for good. It
+				// opens no round: the member itself is what is in doubt.
+				o.ev.LostEpoch = true
+				return o.syncMember(m, req), m
+			}
 			return answerInvalid, m
 		}
 		// Loaded from the store: the member may carry an epoch this
