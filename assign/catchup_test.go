@@ -233,3 +233,24 @@ func TestRestoreUnconfirmsEpochs(t *testing.T) {
 		t.Fatalf("after Restore: %s", res.Response.Status)
 	}
 }
+
+// TestCreatedGroupRefusesFutureEpochs: a group this process created has no
+// lost history, so an epoch above any it answered stays the client's bug
+// (INVALID_REQUEST), also after the Restore its actor runs on start; a
+// group decoded from the store corrects the member instead.
+func TestCreatedGroupRefusesFutureEpochs(t *testing.T) {
+	w := newCatchUpWorld(t)
+	w.beat(t, w.a)
+	Restore(w.g, w.now, w.cfg)
+	ahead := w.a.sim.request()
+	ahead.MemberEpoch = w.g.AssignmentEpoch + 1
+	if r := w.send(t, ahead).Response; r.Status != protocol.StatusInvalidRequest {
+		t.Fatalf("created group, an epoch above the assignment epoch: %s", r.Status)
+	}
+	w.crash(t) // decoded from the store and restored
+	ahead = w.a.sim.request()
+	ahead.MemberEpoch = w.g.AssignmentEpoch + 1
+	if res := w.send(t, ahead); res.Response.Status != protocol.StatusSyncMetadata || !res.Events.LostEpoch {
+		t.Fatalf("loaded group, an epoch above the assignment epoch: %s", res.Response.Status)
+	}
+}

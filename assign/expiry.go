@@ -47,7 +47,7 @@ func Tick(g *Group, now time.Time, cfg Config) Result {
 func Restore(g *Group, now time.Time, cfg Config) Result {
 	o := begin(g, now, cfg)
 	g.idx = nil // the caller may have edited the group (a load, a repair)
-	g.restored = true
+	g.loaded = !g.created
 	for _, m := range g.Members {
 		// A member decoded from a record is unconfirmed already (the zero
 		// value); a caller restoring a group it kept in memory gets the

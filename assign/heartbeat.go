@@ -131,7 +131,7 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 	m.epochConfirmed = true
 	if e > m.Epoch {
 		if confirmed || e > g.AssignmentEpoch {
-			if g.restored {
+			if g.loaded {
 				// In a group loaded from the store, an epoch this process
 				// never answered the member may come from a history the
 				// store no longer has (it went back: a restored backup),

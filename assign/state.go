@@ -124,10 +124,11 @@ type Group struct {
 	// idx is the group's index (index.go): derived, not persisted, built
 	// on first use and kept exact by the setters of op.
 	idx *index
-	// restored is true once Restore prepared the group: it was loaded from
-	// the store, which may have gone back (a restored backup), so a member
-	// may carry an epoch from a history this group no longer has.
-	restored bool
+	// created is true for a group NewGroup made in this process; loaded
+	// is true once Restore prepared any other group, one decoded from the
+	// store, which may have gone back (a restored backup): a member may
+	// then carry an epoch from a history this group no longer has.
+	created, loaded bool
 }
 
 // NewGroup creates an EMPTY group named name on the stream streamPrefix with
@@ -148,6 +149,7 @@ func NewGroup(streamPrefix, name string, shardCount int, now time.Time) *Group {
 		Target:          map[string][]int{},
 		CreatedAt:       now,
 		timersKnown:     true,
+		created:         true,
 	}
 }
 
