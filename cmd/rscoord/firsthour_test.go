@@ -316,6 +316,14 @@ func TestHashPasswordOnTerminal(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+		// As a person would: after the prompt, once the terminal stopped
+		// echoing (a loaded machine showed the password typed in between).
+		for !echoOff(ptmx) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the terminal still echoes after the prompt %q", prompt)
+			}
+			time.Sleep(time.Millisecond)
+		}
 		if _, err := io.WriteString(ptmx, "correct horse\n"); err != nil {
 			t.Fatal(err)
 		}
