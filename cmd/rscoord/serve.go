@@ -344,12 +344,33 @@ func (s *ServeCmd) runOnce(ctx context.Context, log *slog.Logger, f *front) erro
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	err = errors.Join(serveErr, httpErr, coord.Close(closeCtx), store.Close(), authn.Close(), leaveErr, lostLease(ctx))
+	err = errors.Join(serveErr, httpErr, coord.Close(closeCtx), closeStore(store, storeCloseTimeout), authn.Close(), leaveErr, lostLease(ctx))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("rscoord stopped cleanly")
 	return nil
+}
+
+// storeCloseTimeout bounds closing the store on shutdown.
+const storeCloseTimeout = 10 * time.Second
+
+// closeStore closes store, waiting at most wait. A write stuck in the
+// engine (a commit in Pebble's write stall on a full disk, which only a
+// flush that succeeds ends) holds Close until the disk takes writes again,
+// and SIGTERM must still stop the process. Leaving the store unclosed
+// loses nothing acknowledged: every answer waited for its synced write.
+func closeStore(store interface{ Close() error }, wait time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- store.Close() }()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("store not closed after %s: a write is stuck in it (a full or failing disk?); exiting without closing it, which loses nothing acknowledged", wait)
+	}
 }
 
 // httpServer is the API's HTTP server with the HTTP limits of the flags.
