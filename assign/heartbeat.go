@@ -202,6 +202,12 @@ func (o *op) epochZero(m *Member, req *protocol.HeartbeatRequest) answer {
 	sameInstance := req.InstanceID == m.InstanceID
 	replay := sameInstance && (req.InstanceID != "" || req.RequestID == m.JoinRequestID)
 	switch {
+	case sameInstance && req.InstanceID != "" && req.RequestSeq > 0 && req.RequestSeq < m.JoinSeq:
+		// An earlier join attempt of the process that joined since (held
+		// up in the network, and decided after a restart forgot the last
+		// requestSeq, which would have refused it): a rejoin would free
+		// what the process reads by now. RETRY, nothing changes.
+		return answerRetry
 	case sameInstance && m.Reported && req.RequestID == m.JoinRequestID:
 		// A late copy of the join that created this incarnation (held up
 		// in the network while its retry, same requestId, was answered):

@@ -183,3 +183,49 @@ func TestOwnerEpochsRiseWhenShardsMove(t *testing.T) {
 		t.Errorf("member epoch %d not above the old group epoch %d", r.MemberEpoch, g.GroupEpoch)
 	}
 }
+
+// TestLateEarlierJoinAttemptFreesNothing: a's first join attempt is held up
+// in the network; a retries with a new requestId and requestSeq (as our
+// runtime numbers every request), is answered and reads its shards. The
+// coordinator restarts, which forgets the requestSeq it last decided, and
+// then the first attempt arrives: from the same process, epoch 0, not the
+// join that created the incarnation. Taken as a rejoin it would free what a
+// reads, and b would be granted a's shards. It is answered RETRY to nobody
+// and changes nothing, before and after a restart.
+func TestLateEarlierJoinAttemptFreesNothing(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same process", true: "after a restart"}[restart], func(t *testing.T) {
+			g := NewGroup("orders", "billing", 4, t0)
+			store := newSimStore(g)
+			a := newClient(t, g, "a")
+			early := a.sim.request() // attempt 1, held up
+			now := t0.Add(time.Second)
+			for range 3 { // attempt 2 joins; a reads all four
+				now = now.Add(10 * time.Millisecond)
+				store.write(g, a.beat(now).Changes)
+			}
+			if len(a.sim.reading()) != 4 {
+				t.Fatalf("setup: a reads %v", a.sim.reading())
+			}
+			if restart {
+				g = store.load()
+				Restore(g, now, testConfig())
+				a.g = g
+			}
+			res := Heartbeat(g, early, now.Add(10*time.Millisecond), testConfig())
+			if res.Response.Status != protocol.StatusRetry || res.Persist {
+				t.Errorf("the late first attempt: %s, persist %v; want RETRY, nothing written", res.Response.Status, res.Persist)
+			}
+			b := newClient(t, g, "b")
+			all := []*client{a, b}
+			now = now.Add(20 * time.Millisecond)
+			for range 10 {
+				for _, c := range all {
+					now = now.Add(10 * time.Millisecond)
+					c.beat(now)
+					checkReaders(t, all)
+				}
+			}
+		})
+	}
+}

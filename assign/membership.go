@@ -18,6 +18,7 @@ func (o *op) join(req *protocol.HeartbeatRequest) answer {
 		JoinedAt:      o.now,
 		InstanceID:    req.InstanceID,
 		JoinRequestID: req.RequestID,
+		JoinSeq:       req.RequestSeq,
 		// Every epoch it is answered comes from this coordinator.
 		epochConfirmed: true,
 	}
@@ -45,8 +46,8 @@ func (o *op) rejoin(m *Member, req *protocol.HeartbeatRequest) answer {
 	if m.InstanceID != req.InstanceID {
 		m.lastSeq = 0 // another process: its own sequence
 	}
-	if m.InstanceID != req.InstanceID || m.JoinRequestID != req.RequestID {
-		m.InstanceID, m.JoinRequestID = req.InstanceID, req.RequestID
+	if m.InstanceID != req.InstanceID || m.JoinRequestID != req.RequestID || m.JoinSeq != req.RequestSeq {
+		m.InstanceID, m.JoinRequestID, m.JoinSeq = req.InstanceID, req.RequestID, req.RequestSeq
 		o.memberChanged(m)
 	}
 	if m.Reported {

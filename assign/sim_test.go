@@ -323,10 +323,10 @@ func (w *world) chaos() {
 		// A copy of a heartbeat that was delivered and answered, delivered
 		// a second time, late (a network that duplicates). It carries the
 		// metadata version its sender had then, whatever the coordinator
-		// has issued since. (Copies of joins are the delayed requests'
-		// business: an earlier join attempt of the same instanceId,
-		// decided after a coordinator restart forgot requestSeq, rejoins
-		// the member.)
+		// has issued since. Joins are copied too: an earlier join attempt
+		// of the same instanceId, decided after a coordinator restart
+		// forgot the last requestSeq, must not rejoin the member (its
+		// durable JoinSeq refuses it).
 		if p := w.pick(func(p *proc) bool { return len(p.sent) > 0 }); p != nil {
 			q := *p.sent[w.rng.IntN(len(p.sent))]
 			at := w.now.Add(time.Duration(1+w.rng.IntN(5000)) * time.Millisecond)
@@ -642,10 +642,8 @@ func (w *world) events(ev Events) {
 
 func (w *world) heartbeat(p *proc) {
 	req := p.request()
-	if req.MemberEpoch > 0 {
-		if p.sent = append(p.sent, req); len(p.sent) > 4 {
-			p.sent = p.sent[1:]
-		}
+	if p.sent = append(p.sent, req); len(p.sent) > 4 {
+		p.sent = p.sent[1:]
 	}
 	if p.delayNext {
 		p.delayNext = false

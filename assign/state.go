@@ -225,6 +225,14 @@ type Member struct {
 	// held up in the network) and changes nothing. 0: unknown (a record
 	// written before the field existed). Durable.
 	JoinVersion int64
+	// JoinSeq is the requestSeq of the join that created the current
+	// incarnation (0 when it sent none). Its process numbers its requests
+	// in one rising sequence, so an epoch-0 request of the same instanceId
+	// numbered below it is an earlier join attempt held up in the network:
+	// it must not start a new incarnation and free what the member reads.
+	// The last requestSeq decided is kept in memory only; this one
+	// survives a restart. Durable.
+	JoinSeq int64
 	// Reported is true once the member heartbeated after its join; until
 	// then an epoch-0 heartbeat is a replay of a lost join answer.
 	Reported bool

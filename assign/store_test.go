@@ -70,7 +70,7 @@ func (s *simStore) write(g *Group, c Changes) []string {
 		s.members[id] = Member{
 			ID: m.ID, Name: m.Name, State: m.State, Epoch: m.Epoch, PreviousEpoch: m.PreviousEpoch,
 			Current: slices.Clone(m.Current), Revoking: slices.Clone(m.Revoking), Granted: slices.Clone(m.Granted),
-			Withdrawn: slices.Clone(m.Withdrawn), JoinVersion: m.JoinVersion, Reported: m.Reported, JoinedAt: m.JoinedAt, RebalanceDeadline: m.RebalanceDeadline,
+			Withdrawn: slices.Clone(m.Withdrawn), JoinVersion: m.JoinVersion, JoinSeq: m.JoinSeq, Reported: m.Reported, JoinedAt: m.JoinedAt, RebalanceDeadline: m.RebalanceDeadline,
 			StateChangedAt: m.StateChangedAt, InstanceID: m.InstanceID, JoinRequestID: m.JoinRequestID,
 		}
 		if t, ok := g.Target[id]; ok {

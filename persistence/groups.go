@@ -73,7 +73,9 @@ type memberV2 struct {
 	// before.
 	Withdrawn []withdrawalV2 `json:"withdrawn,omitempty"`
 	// JoinVersion is absent when 0 (unknown: a record written before it).
-	JoinVersion       int64     `json:"joinVersion,omitempty"`
+	JoinVersion int64 `json:"joinVersion,omitempty"`
+	// JoinSeq is absent when 0 (none sent, or a record written before it).
+	JoinSeq           int64     `json:"joinSeq,omitempty"`
 	Reported          bool      `json:"reported"`
 	JoinedAt          time.Time `json:"joinedAt,omitzero"`
 	RebalanceDeadline time.Time `json:"rebalanceDeadline,omitzero"`
@@ -175,6 +177,7 @@ func encodeMember(m *assign.Member, target []int, inTarget bool) ([]byte, error)
 		Granted:           cleanShards(m.Granted),
 		Withdrawn:         encodeWithdrawn(m.Withdrawn),
 		JoinVersion:       m.JoinVersion,
+		JoinSeq:           m.JoinSeq,
 		Reported:          m.Reported,
 		JoinedAt:          utc(m.JoinedAt),
 		RebalanceDeadline: utc(m.RebalanceDeadline),
@@ -788,6 +791,7 @@ func decodeMemberInto(g *assign.Group, id string, v []byte, rev uint64) error {
 		Granted:           cleanShards(m.Granted),
 		Withdrawn:         decodeWithdrawn(m.Withdrawn),
 		JoinVersion:       m.JoinVersion,
+		JoinSeq:           m.JoinSeq,
 		Reported:          m.Reported,
 		JoinedAt:          utc(m.JoinedAt),
 		RebalanceDeadline: utc(m.RebalanceDeadline),

@@ -80,6 +80,7 @@ func richGroup(prefix, name string) *assign.Group {
 	}
 	g.Members["m-active"].Withdrawn = []assign.Withdrawal{{Shard: 5, Version: 11}}
 	g.Members["m-active"].JoinVersion = 7
+	g.Members["m-active"].JoinSeq = 3
 	g.Members["m-leaving"].Withdrawn = []assign.Withdrawal{{Shard: 4, Version: 9}}
 	g.Members["m-starting"].RebalanceDeadline = time.Time{}
 	g.Members["m-starting"].InstanceID = ""
@@ -124,7 +125,7 @@ func durableAs(g *assign.Group, withIncarnation bool) *assign.Group {
 		mc.ReadableUntil = time.Time{}
 		if !withIncarnation {
 			mc.InstanceID, mc.JoinRequestID = "", ""
-			mc.Withdrawn, mc.JoinVersion = nil, 0 // schema 1 had neither
+			mc.Withdrawn, mc.JoinVersion, mc.JoinSeq = nil, 0, 0 // schema 1 had none of them
 		}
 		c.Members[id] = &mc
 	}
