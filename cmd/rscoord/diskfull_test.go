@@ -144,7 +144,7 @@ func testBinaryDiskFull(t *testing.T, flushFirst bool) {
 	}
 	// Admin mutations are refused with STORE_UNAVAILABLE.
 	_, err = d.cc.Do(d.ctx, http.MethodPost, coordclient.StreamPath("billing"),
-		protocol.CreateRequest{InitialShardCount: ptr(2), RequestedBy: "test"}, nil)
+		protocol.CreateRequest{InitialShardCount: new(2), RequestedBy: "test"}, nil)
 	t.Logf("disk full: create stream billing: %v", err)
 	d.checkStoreUnavailable("create stream billing", err)
 	_, err = d.cc.Do(d.ctx, http.MethodPost, coordclient.GroupPath("orders", "audit"),
@@ -277,8 +277,6 @@ func newDiskClient(t *testing.T, p *process) *diskClient {
 	t.Cleanup(login.CloseIdleConnections)
 	return &diskClient{t: t, ctx: t.Context(), cc: cc, log: p.output}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func (d *diskClient) createStream(prefix string, shards int) {
 	d.t.Helper()
