@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -360,7 +361,7 @@ const storeCloseTimeout = 10 * time.Second
 // flush that succeeds ends) holds Close until the disk takes writes again,
 // and SIGTERM must still stop the process. Leaving the store unclosed
 // loses nothing acknowledged: every answer waited for its synced write.
-func closeStore(store interface{ Close() error }, wait time.Duration) error {
+func closeStore(store io.Closer, wait time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- store.Close() }()
 	timer := time.NewTimer(wait)
