@@ -43,7 +43,32 @@ const (
 	CodeCoordinatorTerminating ErrorCode = "COORDINATOR_TERMINATING"
 	CodeStoreUnavailable       ErrorCode = "STORE_UNAVAILABLE"
 	CodeInternal               ErrorCode = "INTERNAL_ERROR"
+	// CodeReplicaNotOwner (ours, cluster mode): this replica does not run
+	// the stream and could not reach the replica that does. Another
+	// replica may serve the request now.
+	CodeReplicaNotOwner ErrorCode = "REPLICA_NOT_OWNER"
+	// CodeReplicaLeaseUncertain (ours, cluster mode): this replica cannot
+	// confirm its etcd lease (etcd is slow or out of reach), so it serves
+	// nothing until it can. Another replica may serve the request now.
+	CodeReplicaLeaseUncertain ErrorCode = "REPLICA_LEASE_UNCERTAIN"
+	// CodeReplicaJoining (ours, cluster mode): this replica is still
+	// joining the cluster, or joining it again after a lost lease.
+	// Another replica may serve the request now.
+	CodeReplicaJoining ErrorCode = "REPLICA_JOINING"
 )
+
+// ServedElsewhere reports whether c says that this coordinator cannot
+// serve the request now while another one may: a client with several
+// coordinator URLs moves its next call on. A heartbeat carries such a
+// code in a 200 RETRY answer; other requests in a 503.
+func (c ErrorCode) ServedElsewhere() bool {
+	switch c {
+	case CodeReplicaNotOwner, CodeReplicaLeaseUncertain, CodeReplicaJoining,
+		CodeCoordinatorTerminating, CodeStoreUnavailable:
+		return true
+	}
+	return false
+}
 
 // HTTPStatus is the HTTP status code that carries c.
 func (c ErrorCode) HTTPStatus() int {
@@ -70,7 +95,8 @@ func (c ErrorCode) HTTPStatus() int {
 	case CodeRateLimitExceeded:
 		return http.StatusTooManyRequests
 	case CodeRedisNotConfigured, CodeRedisStreamProvisioningFailed, CodeRedisUnavailable,
-		CodeCoordinatorTerminating, CodeStoreUnavailable:
+		CodeCoordinatorTerminating, CodeStoreUnavailable,
+		CodeReplicaNotOwner, CodeReplicaLeaseUncertain, CodeReplicaJoining:
 		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError

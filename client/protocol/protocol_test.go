@@ -66,6 +66,9 @@ func TestErrorCodes(t *testing.T) {
 		{CodeRedisUnavailable, 503, "SERVICE_UNAVAILABLE"},
 		{CodeMemberLimitReached, 409, "CONFLICT"},
 		{CodeMemberIDInUse, 409, "CONFLICT"},
+		{CodeReplicaNotOwner, 503, "SERVICE_UNAVAILABLE"},
+		{CodeReplicaLeaseUncertain, 503, "SERVICE_UNAVAILABLE"},
+		{CodeReplicaJoining, 503, "SERVICE_UNAVAILABLE"},
 	}
 	for _, tc := range tests {
 		body := NewErrorBody(tc.code, "m")
@@ -75,6 +78,29 @@ func TestErrorCodes(t *testing.T) {
 	}
 	if StatusName(http.StatusInternalServerError) != "INTERNAL_SERVER_ERROR" {
 		t.Errorf("StatusName(500) = %q", StatusName(500))
+	}
+}
+
+func TestServedElsewhereNamesTheCodesAnotherReplicaMayServe(t *testing.T) {
+	tests := []struct {
+		code ErrorCode
+		want bool
+	}{
+		{CodeReplicaNotOwner, true},
+		{CodeReplicaLeaseUncertain, true},
+		{CodeReplicaJoining, true},
+		{CodeCoordinatorTerminating, true},
+		{CodeStoreUnavailable, true},
+		{CodeMemberIDInUse, false},
+		{CodeMemberLimitReached, false},
+		{CodeRedisUnavailable, false},
+		{CodeInvalidRequest, false},
+		{"", false},
+	}
+	for _, tc := range tests {
+		if got := tc.code.ServedElsewhere(); got != tc.want {
+			t.Errorf("%q.ServedElsewhere() = %v, want %v", tc.code, got, tc.want)
+		}
 	}
 }
 
