@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"encoding/json"
@@ -48,7 +48,7 @@ func TestFrontWithoutOwner(t *testing.T) {
 			func(t *testing.T, raw []byte, h http.Header) {
 				var eb protocol.ErrorBody
 				if err := json.Unmarshal(raw, &eb); err != nil || eb.ErrorCode != protocol.CodeStoreUnavailable || eb.Status != "SERVICE_UNAVAILABLE" ||
-					h.Get("Retry-After") != "1" || h.Get(forwardedByHeader) != "r9" {
+					h.Get("Retry-After") != "1" || h.Get(ForwardedByHeader) != "r9" {
 					t.Fatalf("answer %s %v (%v)", raw, h, err)
 				}
 			}},
