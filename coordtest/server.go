@@ -146,7 +146,7 @@ func Start(t testing.TB, dir string, opts Options) *Server {
 	if gw.BodyMemory == 0 {
 		gw.BodyMemory = cfg.Gateway.BodyMemory
 	}
-	cfg.Gateway = gw
+	cfg.Gateway, cfg.AnyHost = gw, true // LocalHostsOnly only when a test asks
 	cfg.StreamRedis, cfg.RetireRemovedShards, cfg.MaxHeldHeartbeats = opts.Redis, opts.RetireRemovedShards, opts.MaxHeldHeartbeats
 	if opts.ProducerRoutingLease > 0 {
 		cfg.ProducerRoutingLease = opts.ProducerRoutingLease

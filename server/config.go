@@ -61,8 +61,12 @@ type Config struct {
 
 	// Gateway holds the gateway's settings: member auth, public metrics,
 	// rate and login limits, body memory. Open sets its Logger, Auth,
-	// Metrics, Ready, Cluster and LocalHostsOnly.
+	// Metrics, Ready and Cluster, and turns LocalHostsOnly on for a
+	// loopback listener without credentials, unless AnyHost.
 	Gateway gateway.Options
+	// AnyHost keeps LocalHostsOnly as Gateway says (tests that send
+	// made-up Host headers).
+	AnyHost bool
 
 	AuditMaxAge        time.Duration
 	AuditMaxBytes      int64
@@ -240,8 +244,8 @@ func (c *Config) validateHTTP() []error {
 			errs = append(errs, fmt.Errorf("%s %v must be positive", d.name, d.v))
 		}
 	}
-	if c.Gateway.BodyMemory < gateway.MaxHeartbeatBodyBytes {
-		errs = append(errs, fmt.Errorf("--http-body-memory %d must hold a heartbeat at its limit (%d bytes)", c.Gateway.BodyMemory, gateway.MaxHeartbeatBodyBytes))
+	if c.Gateway.BodyMemory < 0 {
+		errs = append(errs, fmt.Errorf("--http-body-memory %d must not be negative", c.Gateway.BodyMemory))
 	}
 	if h.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("--http-max-connections %d must be at least 1", h.MaxConnections))

@@ -173,7 +173,7 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 	// Without credentials a loopback server is reached only by local
 	// clients, and through DNS rebinding by any web page its user opens:
 	// then Host names the page's own domain.
-	gw.LocalHostsOnly = gw.LocalHostsOnly || (r.authn == nil || gw.NoMemberAuth) && listensOnLoopback(cfg.Listen)
+	gw.LocalHostsOnly = gw.LocalHostsOnly || !cfg.AnyHost && (r.authn == nil || gw.NoMemberAuth) && listensOnLoopback(cfg.Listen)
 	if rep != nil {
 		gw.Ready, gw.Cluster = rep.Ready, rep.View
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -115,10 +116,10 @@ func (s *ServeCmd) logger() *slog.Logger {
 // etcd) a replica that loses its etcd lease stops serving and joins again
 // as a stand-by, until ctx is done.
 func (s *ServeCmd) Run(ctx context.Context) error {
-	cfg := s.config()
-	if err := cfg.Validate(); err != nil {
+	if err := s.validate(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	cfg := s.config()
 	cfg.Logger = s.logger()
 	// go-redis has one logger per process, and the server owns the
 	// process: its lines go through the server's logger (--log-format).
@@ -137,7 +138,14 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 // validate reports every problem of the flags at once.
 func (s *ServeCmd) validate() error {
 	cfg := s.config()
-	return cfg.Validate()
+	err := cfg.Validate()
+	// A smaller budget serves (tests use one to reach its limit), but a
+	// heartbeat at its size limit would wait out the budget and answer
+	// 429 every time.
+	if s.HTTPBodyMemory < gateway.MaxHeartbeatBodyBytes {
+		err = errors.Join(err, fmt.Errorf("--http-body-memory %d must hold a heartbeat at its limit (%d bytes)", s.HTTPBodyMemory, gateway.MaxHeartbeatBodyBytes))
+	}
+	return err
 }
 
 // config maps the flags and the secrets of the environment to the
