@@ -94,6 +94,7 @@ func (s *Server) join(ctx context.Context, memberLease time.Duration) (*replica.
 			// previous owner answered: with a shorter one here, a member's
 			// shards could be granted before it stops reading.
 			Settings: map[string]string{settingMemberLease: memberLease.String()},
+			TakeOver: s.takeOver,
 		})
 		cancel()
 		if !errors.Is(err, cluster.ErrDuplicateID) || time.Now().After(waitUntil) || ctx.Err() != nil {

@@ -34,6 +34,8 @@ type run struct {
 	authn   *auth.Authenticator
 	metrics *metrics.Metrics
 	handler http.Handler
+	// lease is the cluster mode's etcd lease of this run.
+	lease clientv3.LeaseID
 
 	closers closers
 	// release, when set, ends the run's context after its close.
@@ -106,7 +108,7 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 			case <-ctx.Done():
 			}
 		}()
-		r.store = rep.WrapStore(es)
+		r.store, r.lease = rep.WrapStore(es), rep.Node().Lease()
 	} else if r.store, err = persistence.OpenPebble(cfg.DataDir, persistence.Options{Logger: log}); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -16,7 +16,10 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/cluster/replica"
 	"github.com/rscoord/rscoord/gateway"
@@ -43,6 +46,9 @@ type Server struct {
 
 	// front is the cluster mode's handler for the listener's whole life.
 	front *replica.Front
+	// takeOver is the lease of the run that lost it, revoked by the next
+	// join (cluster.Options.TakeOver); used by Serve alone.
+	takeOver clientv3.LeaseID
 
 	// quitCtx ends when Close is called.
 	quitCtx context.Context
@@ -160,6 +166,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		if !errors.Is(err, cluster.ErrLeaseLost) || ctx.Err() != nil {
 			break
 		}
+		// Until it joined again, the replica answers that it cannot be
+		// sure of its lease (etcd did not confirm it in time).
+		s.front.SetDetached(protocol.CodeReplicaLeaseUncertain, "it lost its etcd lease and joins again")
+		s.takeOver = r.lease
 		closeErr := s.closeRun(r)
 		s.log.Warn("joining the cluster again", slog.Any("reason", errors.Join(err, closeErr)))
 		if !s.rejoin(ctx) {
@@ -236,6 +246,7 @@ func (s *Server) rejoin(ctx context.Context) bool {
 			_ = s.closeRun(r)
 			return false
 		}
+		s.front.SetDetached(protocol.CodeReplicaJoining, "starting or stopping")
 		return true
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -89,6 +90,8 @@ type Front struct {
 
 	rep   atomic.Pointer[Runner]       // nil between two joins
 	owner atomic.Pointer[ownerHandler] // set while the coordinator runs
+	// detached says why no coordinator runs (nil: joining).
+	detached atomic.Pointer[detachedReason]
 
 	// buffers are the proxies' copy buffers: without a pool each
 	// forwarded answer allocates (and zeroes) 32 KiB of its own.
@@ -206,14 +209,14 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rep := f.rep.Load()
 	if prefix != "" {
 		if rep == nil {
-			f.unsure(w, r, fmt.Sprintf("replica %s is not in the cluster right now (joining)", f.self))
+			f.unsureDetached(w, r)
 			return
 		}
 		creates := r.Method == http.MethodPost && r.URL.Path == protocol.BasePath+"/streams/"+prefix
 		local, to, err := rep.route(r, prefix, forwardedBy != "", creates)
 		switch {
 		case err != nil:
-			f.unsure(w, r, err.Error())
+			f.unsure(w, r, codeOf(err), err.Error())
 		case local && heartbeatPath.MatchString(r.URL.Path):
 			f.serveHeartbeat(w, r, forwardedBy, rep, prefix)
 		case local:
@@ -246,7 +249,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (f *Front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy string, owned bool) {
 	o := f.owner.Load()
 	if o == nil || !o.mu.TryRLock() {
-		f.unsure(w, r, fmt.Sprintf("the coordinator of replica %s is not running (starting or stopping)", f.self))
+		f.unsureDetached(w, r)
 		return
 	}
 	defer o.mu.RUnlock()
@@ -276,13 +279,26 @@ func (f *Front) serveHeartbeat(w http.ResponseWriter, r *http.Request, forwarded
 	// Keep the start of the body: a RETRY echoes its requestId.
 	r, err := keepHeartbeatHead(r)
 	if err != nil {
-		f.unsure(w, r, err.Error())
+		f.unsure(w, r, protocol.CodeStoreUnavailable, err.Error())
 		return
 	}
+	// The answer waits what the heartbeat asks to be held and the
+	// forwarding bound more, never longer: a store write that etcd does
+	// not commit in that time (no quorum, or this replica cut off from
+	// it) is answered RETRY now rather than after the store's timeout.
+	// The write goes on; its outcome is unknown to the member, as after a
+	// lost answer.
+	ctx, cancel := context.WithTimeoutCause(r.Context(), f.heartbeatWait(r)+f.forwardBound(), errStoreSlow)
+	defer cancel()
+	r = r.WithContext(ctx)
 	answer := &bufferedAnswer{under: w, header: http.Header{}}
 	f.serveLocal(answer, r, forwardedBy, true)
+	if errors.Is(context.Cause(ctx), errStoreSlow) {
+		f.unsure(w, r, protocol.CodeReplicaLeaseUncertain, fmt.Sprintf("replica %s did not answer within %v: its etcd store did not commit in time", f.self, f.forwardBound()))
+		return
+	}
 	if served := rep.runs(prefix); !rep.node.Valid() || served != servedBefore {
-		f.unsure(w, r, fmt.Sprintf("replica %s is no longer certain to run stream %q (its etcd lease)", f.self, prefix))
+		f.unsure(w, r, protocol.CodeReplicaLeaseUncertain, fmt.Sprintf("replica %s is no longer certain to run stream %q (its etcd lease)", f.self, prefix))
 		return
 	}
 	for k, v := range answer.header {
@@ -324,16 +340,22 @@ func (b *bufferedAnswer) Write(p []byte) (int, error) {
 func (f *Front) forward(w http.ResponseWriter, r *http.Request, advertise string) {
 	p, err := f.proxy(advertise)
 	if err != nil {
-		f.unsure(w, r, err.Error())
+		f.unsure(w, r, protocol.CodeReplicaNotOwner, err.Error())
 		return
 	}
 	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/heartbeat") && heartbeatPath.MatchString(r.URL.Path) {
 		// Keep the start of the body: the answer RETRY echoes its requestId
 		// when the owner cannot be reached.
 		if r, err = keepHeartbeatHead(r); err != nil {
-			f.unsure(w, r, err.Error())
+			f.unsure(w, r, protocol.CodeStoreUnavailable, err.Error())
 			return
 		}
+		// A heartbeat waits for the owner what it asks to be held and the
+		// forwarding bound more, never longer: a frozen owner must not
+		// hold a member's heartbeat for a part of its lease that matters.
+		ctx, cancel := context.WithTimeoutCause(r.Context(), f.heartbeatWait(r)+f.forwardBound(), errOwnerSlow)
+		defer cancel()
+		r = r.WithContext(ctx)
 	}
 	p.ServeHTTP(w, r)
 }
@@ -407,10 +429,14 @@ func (f *Front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(context.Cause(r.Context()), errOwnerSlow) {
+				f.unsure(w, r, protocol.CodeReplicaNotOwner, fmt.Sprintf("the owner %s did not answer within %v", advertise, f.forwardBound()))
+				return
+			}
 			if r.Context().Err() != nil {
 				return // the caller went away: nobody reads an answer
 			}
-			f.unsure(w, r, fmt.Sprintf("the owner %s did not answer: %v", advertise, err))
+			f.unsure(w, r, protocol.CodeReplicaNotOwner, fmt.Sprintf("the owner %s did not answer: %v", advertise, err))
 		},
 		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelDebug),
 	}
@@ -418,15 +444,16 @@ func (f *Front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 	return p, nil
 }
 
-// unsure answers a request that nobody can serve right now: a heartbeat
-// RETRY in a 200 (the member keeps its shards and heartbeats again, here
-// or at its next coordinator URL), anything else 503 with Retry-After.
-func (f *Front) unsure(w http.ResponseWriter, r *http.Request, why string) {
+// unsure answers a request that this replica cannot serve right now,
+// with code saying why (docs/protocol.md §5.7): a heartbeat RETRY in a 200
+// (the member keeps its shards and heartbeats again, here or at its next
+// coordinator URL), anything else 503 with Retry-After.
+func (f *Front) unsure(w http.ResponseWriter, r *http.Request, code protocol.ErrorCode, why string) {
 	w.Header().Set(ForwardedByHeader, f.self)
 	m := heartbeatPath.FindStringSubmatch(r.URL.Path)
 	if r.Method != http.MethodPost || m == nil {
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, protocol.NewErrorBody(protocol.CodeStoreUnavailable, why+"; retry, or another coordinator URL"))
+		writeJSON(w, http.StatusServiceUnavailable, protocol.NewErrorBody(code, why+"; retry, or another coordinator URL"))
 		return
 	}
 	var req protocol.HeartbeatRequest
@@ -440,7 +467,59 @@ func (f *Front) unsure(w http.ResponseWriter, r *http.Request, why string) {
 	}
 	resp := assign.RetryResponse(&req, f.group)
 	resp.Message = why
+	resp.ErrorCode = code
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// unsureDetached answers a request while no coordinator runs here, with
+// the reason the server last set (SetDetached).
+func (f *Front) unsureDetached(w http.ResponseWriter, r *http.Request) {
+	d := f.detached.Load()
+	if d == nil {
+		d = &detachedReason{code: protocol.CodeReplicaJoining, why: "joining the cluster"}
+	}
+	f.unsure(w, r, d.code, fmt.Sprintf("replica %s runs no coordinator right now (%s)", f.self, d.why))
+}
+
+// detachedReason is why no coordinator runs on this replica.
+type detachedReason struct {
+	code protocol.ErrorCode
+	why  string
+}
+
+// SetDetached says why no coordinator runs here while none does: code
+// CodeReplicaJoining while the replica joins, CodeReplicaLeaseUncertain
+// after it lost its lease and until it joined again.
+func (f *Front) SetDetached(code protocol.ErrorCode, why string) {
+	f.detached.Store(&detachedReason{code: code, why: why})
+}
+
+// errOwnerSlow ends a forwarded heartbeat the owner did not answer within
+// the forwarding bound.
+var errOwnerSlow = errors.New("the owner did not answer within the forwarding bound")
+
+// errStoreSlow ends a heartbeat this replica did not answer within the
+// forwarding bound.
+var errStoreSlow = errors.New("the heartbeat was not answered within the forwarding bound")
+
+// forwardBound is how much longer than it asks to be held a forwarded
+// heartbeat waits for the owner: min(1 s, member lease / 6), well inside
+// the member's lease.
+func (f *Front) forwardBound() time.Duration {
+	return min(time.Second, f.group.MemberLease/6)
+}
+
+// heartbeatWait is how long the forwarded heartbeat r asks to be held
+// (waitMs), at most the heartbeat interval, as the owner holds it.
+func (f *Front) heartbeatWait(r *http.Request) time.Duration {
+	head, _ := r.Context().Value(bufferedBodyKey{}).([]byte)
+	var req struct {
+		WaitMs int64 `json:"waitMs"`
+	}
+	if json.Unmarshal(head, &req) != nil || req.WaitMs <= 0 {
+		return 0
+	}
+	return min(time.Duration(req.WaitMs)*time.Millisecond, f.group.HeartbeatInterval)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

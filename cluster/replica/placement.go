@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/persistence"
 )
@@ -230,11 +231,11 @@ func (r *Runner) live(id string) bool {
 func (r *Runner) route(req *http.Request, prefix string, forwarded, creates bool) (local bool, to cluster.Replica, err error) {
 	ctx := req.Context()
 	if !r.node.Valid() {
-		return false, to, fmt.Errorf("replica %s is not certain of its etcd lease", r.node.Self().ID)
+		return false, to, refuse(protocol.CodeReplicaLeaseUncertain, "replica %s is not certain of its etcd lease", r.node.Self().ID)
 	}
 	if r.isServing(prefix) {
 		if !r.runs(prefix) {
-			return false, to, fmt.Errorf("replica %s no longer holds the owner key of stream %q", r.node.Self().ID, prefix)
+			return false, to, refuse(protocol.CodeReplicaNotOwner, "replica %s no longer holds the owner key of stream %q", r.node.Self().ID, prefix)
 		}
 		return true, to, nil
 	}
@@ -244,21 +245,21 @@ func (r *Runner) route(req *http.Request, prefix string, forwarded, creates bool
 	switch {
 	case held && holder.ID != self:
 		if !r.live(holder.ID) {
-			return false, to, fmt.Errorf("the owner %s of stream %q is gone (ownership is moving)", holder.ID, prefix)
+			return false, to, refuse(protocol.CodeReplicaNotOwner, "the owner %s of stream %q is gone (ownership is moving)", holder.ID, prefix)
 		}
 		if forwarded {
-			return false, to, fmt.Errorf("stream %q is owned by %s, not by this replica (ownership is moving)", prefix, holder.ID)
+			return false, to, refuse(protocol.CodeReplicaNotOwner, "stream %q is owned by %s, not by this replica (ownership is moving)", prefix, holder.ID)
 		}
 		return false, holder, nil
 	}
 	placed, ok := r.node.PlacedOn(unit)
 	switch {
 	case !ok:
-		return false, to, errors.New("no live replica")
+		return false, to, refuse(protocol.CodeReplicaNotOwner, "no live replica")
 	case placed.ID != self && held:
-		return false, to, fmt.Errorf("stream %q is moving from this replica to %s", prefix, placed.ID)
+		return false, to, refuse(protocol.CodeReplicaNotOwner, "stream %q is moving from this replica to %s", prefix, placed.ID)
 	case placed.ID != self && forwarded:
-		return false, to, fmt.Errorf("stream %q is placed on %s, not on this replica (ownership is moving)", prefix, placed.ID)
+		return false, to, refuse(protocol.CodeReplicaNotOwner, "stream %q is placed on %s, not on this replica (ownership is moving)", prefix, placed.ID)
 	case placed.ID != self:
 		return false, placed, nil
 	}
@@ -276,13 +277,45 @@ func (r *Runner) route(req *http.Request, prefix string, forwarded, creates bool
 	}
 	if !creates {
 		if stored, err := r.stored(ctx, prefix); err != nil || !stored {
+			if err != nil {
+				err = &refusal{code: protocol.CodeReplicaLeaseUncertain, err: err}
+			}
 			return err == nil, to, err
 		}
 	}
 	if err := r.ensure(ctx, prefix); err != nil {
-		return false, to, err
+		code := protocol.CodeReplicaLeaseUncertain // etcd did not answer the claim or the load
+		if errors.Is(err, cluster.ErrHeld) {
+			code = protocol.CodeReplicaNotOwner
+		}
+		return false, to, &refusal{code: code, err: err}
 	}
 	return true, to, nil
+}
+
+// refusal is why a replica cannot serve a request about a stream now,
+// with the error code that tells the client another replica may
+// (docs/protocol.md §5.7).
+type refusal struct {
+	code protocol.ErrorCode
+	err  error
+}
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+// refuse is a refusal with code, its message formatted.
+func refuse(code protocol.ErrorCode, format string, args ...any) error {
+	return &refusal{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// codeOf is the error code of a refusal; CodeReplicaNotOwner for any
+// other error of routing.
+func codeOf(err error) protocol.ErrorCode {
+	if r, ok := errors.AsType[*refusal](err); ok {
+		return r.code
+	}
+	return protocol.CodeReplicaNotOwner
 }
 
 // stored reports whether the store holds the stream (its key alone is
