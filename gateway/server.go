@@ -8,7 +8,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/internal/window"
@@ -88,7 +87,7 @@ type Options struct {
 type probe struct{ s *server }
 
 type server struct {
-	coord   *actors.Coordinator
+	coord   Backend
 	log     *slog.Logger
 	auth    *auth.Authenticator
 	opts    Options
@@ -122,10 +121,11 @@ const (
 	refusedAuditOverall    = 600
 )
 
-// New returns the HTTP handler of every endpoint served by coord. Call
+// New returns the HTTP handler of every endpoint served by coord (the
+// coordinator, *actors.Coordinator, in the server). Call
 // gin.SetMode(gin.ReleaseMode) first outside development: gin's mode is
 // its own process-wide setting.
-func New(coord *actors.Coordinator, opts Options) http.Handler {
+func New(coord Backend, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
