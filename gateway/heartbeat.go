@@ -31,7 +31,7 @@ func (s *server) heartbeat(c *gin.Context) {
 	if problem != "" {
 		// Well-formed JSON the protocol refuses is the client's bug, told
 		// the protocol's way.
-		resp := assign.InvalidRequestResponse(&req, s.coord.GroupConfig(), problem)
+		resp := assign.Invalid(problem).Answer(&req, s.coord.GroupConfig())
 		s.metrics.Heartbeat(resp.Status, false, time.Since(start))
 		c.JSON(http.StatusOK, resp)
 		return
