@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/auth"
@@ -112,6 +113,8 @@ type server struct {
 	profiles profiles
 	// origins refuses browsers' cross-origin POSTs and DELETEs (crossOrigin).
 	origins *http.CrossOriginProtection
+	// heartbeatJSON decodes heartbeat bodies (heartbeatOptions).
+	heartbeatJSON jsonv2.Options
 }
 
 // Limits of the audit entries of refused requests (401, 403, 429), per
@@ -160,6 +163,7 @@ func New(coord Backend, opts Options) http.Handler {
 		bodies:           newBodyMemory(opts.BodyMemory, opts.BodyMemoryWait),
 		profiles:         newProfiles(),
 		origins:          http.NewCrossOriginProtection(),
+		heartbeatJSON:    heartbeatOptions(),
 	}
 	if opts.probe != nil {
 		opts.probe.s = s
