@@ -18,6 +18,7 @@ import (
 // TestProbes checks /healthz and /readyz: no credentials, no details, and
 // readiness following Redis and the extra check.
 func TestProbes(t *testing.T) {
+	t.Parallel()
 	var notReady atomic.Bool
 	srv := redistest.Standalone(t)
 	rdb := srv.Client()
@@ -59,6 +60,7 @@ func TestProbes(t *testing.T) {
 // balancers send, as they answer GET but without a body, and without
 // credentials; other methods stay 405.
 func TestProbesAnswerHEAD(t *testing.T) {
+	t.Parallel()
 	var notReady atomic.Bool
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth: &coordtest.Auth{},
