@@ -117,7 +117,8 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 // client that is not a browser are served.
 func TestCrossSiteGetsWithEffectsRefused(t *testing.T) {
 	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
-	// Not parallel: CPU profiles are one per process.
+	t.Parallel()
+	profiling(t)
 	f := newFake("orders")
 	f.autoCreate = true
 	s := serveFake(t, f, fakeOptions{Auth: true})

@@ -60,6 +60,7 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration, what string) {
 // closed by the server.
 func TestSlowBodyAndIdleConnectionsAreClosed(t *testing.T) {
 	t.Parallel()
+	t.Parallel()
 	addr, _ := serveLimited(t, gateway.HTTPLimits{ReadTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second}, nil)
 
 	trickle, err := net.Dial("tcp", addr)

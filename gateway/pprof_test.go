@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 // TestPprofAdminOnly checks /debug/pprof: 401 without credentials, 403 for
 // every role but ADMIN, and the real profiles for ADMIN.
 func TestPprofAdminOnly(t *testing.T) {
+	t.Parallel()
+	profiling(t)
 	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	cred := func(user string) string { return coordtest.Basic(user, coordtest.Password(user)) }
 	for _, tc := range []struct {
@@ -88,6 +91,8 @@ func startLimitedServer(t *testing.T, s *coordtest.Server, writeTimeout time.Dur
 // of the CPU profile included), answers 400 INVALID_REQUEST with an error
 // body, not net/http/pprof's plain text.
 func TestPprofSeconds(t *testing.T) {
+	t.Parallel()
+	profiling(t)
 	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	url := startLimitedServer(t, s, 3*time.Second)
 	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
@@ -149,6 +154,8 @@ func customProfile(t *testing.T) string {
 // The same holds for the execution trace. Once the first ends, the next
 // is served.
 func TestPprofOneCPUProfileAtATime(t *testing.T) {
+	t.Parallel()
+	profiling(t)
 	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	url := startLimitedServer(t, s, 10*time.Second)
 	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
@@ -204,4 +211,15 @@ func TestPprofOneCPUProfileAtATime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cpuProfiles makes the tests that take a CPU profile or a trace take
+// turns: the runtime runs one of each per process, while each test's
+// server guards only its own.
+var cpuProfiles sync.Mutex
+
+// profiling holds cpuProfiles until the test ends.
+func profiling(t *testing.T) {
+	cpuProfiles.Lock()
+	t.Cleanup(cpuProfiles.Unlock)
 }
