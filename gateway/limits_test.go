@@ -60,7 +60,6 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration, what string) {
 // closed by the server.
 func TestSlowBodyAndIdleConnectionsAreClosed(t *testing.T) {
 	t.Parallel()
-	t.Parallel()
 	addr, _ := serveLimited(t, gateway.HTTPLimits{ReadTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second}, nil)
 
 	trickle, err := net.Dial("tcp", addr)
@@ -124,7 +123,7 @@ func raiseNoFile(t *testing.T, need uint64) {
 // send a request do not keep a new client from being served within 1 s,
 // and the server never holds more than its cap.
 func TestIdleConnectionsDoNotStarveNewClients(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it bounds a wait from above.
 	const idleConns, maxConns = 5000, 1000
 	raiseNoFile(t, idleConns+maxConns+500)
 	var evicted atomic.Int64
