@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -41,7 +44,7 @@ func (s *server) heartbeat(c *gin.Context) {
 		// the protocol's way.
 		resp := assign.Invalid(problem).Answer(&req, s.coord.GroupConfig())
 		s.metrics.Heartbeat(resp.Status, false, time.Since(start))
-		c.JSON(http.StatusOK, resp)
+		s.writeHeartbeat(c, &resp)
 		return
 	}
 	if req.WaitMs > 0 {
@@ -61,7 +64,26 @@ func (s *server) heartbeat(c *gin.Context) {
 	}
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, req.WaitMs > 0, time.Since(start))
-	c.JSON(http.StatusOK, resp)
+	s.writeHeartbeat(c, &resp)
+}
+
+// writeHeartbeat writes resp as the 200 answer, encoded once into a
+// pooled buffer and sent in one write with its Content-Length: an answer
+// past net/http's buffer (a member owning many shards) is not sent
+// chunked. Its bytes are those c.JSON writes.
+func (s *server) writeHeartbeat(c *gin.Context, resp *protocol.HeartbeatResponse) {
+	buf := s.bodies.buffer()
+	defer s.bodies.recycle(buf)
+	if err := json.NewEncoder(buf).Encode(resp); err != nil {
+		s.writeError(c, fmt.Errorf("encode the heartbeat answer: %w", err))
+		return
+	}
+	buf.Truncate(buf.Len() - 1) // the newline Encode adds
+	h := c.Writer.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	c.Writer.WriteHeader(http.StatusOK)
+	_, _ = c.Writer.Write(buf.Bytes())
 }
 
 // decodeHeartbeat decodes a heartbeat body into req in one pass. A body
