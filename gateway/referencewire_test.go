@@ -258,12 +258,20 @@ func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
 	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/scale",
 		`{"targetShardCount":3,"requestedBy":"ops","reason":"r","deprecatedAfter":"`+after.Format("2006-01-02T15:04:05.000")+`"}`,
 		http.StatusAccepted, &m)
-	time.Sleep(lease + 4*check)
-	s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
-	if m.State != protocol.MigrationActive || !strings.Contains(m.Detail, "deprecatedAfter") {
-		t.Fatalf("before deprecatedAfter the migration is %s (%s), want ACTIVE waiting for it", m.State, m.Detail)
-	}
+	// Once the routing lease has passed, the drain check says what it waits
+	// for: deprecatedAfter, still ahead.
 	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(m.Detail, "deprecatedAfter") {
+		if m.State == protocol.MigrationDeprecated || time.Now().After(deadline) {
+			t.Fatalf("before deprecatedAfter the migration is %s (%s), want ACTIVE waiting for it", m.State, m.Detail)
+		}
+		time.Sleep(check)
+		s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
+	}
+	if m.State != protocol.MigrationActive || !time.Now().Before(after) {
+		t.Fatalf("the migration is %s (%s) at %v, want ACTIVE before deprecatedAfter %v", m.State, m.Detail, time.Now(), after)
+	}
+	deadline = time.Now().Add(10 * time.Second)
 	for m.State != protocol.MigrationDeprecated {
 		if time.Now().After(deadline) {
 			t.Fatalf("migration still %s (%s) long after deprecatedAfter", m.State, m.Detail)
