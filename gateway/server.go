@@ -216,7 +216,7 @@ func (s *server) accessLog(c *gin.Context) {
 	s.log.LogAttrs(c.Request.Context(), level, "http request",
 		slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
 		slog.String("path", capField(c.Request.URL.Path)), slog.Int("status", c.Writer.Status()),
-		slog.String("requestId", c.GetString(requestIDKey)),
+		slog.String("requestId", requestIDOf(c)),
 		slog.Duration("duration", time.Since(start)))
 }
 
