@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/echo"
+	"github.com/rscoord/rscoord/internal/clienttext"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -52,7 +52,7 @@ func (c *Coordinator) Audit(ctx context.Context, streamPrefix, before string, li
 	if before != "" {
 		v, err := strconv.ParseUint(before, 10, 64)
 		if err != nil || v == 0 {
-			return page, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("before %s is not a cursor of this log", echo.Quote(before)))
+			return page, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("before %s is not a cursor of this log", clienttext.Quote(before)))
 		}
 		cursor = v
 	}

@@ -247,3 +247,13 @@ func (f *failedGroups) list() []string {
 	sort.Strings(out)
 	return out
 }
+
+// storeTimeout bounds one store call made from inside an actor.
+const storeTimeout = 10 * time.Second
+
+// storeContext is the context of one store call made from inside an
+// actor's mailbox: bounded by storeTimeout, and ended when the
+// coordinator closes (closing), so that no call outlives it.
+func (e *env) storeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(e.closing, storeTimeout)
+}

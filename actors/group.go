@@ -15,9 +15,6 @@ import (
 	"github.com/rscoord/rscoord/persistence"
 )
 
-// storeTimeout bounds one store call made from inside an actor.
-const storeTimeout = 10 * time.Second
-
 // groupActor owns one consumer group's state. See the package doc for the
 // steps it runs per message.
 type groupActor struct {
@@ -218,7 +215,7 @@ func (a *groupActor) start() {
 	rec := a.initial
 	a.initial = nil
 	if rec == nil {
-		sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		sctx, cancel := a.env.storeContext()
 		loaded, err := a.env.store.LoadGroup(sctx, a.prefix, a.name)
 		cancel()
 		if err != nil {
@@ -287,14 +284,13 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 	if r == nil {
 		return
 	}
-	cfg := a.env.cfg.Group
 	a.log().Error("group actor panicked; restarting the group from its snapshot",
 		slog.String("message", fmt.Sprintf("%T", ctx.Message())), slog.Any("panic", r))
 	if m, ok := ctx.Message().(*heartbeatMsg); ok {
-		m.to.send(assign.RetryResponse(m.req, cfg))
+		m.to.refuse(assign.Retry())
 	}
 	for _, h := range a.held {
-		h.to.send(assign.RetryResponse(h.req, cfg))
+		h.to.refuse(assign.Retry())
 	}
 	a.held, a.dirty, a.changes = nil, false, persistence.Changes{}
 	a.releaseAll(ctx)
@@ -307,7 +303,6 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 // written, else it is held until flush has made the group durable, because
 // it may build on those changes.
 func (a *groupActor) heartbeat(ctx actor.Context, m *heartbeatMsg) {
-	cfg := a.env.cfg.Group
 	req := m.req
 	if closed(m.gone) {
 		// The asker gave up before the request was taken from the mailbox
@@ -327,20 +322,14 @@ func (a *groupActor) heartbeat(ctx actor.Context, m *heartbeatMsg) {
 		// or a second process uses the id): the older request is answered
 		// RETRY rather than replayed on top of the newer one.
 		a.unpark(p)
-		p.to.send(assign.RetryResponse(p.req, cfg))
+		p.to.refuse(assign.Retry())
 	}
-	switch {
-	case a.deleted:
-		resp := assign.UnknownMemberResponse(req, cfg)
-		resp.ErrorCode, resp.Message = protocol.CodeGroupNotFound, "the group was deleted"
-		m.to.send(resp)
-		return
-	case a.failed != nil:
-		m.to.send(assign.RetryResponse(req, cfg))
+	if r := a.refusal(); r.Refused() {
+		m.to.refuse(r)
 		return
 	}
 	before := holdingsOf(a.g, req.MemberID)
-	res := assign.Heartbeat(a.g, req, a.env.now(), cfg)
+	res := assign.Heartbeat(a.g, req, a.env.now(), a.env.cfg.Group)
 	if hook := a.env.testHooks.afterDecide; hook != nil {
 		hook(req)
 	}
@@ -358,6 +347,18 @@ func (a *groupActor) heartbeat(ctx actor.Context, m *heartbeatMsg) {
 	if res.Persist && a.mayWakeOthers(req.MemberID, before, res.Changes) {
 		a.wakeAfterWrite(ctx)
 	}
+}
+
+// refusal is how the group refuses every heartbeat while it cannot decide
+// one: deleted, or failed closed. The zero Refusal otherwise.
+func (a *groupActor) refusal() assign.Refusal {
+	switch {
+	case a.deleted:
+		return assign.Unknown(protocol.CodeGroupNotFound, "the group was deleted")
+	case a.failed != nil:
+		return assign.Retry()
+	}
+	return assign.Refusal{}
 }
 
 // answer sends res's response to to: at once while nothing is dirty, else
@@ -408,17 +409,16 @@ func (a *groupActor) write(ctx actor.Context) {
 	changes := a.changes
 	a.changes = persistence.Changes{}
 	err := a.persist(&changes)
-	cfg := a.env.cfg.Group
 	if err != nil {
 		// The parked answers were computed on changes now dropped.
 		a.releaseAll(ctx)
 	}
 	for _, h := range a.held {
-		resp := h.resp
 		if err != nil {
-			resp = assign.RetryResponse(h.req, cfg)
+			h.to.refuse(assign.Retry())
+			continue
 		}
-		h.to.send(resp)
+		h.to.send(h.resp)
 	}
 	a.held = nil
 }
@@ -520,7 +520,7 @@ func (a *groupActor) auditAll() {
 // change is dropped by reloading the last durable state, so that nothing
 // answered later builds on it.
 func (a *groupActor) persist(changes *persistence.Changes) error {
-	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	sctx, cancel := a.env.storeContext()
 	defer cancel()
 	start := time.Now()
 	rev, err := a.env.store.SaveGroup(sctx, a.g, changes, a.revision)
@@ -600,7 +600,7 @@ func (a *groupActor) delete(force bool) reply[protocol.GroupResponse] {
 		return reply[protocol.GroupResponse]{err: protocol.Errorf(protocol.CodeGroupHasActiveMembers,
 			fmt.Sprintf("group %q has %d members that are live or still hold shards; stop them or delete with force", a.name, n))}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	sctx, cancel := a.env.storeContext()
 	defer cancel()
 	start := time.Now()
 	err := a.env.store.DeleteGroup(sctx, a.prefix, a.name, a.revision)

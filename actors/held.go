@@ -150,17 +150,12 @@ func (a *groupActor) heldExpired(ctx actor.Context, m *heldExpiredMsg) {
 // whether the run changed the group durably.
 func (a *groupActor) release(ctx actor.Context, p *parkedAnswer) bool {
 	a.unpark(p)
-	cfg := a.env.cfg.Group
-	switch {
-	case a.deleted:
-		p.to.send(assign.UnknownMemberResponse(p.req, cfg))
-		return false
-	case a.failed != nil:
-		p.to.send(assign.RetryResponse(p.req, cfg))
+	if r := a.refusal(); r.Refused() {
+		p.to.refuse(r)
 		return false
 	}
 	before := holdingsOf(a.g, p.req.MemberID)
-	res := assign.Heartbeat(a.g, p.req, a.env.now(), cfg)
+	res := assign.Heartbeat(a.g, p.req, a.env.now(), a.env.cfg.Group)
 	a.finish(StepHeldAnswer, res)
 	a.answer(ctx, p.to, p.req, res)
 	return res.Persist && a.mayWakeOthers(p.req.MemberID, before, res.Changes)
@@ -231,10 +226,9 @@ func (a *groupActor) wake(ctx actor.Context) {
 // releaseAll answers every parked heartbeat RETRY: the member keeps its
 // shards and heartbeats again.
 func (a *groupActor) releaseAll(ctx actor.Context) {
-	cfg := a.env.cfg.Group
 	for _, p := range a.parked {
 		a.unpark(p)
-		p.to.send(assign.RetryResponse(p.req, cfg))
+		p.to.refuse(assign.Retry())
 	}
 }
 

@@ -63,9 +63,9 @@ func TestAnswersNotHeldPassHeldWork(t *testing.T) {
 
 	for _, to := range []answerTo{first, newcomer} {
 		select {
-		case resp := <-to:
-			if resp.Status != protocol.StatusOK {
-				t.Fatalf("answer %+v", resp)
+		case answer := <-to:
+			if answer.refusal.Refused() || answer.resp.Status != protocol.StatusOK {
+				t.Fatalf("answer %+v", answer)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("no answer")

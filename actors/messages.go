@@ -3,6 +3,7 @@ package actors
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/persistence"
 )
@@ -109,15 +110,28 @@ type streamInit struct {
 // than a protoactor future because a held heartbeat is the commonest
 // request and a future costs a registered process, a timer and a second
 // lookup per answer; the handler also stops waiting when its client goes.
-type answerTo chan protocol.HeartbeatResponse
+type answerTo chan heartbeatAnswer
+
+// heartbeatAnswer is what a group actor tells the asker of a heartbeat:
+// the group's decision, or a refusal, which Coordinator.Heartbeat turns
+// into the answer (assign.Refusal.Answer) as it does its own refusals.
+type heartbeatAnswer struct {
+	resp    protocol.HeartbeatResponse
+	refusal assign.Refusal
+}
 
 // send delivers resp unless an answer was delivered already (a RETRY after
 // a panic that followed the answer): like a message to a finished future,
 // the second is dropped, and the actor never blocks on it. A nil answerTo
 // (no asker) drops it too.
-func (to answerTo) send(resp protocol.HeartbeatResponse) {
+func (to answerTo) send(resp protocol.HeartbeatResponse) { to.deliver(heartbeatAnswer{resp: resp}) }
+
+// refuse delivers a refusal, as send delivers an answer.
+func (to answerTo) refuse(r assign.Refusal) { to.deliver(heartbeatAnswer{refusal: r}) }
+
+func (to answerTo) deliver(a heartbeatAnswer) {
 	select {
-	case to <- resp:
+	case to <- a:
 	default:
 	}
 }

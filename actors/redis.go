@@ -2,6 +2,9 @@ package actors
 
 import (
 	"context"
+	"errors"
+
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // StreamRedis is what the coordinator asks of Redis (docs/protocol.md §7): it
@@ -63,4 +66,39 @@ func (f ShardFacts) Group(name string) *GroupFacts {
 		}
 	}
 	return nil
+}
+
+// redisRefusal is the reply of a command Redis refused (an error reply,
+// such as WRONGTYPE for a key that holds something other than a stream),
+// found in err's chain, and whether there is one. Unlike a Redis that
+// does not answer, a refusal is not mended by waiting: an operator must
+// mend what Redis holds, so the client is told what it said.
+func redisRefusal(err error) (string, bool) {
+	// go-redis marks its error replies with this method; the package
+	// needs no import of it.
+	var reply interface {
+		error
+		RedisError()
+	}
+	if !errors.As(err, &reply) {
+		return "", false
+	}
+	const most = 200
+	text := reply.Error()
+	if len(text) > most {
+		text = text[:most] + "…"
+	}
+	return text, true
+}
+
+// provisioningFailed is the client's error for shard streams Redis did not
+// create: REDIS_STREAM_PROVISIONING_FAILED, saying the same request again
+// resumes it, and what Redis said when it refused.
+func provisioningFailed(err error) *protocol.Error {
+	if reply, ok := redisRefusal(err); ok {
+		return protocol.Errorf(protocol.CodeRedisStreamProvisioningFailed,
+			"Redis refused to create a shard stream ("+reply+"): mend the key, then repeat the request")
+	}
+	return protocol.Errorf(protocol.CodeRedisStreamProvisioningFailed,
+		"creating the shard streams in Redis failed; repeat the request once Redis answers")
 }

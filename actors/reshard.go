@@ -352,7 +352,7 @@ func (s *streamActor) provisionBeside(ctx actor.Context, keys, groups []string, 
 	s.after(ctx, f, func(res any, ferr error) {
 		err, lost := besideValue[error](res, ferr)
 		if err = errors.Join(err, lost); err != nil {
-			err = fmt.Errorf("provision %d shard streams of %s: %w", len(keys), s.prefix, errors.Join(reshard.ProvisioningFailed(err), err))
+			err = fmt.Errorf("provision %d shard streams of %s: %w", len(keys), s.prefix, errors.Join(provisioningFailed(err), err))
 		}
 		cont(err)
 	})

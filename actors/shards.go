@@ -9,8 +9,7 @@ import (
 	"strings"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/echo"
-	"github.com/rscoord/rscoord/reshard"
+	"github.com/rscoord/rscoord/internal/clienttext"
 )
 
 // shardRead is one readable shard with its live Redis facts.
@@ -130,13 +129,13 @@ func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard 
 		direction = protocol.DirectionForward
 	}
 	if direction != protocol.DirectionForward && direction != protocol.DirectionBackward {
-		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("direction %s is neither FORWARD nor BACKWARD", echo.Quote(direction)))
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("direction %s is neither FORWARD nor BACKWARD", clienttext.Quote(direction)))
 	}
 	if limit < 1 || limit > protocol.MaxMessagesPage {
 		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("limit %d is outside 1..%d", limit, protocol.MaxMessagesPage))
 	}
 	if cursor != "" && !validEntryID(cursor) {
-		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("cursor %s is not a stream entry id (ms-seq)", echo.Quote(cursor)))
+		return zero, protocol.Errorf(protocol.CodeInvalidRequest, fmt.Sprintf("cursor %s is not a stream entry id (ms-seq)", clienttext.Quote(cursor)))
 	}
 	reads, _, err := c.readableShards(ctx, prefix, group)
 	if err != nil {
@@ -181,7 +180,7 @@ func (c *Coordinator) Messages(ctx context.Context, prefix, group string, shard 
 // it.
 func redisUnavailable(key string, err error) error {
 	msg := "Redis did not answer the read; retry later"
-	if reply, ok := reshard.RedisRefusal(err); ok {
+	if reply, ok := redisRefusal(err); ok {
 		msg = fmt.Sprintf("Redis refused the read of %s: %s", key, reply)
 	}
 	return errors.Join(protocol.Errorf(protocol.CodeRedisUnavailable, msg), fmt.Errorf("read %s: %w", key, err))

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/echo"
+	"github.com/rscoord/rscoord/internal/clienttext"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -199,7 +198,7 @@ func (s *streamActor) reportMigrations() {
 }
 
 func (s *streamActor) load() (*streamInit, error) {
-	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	sctx, cancel := s.env.storeContext()
 	defer cancel()
 	streams, err := s.env.store.LoadStreams(sctx)
 	if err != nil {
@@ -329,7 +328,7 @@ func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate boo
 		return reply[ensured]{value: ensured{pid: pid}}
 	}
 	now := s.env.now()
-	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	sctx, cancel := s.env.storeContext()
 	defer cancel()
 	// A group registered again continues above what its deleted
 	// predecessor answered (docs/protocol.md, monotonic versions).
@@ -381,7 +380,7 @@ func (s *streamActor) activeMigration() *persistence.MigrationRecord {
 
 // saveRecord writes next as the stream record and adopts it once durable.
 func (s *streamActor) saveRecord(next persistence.StreamRecord) error {
-	sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	sctx, cancel := s.env.storeContext()
 	defer cancel()
 	start := time.Now()
 	rev, err := s.env.store.SaveStream(sctx, next, s.rec.Revision)
@@ -423,7 +422,7 @@ func findIn(migs []persistence.MigrationRecord, id string) *persistence.Migratio
 }
 
 func migrationNotFound(prefix, id string) error {
-	return protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", prefix, echo.Quote(id)))
+	return protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", prefix, clienttext.Quote(id)))
 }
 
 func (s *streamActor) migrations() protocol.MigrationsResponse {

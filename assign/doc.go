@@ -19,15 +19,16 @@
 //
 // Per heartbeat, in this order:
 //
-//  1. [Validate] the request against the path member id. If !ok, answer its
-//     response and stop: no group is looked up or created.
+//  1. [Validate] the request against the path member id. If it refuses,
+//     answer the refusal ([Refusal.Answer]) and stop: no group is looked
+//     up or created.
 //  2. Look the group up. Unknown stream, or unknown group that is not
-//     registered on the fly: answer [UnknownMemberResponse]. Store down,
-//     group failed closed, shutting down, overloaded: answer
-//     [RetryResponse]. (Registering a group: [NewGroup], persist it.)
+//     registered on the fly: refuse it [Unknown]. Store down, group failed
+//     closed, shutting down, overloaded: refuse it [Retry]. (Registering a
+//     group: [NewGroup], persist it.)
 //  3. Call [Heartbeat] with the actor's clock.
 //  4. If Result.Persist, write the group and sync it. If the write fails,
-//     do not send Result.Response: answer [RetryResponse] and reload the
+//     do not send Result.Response: refuse it [Retry] and reload the
 //     group from the store (the in-memory group is ahead of the durable
 //     one; a response must never reveal what a restart would forget).
 //  5. Send Result.Response.

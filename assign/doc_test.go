@@ -17,8 +17,8 @@ func Example() {
 
 	handle := func(req *protocol.HeartbeatRequest, at time.Time) {
 		// 1. Validate.
-		if resp, ok := assign.Validate(req, req.MemberID, cfg); !ok {
-			fmt.Println("rejected:", resp.Status)
+		if refusal := assign.Validate(req, req.MemberID); refusal.Refused() {
+			fmt.Println("rejected:", refusal.Answer(req, cfg).Status)
 			return
 		}
 		// 3. Decide.

@@ -330,9 +330,9 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 	case answerForeignLeave:
 		return o.groupAnswer(req, protocol.StatusOK, protocol.EpochLeave)
 	case answerUnknown:
-		return UnknownMemberResponse(req, o.cfg)
+		return Unknown("", "").Answer(req, o.cfg)
 	case answerRetry:
-		resp := RetryResponse(req, o.cfg)
+		resp := Retry().Answer(req, o.cfg)
 		if m != nil {
 			// The newcomer may take the id once the live incarnation's lease
 			// lapses and what it held is released: ask it back just after
@@ -354,14 +354,14 @@ func (o *op) answer(kind answer, m *Member, req *protocol.HeartbeatRequest) prot
 		}
 		return resp
 	case answerGroupFull:
-		resp := RetryResponse(req, o.cfg)
+		resp := Retry().Answer(req, o.cfg)
 		resp.ErrorCode = protocol.CodeMemberLimitReached
 		resp.Message = fmt.Sprintf("the group holds %d members, the most this coordinator allows; the join is retried until one leaves", o.cfg.MaxMembers)
 		return resp
 	case answerTooFar:
-		return InvalidRequestResponse(req, o.cfg, "metadataVersion is further ahead of the group's than a metadata correction may move it")
+		return Invalid("metadataVersion is further ahead of the group's than a metadata correction may move it").Answer(req, o.cfg)
 	default:
-		return InvalidRequestResponse(req, o.cfg, fmt.Sprintf("memberEpoch %d is ahead of every epoch this member was given", req.MemberEpoch))
+		return Invalid(fmt.Sprintf("memberEpoch %d is ahead of every epoch this member was given", req.MemberEpoch)).Answer(req, o.cfg)
 	}
 }
 

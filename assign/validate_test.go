@@ -55,7 +55,8 @@ func TestValidate(t *testing.T) {
 			req := joinReq("m-1")
 			req.MemberEpoch = 7
 			tc.edit(req)
-			resp, ok := Validate(req, tc.path, Config{})
+			r := Validate(req, tc.path)
+			resp, ok := r.Answer(req, Config{}), !r.Refused()
 			if tc.status == "" {
 				if !ok {
 					t.Fatalf("rejected with %+v", resp)
@@ -92,8 +93,8 @@ func TestValidateClipsDisplayTexts(t *testing.T) {
 			req := joinReq("m-1")
 			req.MemberName = tc.text
 			req.ShardProgress = []protocol.ShardProgress{{StreamKey: tc.text, LastDeliveredID: tc.text, LastAckedID: tc.text}}
-			if resp, ok := Validate(req, "m-1", Config{}); !ok {
-				t.Fatalf("rejected: %s %s", resp.Status, resp.Message)
+			if r := Validate(req, "m-1"); r.Refused() {
+				t.Fatalf("rejected: %s %s", r.Status, r.Message)
 			}
 			p := req.ShardProgress[0]
 			for field, got := range map[string]string{"memberName": req.MemberName, "streamKey": p.StreamKey,
@@ -114,15 +115,14 @@ func TestValidateAllocatesNothing(t *testing.T) {
 		req.ShardProgress = append(req.ShardProgress, protocol.ShardProgress{
 			StreamKey: protocol.StreamKey("orders", i), LastDeliveredID: "1700000000000-0", LastAckedID: "1700000000000-0"})
 	}
-	if n := testing.AllocsPerRun(100, func() { Validate(req, "m-1", Config{}) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { Validate(req, "m-1") }); n != 0 {
 		t.Fatalf("Validate allocated %v times per heartbeat", n)
 	}
 }
 
 func TestValidateNilRequest(t *testing.T) {
-	resp, ok := Validate(nil, "m-1", Config{})
-	if ok || resp.Status != protocol.StatusInvalidRequest {
-		t.Fatalf("nil request: ok=%v %+v", ok, resp)
+	if r := Validate(nil, "m-1"); r.Status != protocol.StatusInvalidRequest {
+		t.Fatalf("nil request: %+v", r)
 	}
 }
 
@@ -161,7 +161,9 @@ func checkNoNulls(t *testing.T, v any) {
 	}
 }
 
-func TestRetryAndUnknownResponses(t *testing.T) {
+// TestRefusalAnswers: every refusal answers with the request's epoch, the
+// configured intervals and no null array, and says why when told.
+func TestRefusalAnswers(t *testing.T) {
 	req := hb("m-1", 5, 9, []int{1})
 	cfg := Config{HeartbeatInterval: 1500 * time.Millisecond}
 	for _, tc := range []struct {
@@ -169,8 +171,9 @@ func TestRetryAndUnknownResponses(t *testing.T) {
 		status protocol.Status
 	}{
 		{RetryResponse(req, cfg), protocol.StatusRetry},
-		{UnknownMemberResponse(req, cfg), protocol.StatusUnknownMemberID},
-		{InvalidRequestResponse(req, cfg, "why"), protocol.StatusInvalidRequest},
+		{Retry().Answer(req, cfg), protocol.StatusRetry},
+		{Unknown(protocol.CodeGroupNotFound, "gone").Answer(req, cfg), protocol.StatusUnknownMemberID},
+		{Invalid("why").Answer(req, cfg), protocol.StatusInvalidRequest},
 	} {
 		if tc.resp.Status != tc.status || tc.resp.MemberEpoch != 5 || tc.resp.HeartbeatIntervalMs != 1500 {
 			t.Errorf("%s: %+v", tc.status, tc.resp)

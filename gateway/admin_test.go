@@ -13,6 +13,7 @@ import (
 const base = protocol.BasePath
 
 func TestCreateStreamAndGroups(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	var stream protocol.StreamResponse
 	s.JSON(http.MethodPost, base+"/streams/orders", `{"initialShardCount":6,"requestedBy":"ops","reason":"launch"}`,
@@ -48,6 +49,7 @@ func TestCreateStreamAndGroups(t *testing.T) {
 }
 
 func TestErrorBodies(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	big := `{"requestedBy":"` + strings.Repeat("x", protocol.MaxBodyBytes) + `"}`
@@ -125,6 +127,7 @@ func bodyReader(body any) *strings.Reader {
 }
 
 func TestProducerRouting(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true})
 	s.CreateStream("orders", 3)
 	var r protocol.ProducerRoutingResponse
@@ -143,6 +146,7 @@ func TestProducerRouting(t *testing.T) {
 }
 
 func TestDeleteGroup(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	m := coordtest.NewMember("m1", "orders", "orders")
@@ -164,6 +168,7 @@ func TestDeleteGroup(t *testing.T) {
 }
 
 func TestMonitoringBasics(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	var h protocol.Health
 	s.JSON(http.MethodGet, base+"/monitoring/health", nil, http.StatusOK, &h)
@@ -190,6 +195,7 @@ func TestMonitoringBasics(t *testing.T) {
 // client may send a megabyte of it, and the answer, the log line and the
 // audit entry would carry it back.
 func TestRefusedQueryTextsAreNotEchoedWhole(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	// As long as the server's header limit lets through

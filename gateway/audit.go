@@ -128,7 +128,7 @@ func (s *server) recordAudit(c *gin.Context, op protocol.AuditOperation, start t
 			Force: req.Force, DeprecatedAfter: req.DeprecatedAfter.ptr(),
 		},
 		RequestedBy: capField(req.RequestedBy), Reason: capField(req.Reason), Roles: []string{},
-		RequestID: c.GetString(requestIDKey), ClientAddress: c.ClientIP(), UserAgent: capField(c.Request.UserAgent()),
+		RequestID: requestIDOf(c), ClientAddress: c.ClientIP(), UserAgent: capField(c.Request.UserAgent()),
 		Method: c.Request.Method, Route: c.FullPath(),
 		DurationMs: float64(time.Since(start).Microseconds()) / 1000,
 		BodySHA256: bodyHash,

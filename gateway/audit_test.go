@@ -24,6 +24,7 @@ type mutation struct {
 }
 
 func TestAuditRecordsAcceptedAndRefusedMutations(t *testing.T) {
+	t.Parallel()
 	dir, secret := t.TempDir(), randomSecret(t)
 	opts := coordtest.Options{
 		Auth:    &coordtest.Auth{Secret: secret},
@@ -147,6 +148,7 @@ func assertJSONEqual(t *testing.T, what string, got, want any) {
 }
 
 func TestAuditPaging(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	for i := range 7 {
 		prefix := fmt.Sprintf("s%d", i)

@@ -35,6 +35,7 @@ func dirSize(t *testing.T, dir string) int64 {
 // 100 KB bodies grow the data directory by less than 2 MB; their entries
 // hold no body field.
 func TestRefusedRequestsAreAuditedWithoutBodies(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	s.CreateStream("orders", 2)
 	before := dirSize(t, s.Dir)
@@ -71,6 +72,7 @@ func TestRefusedRequestsAreAuditedWithoutBodies(t *testing.T) {
 // TestAuditFieldsAreCapped: an accepted request with a 200 KB reason
 // stores an audit entry under 8 KB, its reason marked as cut.
 func TestAuditFieldsAreCapped(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	s.CreateStream("orders", 2)
 	reason := strings.Repeat("é", 100_000) // 200 KB, two bytes a rune
@@ -90,6 +92,7 @@ func TestAuditFieldsAreCapped(t *testing.T) {
 
 // TestBlankRequestedByIsRefused: requestedBy of spaces only is a 400.
 func TestBlankRequestedByIsRefused(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	for _, body := range []string{`{"requestedBy":"   "}`, `{"requestedBy":"\t\n"}`} {
 		status, raw := s.Do(http.MethodPost, base+"/streams/orders", body)

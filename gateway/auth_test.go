@@ -92,8 +92,9 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 // TestAuthMatrixCoversEveryRoute fails when a route is added without a
 // row in the matrix above (login and logout have tests of their own).
 func TestAuthMatrixCoversEveryRoute(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
-	engine := gateway.New(s.Coord, gateway.Options{Auth: s.Auth, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).(*gin.Engine)
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
+	engine := gateway.New(newFake(), gateway.Options{Auth: s.Auth, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).(*gin.Engine)
 	param := regexp.MustCompile(`:[A-Za-z]+`)
 	wildcard := regexp.MustCompile(`\*[A-Za-z]+`)
 	for _, rt := range engine.Routes() {
@@ -213,14 +214,13 @@ func credentials(t *testing.T, s *coordtest.Server, secret []byte) []credential 
 }
 
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	for _, memberAuth := range []bool{false, true} {
 		t.Run(fmt.Sprintf("memberAuth=%v", memberAuth), func(t *testing.T) {
+			t.Parallel()
 			secret := randomSecret(t)
-			s := coordtest.Start(t, "", coordtest.Options{
-				Auth:    &coordtest.Auth{Secret: secret},
-				Gateway: gateway.Options{NoMemberAuth: !memberAuth},
-			})
-			s.CreateStream("orders", 4)
+			s := serveFake(t, newFake("orders"), fakeOptions{Auth: true, Secret: secret,
+				Gateway: gateway.Options{NoMemberAuth: !memberAuth}})
 			creds := credentials(t, s, secret)
 			for _, ep := range matrixEndpoints(memberAuth) {
 				for _, cr := range creds {
@@ -303,7 +303,8 @@ func roundTrip(t *testing.T, req *http.Request) (int, http.Header, []byte) {
 }
 
 func TestSession(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	var sess protocol.Session
 	s.As(coordtest.Basic(coordtest.UserMonitor, coordtest.Password(coordtest.UserMonitor))).
 		JSON(http.MethodGet, base+"/monitoring/session", nil, http.StatusOK, &sess)
@@ -317,7 +318,7 @@ func TestSession(t *testing.T) {
 
 	// With authentication off every caller is an anonymous ADMIN, whatever
 	// it sends.
-	off := coordtest.Start(t, "", coordtest.Options{})
+	off := serveFake(t, newFake(), fakeOptions{})
 	off.As("Bearer garbage").JSON(http.MethodGet, base+"/monitoring/session", nil, http.StatusOK, &sess)
 	if sess.Authenticated || sess.Username != auth.AnonymousName || strings.Join(sess.Roles, ",") != "ADMIN" {
 		t.Fatalf("session with auth off = %+v", sess)
@@ -325,7 +326,8 @@ func TestSession(t *testing.T) {
 }
 
 func TestRequestID(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	req, _ := http.NewRequest(http.MethodGet, s.URL+base+"/monitoring/health", nil)
 	req.Header.Set(gateway.RequestIDHeader, "my-req.1")
 	resp, err := http.DefaultClient.Do(req)
@@ -363,8 +365,10 @@ func mustMarshal(t *testing.T, v any) string {
 // Redis, leaves a consumer group on every shard that a scale-in's drain
 // proof counts.
 func TestRoutingRegistersOnlyForMembersAndWriters(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, AutoCreateGroups: true})
-	s.CreateStream("orders", 4)
+	t.Parallel()
+	f := newFake("orders")
+	f.autoCreate = true
+	s := serveFake(t, f, fakeOptions{Auth: true})
 	basic := func(user string) string {
 		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+coordtest.Password(user)))
 	}

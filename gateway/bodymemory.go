@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -33,10 +35,33 @@ type bodyMemory struct {
 	sem  *semaphore.Weighted
 	size int64
 	wait time.Duration
+	// small keeps the buffers of small bodies (heartbeats) for reuse: a
+	// body is read into one, decoded, and the buffer given back.
+	small sync.Pool
 }
 
 func newBodyMemory(size int64, wait time.Duration) *bodyMemory {
 	return &bodyMemory{sem: semaphore.NewWeighted(size), size: size, wait: wait}
+}
+
+// buffer is an empty buffer to read a body into; recycle gives it back
+// once nothing refers to its bytes.
+func (b *bodyMemory) buffer() *bytes.Buffer {
+	if buf, ok := b.small.Get().(*bytes.Buffer); ok {
+		return buf
+	}
+	return new(bytes.Buffer)
+}
+
+// recycle keeps buf for a later body unless it grew past a small body:
+// the memory of large ones is bounded by the budget while they are read,
+// and must not stay held afterwards.
+func (b *bodyMemory) recycle(buf *bytes.Buffer) {
+	if buf.Cap() > smallBodyBytes+bytes.MinRead {
+		return
+	}
+	buf.Reset()
+	b.small.Put(buf)
 }
 
 // reserve takes n bytes of the budget, waiting up to b.wait for them; past

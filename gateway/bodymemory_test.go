@@ -31,6 +31,7 @@ func paddedJoin(member string, size int) []byte {
 // is gone the large body is read. Every 429 is counted in
 // rscoord_rate_limit_refusals_total{limiter="body_memory"}.
 func TestLargeBodiesShareABudget(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Gateway: gateway.Options{
 		BodyMemory:     1, // raised to one heartbeat at its limit
 		BodyMemoryWait: 300 * time.Millisecond,

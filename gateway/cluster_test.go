@@ -14,8 +14,9 @@ import (
 // TestClusterRoute checks GET /coord/v1/monitoring/cluster: 404 without
 // the cluster hook, READ required, the hook's answer as it is.
 func TestClusterRoute(t *testing.T) {
+	t.Parallel()
 	const path = protocol.BasePath + "/monitoring/cluster"
-	alone := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	alone := serveFake(t, newFake(), fakeOptions{Auth: true})
 	status, raw := alone.As(coordtest.Basic(coordtest.UserReader, coordtest.Password(coordtest.UserReader))).Do(http.MethodGet, path, nil)
 	if status != http.StatusNotFound {
 		t.Fatalf("alone: %d %s, want 404", status, raw)

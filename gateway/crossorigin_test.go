@@ -57,13 +57,15 @@ func crossSiteMethod(t *testing.T, method, url, path, body, authorization, origi
 // calls (the console) and clients that are not browsers (no Origin, no
 // Sec-Fetch-Site: the reference clients) are served as before.
 func TestCrossSiteRequestsRefused(t *testing.T) {
+	t.Parallel()
 	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
 	for _, tc := range []struct {
 		name string
 		auth *coordtest.Auth
 	}{{"auth", &coordtest.Auth{}}, {"no-auth", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := coordtest.Start(t, "", coordtest.Options{Auth: tc.auth})
+			t.Parallel()
+			s := serveFake(t, newFake(), fakeOptions{Auth: tc.auth != nil})
 			authorization := ""
 			if tc.auth != nil {
 				authorization = admin
@@ -115,8 +117,11 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 // client that is not a browser are served.
 func TestCrossSiteGetsWithEffectsRefused(t *testing.T) {
 	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, AutoCreateGroups: true})
-	s.CreateStream("orders", 2)
+	t.Parallel()
+	profiling(t)
+	f := newFake("orders")
+	f.autoCreate = true
+	s := serveFake(t, f, fakeOptions{Auth: true})
 	// Each path is asked cross-site first, then as allowed; a path that
 	// registers something names a new group each time.
 	paths := []struct{ name, path string }{

@@ -50,6 +50,12 @@ func (s *server) readBody(c *gin.Context) ([]byte, *protocol.Error) {
 // (bodyMemory): Content-Length when announced, else, once the first
 // smallBodyBytes are read, the rest of the limit.
 func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.Error) {
+	return s.readBodyInto(c, limit, new(bytes.Buffer))
+}
+
+// readBodyInto is readBodyLimit reading into buf (empty), whose bytes the
+// answer is.
+func (s *server) readBodyInto(c *gin.Context, limit int64, buf *bytes.Buffer) ([]byte, *protocol.Error) {
 	if ct := c.GetHeader("Content-Type"); ct != "" {
 		media, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(media == "application/json" || strings.HasSuffix(media, "+json")) {
@@ -62,7 +68,6 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 		return nil, tooBig(limit)
 	}
 	body := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
-	var buf bytes.Buffer
 	if size > smallBodyBytes {
 		// Announced: reserve it all before reading any.
 		release, perr := s.reserveBody(c, size-smallBodyBytes)
@@ -79,7 +84,7 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 	} else {
 		// Not announced (chunked): the first smallBodyBytes are free, the
 		// rest of the limit is reserved if the body goes on.
-		if _, err := io.Copy(&buf, io.LimitReader(body, smallBodyBytes)); err != nil {
+		if _, err := io.Copy(buf, io.LimitReader(body, smallBodyBytes)); err != nil {
 			return nil, readProblem(err, limit)
 		}
 		if buf.Len() == smallBodyBytes {
@@ -90,7 +95,7 @@ func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.E
 			defer release()
 		}
 	}
-	if _, err := io.Copy(&buf, body); err != nil {
+	if _, err := io.Copy(buf, body); err != nil {
 		return nil, readProblem(err, limit)
 	}
 	return buf.Bytes(), nil
@@ -176,14 +181,13 @@ func checkOperator(v any) *protocol.Error {
 // object is an error, so that no second spelling or copy of a field can
 // carry a value past what checked the first.
 func decodeJSON(body []byte, v any) error {
-	return jsonv2.Unmarshal(body, v, jsonv1.DefaultOptionsV1(),
-		jsonv2.MatchCaseInsensitiveNames(false), jsontext.AllowDuplicateNames(false))
+	return jsonv2.Unmarshal(body, v, decodeOptions())
 }
 
-// duplicateNames reports whether body is well-formed JSON in which some
-// object names a member twice.
-func duplicateNames(body []byte) bool {
-	return json.Valid(body) && !jsontext.Value(body).IsValid(jsontext.AllowInvalidUTF8(true))
+// decodeOptions are decodeJSON's rules as options.
+func decodeOptions() jsonv2.Options {
+	return jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(),
+		jsonv2.MatchCaseInsensitiveNames(false), jsontext.AllowDuplicateNames(false))
 }
 
 // jsonProblem describes a decoding failure without echoing the body.

@@ -20,7 +20,8 @@
 //     group, within a budget of groups per principal per window, so that
 //     one principal can lock no other out (429 with Retry-After);
 //  5. the handler, which decodes its request, calls one method of the
-//     *actors.Coordinator (which messages the owning actor) and answers.
+//     Backend (in the server, the coordinator, which messages the owning
+//     actor) and answers.
 //
 // The heartbeat handler answers 200 with a status for every body it can
 // read as JSON, because a non-2xx stops the reference Python client's

@@ -44,6 +44,7 @@ func (quietPebble) Fatalf(format string, args ...any) {
 }
 
 func TestCorruptGroupFailsClosedAlone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := coordtest.Start(t, dir, coordtest.Options{})
 	s.CreateStream("orders", 4)
@@ -96,6 +97,7 @@ func TestCorruptGroupFailsClosedAlone(t *testing.T) {
 }
 
 func TestShutdownRefusesMutationsAndRetriesHeartbeats(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	a := coordtest.NewMember("a", "orders", "orders")

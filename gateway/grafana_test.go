@@ -9,6 +9,7 @@ import (
 )
 
 func TestGrafanaRows(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	s.CreateStream("payments", 2)

@@ -2,10 +2,16 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
@@ -15,15 +21,20 @@ import (
 // not JSON at all (400), too large (413), or large while the large-body
 // budget is full (429, see bodyMemory): any other non-2xx would stop
 // the reference Python client's member thread. The content type is not
-// checked, for the same reason.
+// checked, for the same reason. The body is read into a pooled buffer and
+// decoded once.
 func (s *server) heartbeat(c *gin.Context) {
 	start := time.Now()
-	body, perr := s.readBodyAnyType(c)
+	buf := s.bodies.buffer()
+	defer s.bodies.recycle(buf)
+	c.Request.Header.Del("Content-Type")
+	body, perr := s.readBodyInto(c, maxHeartbeatBodyBytes, buf)
 	if perr != nil {
 		abortWith(c, perr.Code, perr.Message)
 		return
 	}
-	req, problem, perr := decodeHeartbeat(body)
+	var req protocol.HeartbeatRequest
+	problem, perr := s.decodeHeartbeat(body, &req)
 	if perr != nil {
 		abortWith(c, perr.Code, perr.Message)
 		return
@@ -31,9 +42,9 @@ func (s *server) heartbeat(c *gin.Context) {
 	if problem != "" {
 		// Well-formed JSON the protocol refuses is the client's bug, told
 		// the protocol's way.
-		resp := assign.InvalidRequestResponse(&req, s.coord.GroupConfig(), problem)
+		resp := assign.Invalid(problem).Answer(&req, s.coord.GroupConfig())
 		s.metrics.Heartbeat(resp.Status, false, time.Since(start))
-		c.JSON(http.StatusOK, resp)
+		s.writeHeartbeat(c, &resp)
 		return
 	}
 	if req.WaitMs > 0 {
@@ -53,69 +64,98 @@ func (s *server) heartbeat(c *gin.Context) {
 	}
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, req.WaitMs > 0, time.Since(start))
-	c.JSON(http.StatusOK, resp)
+	s.writeHeartbeat(c, &resp)
 }
 
-// decodeHeartbeat reads a heartbeat body. A body that is not JSON at all is
-// perr (400). Well-formed JSON that the protocol refuses (a field of the
-// wrong type, a member named twice) is a problem, answered INVALID_REQUEST
-// in a 200. Member names match exactly (decodeJSON).
-func decodeHeartbeat(body []byte) (req protocol.HeartbeatRequest, problem string, perr *protocol.Error) {
-	err := decodeJSON(body, &req)
+// writeHeartbeat writes resp as the 200 answer, encoded once into a
+// pooled buffer and sent in one write with its Content-Length: an answer
+// past net/http's buffer (a member owning many shards) is not sent
+// chunked. Its bytes are those c.JSON writes.
+func (s *server) writeHeartbeat(c *gin.Context, resp *protocol.HeartbeatResponse) {
+	buf := s.bodies.buffer()
+	defer s.bodies.recycle(buf)
+	if err := json.NewEncoder(buf).Encode(resp); err != nil {
+		s.writeError(c, fmt.Errorf("encode the heartbeat answer: %w", err))
+		return
+	}
+	buf.Truncate(buf.Len() - 1) // the newline Encode adds
+	h := c.Writer.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	c.Writer.WriteHeader(http.StatusOK)
+	_, _ = c.Writer.Write(buf.Bytes())
+}
+
+// decodeHeartbeat decodes a heartbeat body into req in one pass. A body
+// that is not JSON at all is perr (400). Well-formed JSON that the
+// protocol refuses (a field of the wrong type, a member named twice) is a
+// problem, answered INVALID_REQUEST in a 200, with req holding what did
+// decode. Member names match exactly (decodeJSON's rules).
+//
+// The informational report times (shardProgress[].updatedAt,
+// revokingShards[].ackedAt) that do not parse as RFC 3339 (a zone-less
+// timestamp, a number) are dropped rather than refused: the reference
+// clients send such values, a non-2xx would stop them, and those times
+// decide nothing (reportTimes).
+func (s *server) decodeHeartbeat(body []byte, req *protocol.HeartbeatRequest) (problem string, perr *protocol.Error) {
+	err := jsonv2.Unmarshal(body, req, s.heartbeatJSON)
 	if err == nil {
-		return req, "", nil
+		return "", nil
 	}
-	if !json.Valid(body) {
-		return req, "", protocol.Errorf(protocol.CodeInvalidRequest, "malformed heartbeat JSON: "+jsonProblem(err))
+	// Legacy semantics check the whole body's syntax before decoding any
+	// of it: a syntax error is the body's first problem, and the only one
+	// told.
+	var syntax *jsonv1.SyntaxError
+	switch {
+	case errors.As(err, &syntax) && syntax.Error() == jsontext.ErrDuplicateName.Error():
+		return "a member name appears twice in one object of the heartbeat body", nil
+	case syntax != nil:
+		return "", protocol.Errorf(protocol.CodeInvalidRequest, "malformed heartbeat JSON: "+jsonProblem(err))
+	default:
+		return "heartbeat body: " + jsonProblem(err), nil
 	}
-	if duplicateNames(body) {
-		return req, "a member name appears twice in one object of the heartbeat body", nil
-	}
-	// Well-formed JSON whose informational times do not parse (a
-	// zone-less timestamp, a number): the reference clients send such
-	// values, and a non-2xx would stop them. Those times decide nothing,
-	// so they are dropped and the rest is read again.
-	req = protocol.HeartbeatRequest{}
-	if err := decodeJSON(withoutReportTimes(body), &req); err != nil {
-		return req, "heartbeat body: " + jsonProblem(err), nil
-	}
-	return req, "", nil
 }
 
-// withoutReportTimes returns body with the optional report times
-// (shardProgress[].updatedAt, revokingShards[].ackedAt) removed, or body
-// itself when it is not a JSON object of that shape.
-func withoutReportTimes(body []byte) []byte {
-	var doc map[string]json.RawMessage
-	if json.Unmarshal(body, &doc) != nil {
-		return body
+// heartbeatOptions are how decodeHeartbeat reads a body: decodeJSON's
+// rules, with the report times read by reportTimes. New builds them once.
+func heartbeatOptions() jsonv2.Options {
+	return jsonv2.JoinOptions(decodeOptions(), jsonv2.WithUnmarshalers(reportTimes()))
+}
+
+// reportTimes read the heartbeat's report times: an RFC 3339 string is the
+// time; anything else (a zone-less timestamp, a number, an object) is no
+// time, the zero time or a nil pointer.
+func reportTimes() *jsonv2.Unmarshalers {
+	return jsonv2.JoinUnmarshalers(
+		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, t *time.Time) error {
+			parsed, _, err := reportTime(dec)
+			*t = parsed
+			return err
+		}),
+		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, t **time.Time) error {
+			parsed, ok, err := reportTime(dec)
+			*t = nil
+			if ok {
+				*t = &parsed
+			}
+			return err
+		}),
+	)
+}
+
+// reportTime reads the next value of dec as a report time.
+func reportTime(dec *jsontext.Decoder) (time.Time, bool, error) {
+	if dec.PeekKind() != '"' {
+		return time.Time{}, false, dec.SkipValue()
 	}
-	for field, timeKey := range map[string]string{"shardProgress": "updatedAt", "revokingShards": "ackedAt"} {
-		var items []map[string]json.RawMessage
-		if raw, ok := doc[field]; !ok || json.Unmarshal(raw, &items) != nil {
-			continue
-		}
-		for _, item := range items {
-			delete(item, timeKey)
-		}
-		if raw, err := json.Marshal(items); err == nil {
-			doc[field] = raw
-		}
-	}
-	out, err := json.Marshal(doc)
+	tok, err := dec.ReadToken()
 	if err != nil {
-		return body
+		return time.Time{}, false, err
 	}
-	return out
+	parsed, perr := time.Parse(time.RFC3339Nano, tok.String())
+	return parsed, perr == nil, nil
 }
 
 // heldWriteSlack is the time a held heartbeat's answer gets to be written
 // once the coordinator has it.
 const heldWriteSlack = 5 * time.Second
-
-// readBodyAnyType is readBody without the content-type check, under the
-// heartbeat's own limit.
-func (s *server) readBodyAnyType(c *gin.Context) ([]byte, *protocol.Error) {
-	c.Request.Header.Del("Content-Type")
-	return s.readBodyLimit(c, maxHeartbeatBodyBytes)
-}

@@ -13,6 +13,7 @@ import (
 )
 
 func TestMembersConvergeThroughPendingShards(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 6)
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -66,6 +67,7 @@ func TestMembersConvergeThroughPendingShards(t *testing.T) {
 }
 
 func TestReplayedJoinAnswersTheSame(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	m := coordtest.NewMember("m1", "orders", "orders")
@@ -90,6 +92,7 @@ func TestReplayedJoinAnswersTheSame(t *testing.T) {
 }
 
 func TestLostResponseDoesNotFence(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -113,6 +116,7 @@ func TestLostResponseDoesNotFence(t *testing.T) {
 }
 
 func TestClaimOfAnotherMembersShardIsFenced(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -136,6 +140,7 @@ func TestClaimOfAnotherMembersShardIsFenced(t *testing.T) {
 }
 
 func TestGracefulLeave(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -162,6 +167,7 @@ func TestGracefulLeave(t *testing.T) {
 }
 
 func TestExpiredMemberIsFencedAndItsShardsMove(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Group: assign.Config{
 		HeartbeatInterval: 50 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond, MemberLease: 300 * time.Millisecond,
 	}})
@@ -201,6 +207,7 @@ func TestExpiredMemberIsFencedAndItsShardsMove(t *testing.T) {
 }
 
 func TestHeartbeatStatuses(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: false})
 	s.CreateStream("orders", 2)
 	m0 := coordtest.NewMember("m0", "orders", "orders")
@@ -253,6 +260,7 @@ func TestHeartbeatStatuses(t *testing.T) {
 }
 
 func TestJoinRegistersUnknownGroupWhenAutoCreateIsOn(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true})
 	s.CreateStream("orders", 3)
 	m := coordtest.NewMember("m1", "orders", "analytics")
@@ -272,6 +280,7 @@ func TestJoinRegistersUnknownGroupWhenAutoCreateIsOn(t *testing.T) {
 // heartbeat (progress updatedAt, revoke ackedAt) that do not parse are
 // ignored, so the member is answered in a 200 as if it had not sent them.
 func TestUnparseableReportTimesAnswer200(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true})
 	s.CreateStream("orders", 2)
 	url := s.URL + base + "/streams/orders/groups/orders/members/m1/heartbeat"
@@ -298,6 +307,7 @@ func TestUnparseableReportTimesAnswer200(t *testing.T) {
 // answered) is answered RETRY over HTTP and changes nothing: a, which
 // reads its shards by now, keeps them.
 func TestLateHeartbeatIsRetry(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")

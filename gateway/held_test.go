@@ -192,6 +192,7 @@ func histogramOf(t *testing.T, families map[string]*dto.MetricFamily, name, labe
 }
 
 func TestHeldHeartbeatIsAnsweredWhenAJoinShrinksItsTarget(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 6)
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -230,6 +231,7 @@ func TestHeldHeartbeatIsAnsweredWhenAJoinShrinksItsTarget(t *testing.T) {
 }
 
 func TestHeldHeartbeatIsReleasedByTheNextOneAndByShutdown(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	a := settled(t, s, 2)
 
@@ -260,6 +262,7 @@ func TestHeldHeartbeatIsReleasedByTheNextOneAndByShutdown(t *testing.T) {
 // The held budget is one for the whole server: each held answer keeps a
 // connection busy, whichever group it belongs to.
 func TestHeldHeartbeatsShareOneServerWideBudget(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{MaxHeldHeartbeats: 1})
 	a, b := twoStreams(t, s)
 
@@ -296,6 +299,7 @@ func TestHeldHeartbeatsShareOneServerWideBudget(t *testing.T) {
 // epoch and metadata version, and that alone must not release the answer:
 // otherwise every join would wake every held member of the group at once.
 func TestHeldHeartbeatStaysHeldWhenAJoinLeavesItsShards(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -339,6 +343,7 @@ func TestHeldHeartbeatStaysHeldWhenAJoinLeavesItsShards(t *testing.T) {
 // as soon as that member reports them given up, and a member that only
 // catches up with the group's epoch releases nobody's.
 func TestHeldHeartbeatIsAnsweredWhenItsShardsAreGivenUp(t *testing.T) {
+	t.Parallel()
 	// A member with pending shards is held at most the reconcile
 	// interval: long enough here to tell a release from its end.
 	s := coordtest.Start(t, "", coordtest.Options{Group: assign.Config{ReconcileInterval: 3 * time.Second}})
@@ -373,6 +378,7 @@ func TestHeldHeartbeatIsAnsweredWhenItsShardsAreGivenUp(t *testing.T) {
 // shards) is held for its wait like a current one and answered with the
 // new epoch (docs/protocol.md §9.5: an epoch alone is no news).
 func TestHeldHeartbeatBehindInEpochIsHeld(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	a := settled(t, s, 1)
 	b := coordtest.NewMember("b", "orders", "orders")
@@ -394,6 +400,7 @@ func TestHeldHeartbeatBehindInEpochIsHeld(t *testing.T) {
 // TestHeldHeartbeatsGauge: rscoord_held_heartbeats counts the heartbeats
 // held right now, across groups: 0, one per parked answer, 0 once answered.
 func TestHeldHeartbeatsGauge(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	a, b := twoStreams(t, s)
 	held := func() float64 { return metricValue(scrape(t, s, "/metrics"), metrics.HeldHeartbeats, nil) }

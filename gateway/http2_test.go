@@ -147,6 +147,7 @@ func settledMembers(t *testing.T, s *coordtest.Server, n int) []*coordtest.Membe
 // answered after its waitMs although that is past the server's write
 // timeout, and HTTP/1.1 keeps working on the same listener.
 func TestHTTP2HeldHeartbeatsShareOneConnectionPastTheWriteTimeout(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	ms := settledMembers(t, s, 3)
 	url, srv, _ := serveHTTP(t, s, gateway.HTTPLimits{HTTP2: true, WriteTimeout: 500 * time.Millisecond})
@@ -194,6 +195,7 @@ func TestHTTP2HeldHeartbeatsShareOneConnectionPastTheWriteTimeout(t *testing.T) 
 // held heartbeat that would make one connection too many is answered at
 // once.
 func TestHeldAnswersPinAtMostMaxHeldConnections(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	ms := settledMembers(t, s, 3)
 	url, srv, _ := serveHTTP(t, s, gateway.HTTPLimits{HTTP2: true, MaxHeldConnections: 1})
@@ -230,6 +232,7 @@ func TestHeldAnswersPinAtMostMaxHeldConnections(t *testing.T) {
 // Authentication, the header and body limits and the admin rate limit hold
 // over HTTP/2 as over HTTP/1.1.
 func TestHTTP2KeepsAuthAndLimits(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth:    &coordtest.Auth{},
 		Gateway: gateway.Options{AdminRateLimit: 1, AdminRateWindow: time.Hour},
@@ -368,6 +371,7 @@ func (c *sizedConn) Read(p []byte) (int, error) {
 // which net/http reads, no read of the connection asks for less than a
 // buffer.
 func TestHTTP2ReadsThroughABuffer(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	ms := settledMembers(t, s, 2)
 	srv := gateway.NewHTTPServer(s.Handler(), gateway.HTTPLimits{HTTP2: true}, quietLog(), nil)

@@ -28,6 +28,7 @@ func memberView(t *testing.T, s *coordtest.Server, id string) protocol.Member {
 // arrives last, owning nothing: over HTTP it must free none of the shards
 // a reads, so b gets nothing until a has given them up.
 func TestLateReferenceReportFreesNothing(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -57,6 +58,7 @@ func TestLateReferenceReportFreesNothing(t *testing.T) {
 // reads all four shards. The held-up leave arrives last: it is answered
 // as a leave, and the new process keeps its membership and its shards.
 func TestLateLeaveOfAnEarlierProcessChangesNothing(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	old := coordtest.NewMember("a", "orders", "orders")

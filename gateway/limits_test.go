@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
 )
 
@@ -25,9 +24,9 @@ import (
 // gateway.NewHTTPServer with limits, on a loopback port.
 func serveLimited(t *testing.T, limits gateway.HTTPLimits, evicted func()) (addr string, srv *gateway.HTTPServer) {
 	t.Helper()
-	s := coordtest.Start(t, "", coordtest.Options{})
+	s := serveFake(t, newFake(), fakeOptions{})
 	s.CreateStream("orders", 2)
-	srv = gateway.NewHTTPServer(gateway.New(s.Coord, gateway.Options{Logger: quietLog()}),
+	srv = gateway.NewHTTPServer(gateway.New(newFake(), gateway.Options{Logger: quietLog()}),
 		limits, quietLog(), evicted)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,6 +59,7 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration, what string) {
 // 2 s, a body trickling for 5 s and an idle keep-alive connection are both
 // closed by the server.
 func TestSlowBodyAndIdleConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
 	addr, _ := serveLimited(t, gateway.HTTPLimits{ReadTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second}, nil)
 
 	trickle, err := net.Dial("tcp", addr)
@@ -123,6 +123,7 @@ func raiseNoFile(t *testing.T, need uint64) {
 // send a request do not keep a new client from being served within 1 s,
 // and the server never holds more than its cap.
 func TestIdleConnectionsDoNotStarveNewClients(t *testing.T) {
+	// Not parallel: it bounds a wait from above.
 	const idleConns, maxConns = 5000, 1000
 	raiseNoFile(t, idleConns+maxConns+500)
 	var evicted atomic.Int64
@@ -195,7 +196,8 @@ func worstCaseHeartbeat() []byte {
 // a stream may have fits the heartbeat body limit, padded to the limit
 // itself; one byte more is a 413.
 func TestHeartbeatBodyLimit(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{})
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{})
 	s.CreateStream("orders", 2)
 	body := worstCaseHeartbeat()
 	limit := gateway.MaxHeartbeatBodyBytes
@@ -222,6 +224,7 @@ func TestHeartbeatBodyLimit(t *testing.T) {
 // itself (here a handler's panic) reaches the slog logger given to
 // NewHTTPServer, at WARN.
 func TestHTTPServerErrorsGoToTheLogger(t *testing.T) {
+	t.Parallel()
 	records := make(chan slog.Record, 16)
 	panics := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") })
 	srv := gateway.NewHTTPServer(panics, gateway.HTTPLimits{}, slog.New(recordHandler{records}), nil)

@@ -18,6 +18,7 @@ import (
 )
 
 func TestLogin(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{TokenTTL: time.Hour}})
 	writerBasic := coordtest.Basic(coordtest.UserWriter, coordtest.Password(coordtest.UserWriter))
 	tests := []struct {
@@ -87,6 +88,7 @@ func TestLogin(t *testing.T) {
 }
 
 func TestLoginBruteForce(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth: &coordtest.Auth{},
 		Gateway: gateway.Options{
@@ -156,6 +158,7 @@ func mustPrincipal(t *testing.T, s *coordtest.Server, user string) auth.Principa
 // and past them the right password is refused too. Good credentials sent
 // all at once from one address all pass, however many.
 func TestConcurrentGuessesStayWithinTheLimit(t *testing.T) {
+	t.Parallel()
 	// A bcrypt cost above the test users' minimum, so that the checks
 	// overlap as real ones (100 ms at the default cost) do.
 	users := coordtest.TestUsers(t)

@@ -22,6 +22,7 @@ import (
 // such names from that address answer 429, while a real user from the
 // same address still logs in.
 func TestLoginFailuresOfImpossibleNamesShareOneKey(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth:    &coordtest.Auth{},
 		Gateway: gateway.Options{LoginFailureLimit: 3, LoginAddressFailureLimit: 100, LoginFailureWindow: time.Hour},
@@ -52,6 +53,7 @@ func TestLoginFailuresOfImpossibleNamesShareOneKey(t *testing.T) {
 // still counts, as long as it has room), never 429. Windows already held
 // keep counting.
 func TestFullLoginLimitersLockNoUserOut(t *testing.T) {
+	t.Parallel()
 	reader := coordtest.Basic(coordtest.UserReader, coordtest.Password(coordtest.UserReader))
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth: &coordtest.Auth{},

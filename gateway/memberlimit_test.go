@@ -13,6 +13,7 @@ import (
 // shards, and the newcomer joins once one of them leaves. The refusal is
 // counted in rscoord_member_limit_refusals_total.
 func TestMemberLimitOverHTTP(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Group: assign.Config{MaxMembers: 2}})
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")

@@ -72,6 +72,7 @@ func checkMetric(t *testing.T, s *coordtest.Server, name string, labels map[stri
 }
 
 func TestMetricsMoveWithHeartbeats(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	s.CreateStream("orders", 4)
 	before := scrape(t, s, "/metrics")
@@ -135,6 +136,7 @@ func TestMetricsMoveWithHeartbeats(t *testing.T) {
 // TestMetricsCountExpirationsAndFences drives a clock past a member's lease
 // and past another's rebalance deadline.
 func TestMetricsCountExpirationsAndFences(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
 	cfg := assign.Config{HeartbeatInterval: time.Second, MemberLease: 10 * time.Second, RebalanceTimeout: 5 * time.Second}
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Group: cfg, Now: clock.now})
@@ -165,11 +167,12 @@ func TestMetricsCountExpirationsAndFences(t *testing.T) {
 }
 
 func TestMetricsNeedReadUnlessPublic(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	if status, _ := s.As("").Do(http.MethodGet, "/metrics", nil); status != http.StatusUnauthorized {
 		t.Fatalf("anonymous scrape: %d", status)
 	}
-	pub := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Gateway: gateway.Options{MetricsPublic: true}})
+	pub := serveFake(t, newFake(), fakeOptions{Auth: true, Gateway: gateway.Options{MetricsPublic: true}})
 	scrape(t, pub.As(""), "/metrics")
 	scrape(t, pub.As("Bearer garbage"), "/actuator/prometheus")
 }

@@ -38,7 +38,7 @@ func (s *server) scaleGroup(c *gin.Context) {
 		return
 	}
 	for i, name := range resp.AffectedConsumerGroups {
-		if name == group {
+		if name == group && i < len(resp.Migrations) {
 			c.JSON(http.StatusAccepted, resp.Migrations[i])
 			return
 		}

@@ -17,6 +17,7 @@ func scale(n int) map[string]any {
 }
 
 func TestScaleOutReassignsAndRollsBack(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	s.JSON(http.MethodPost, base+"/streams/orders/groups/billing", `{"requestedBy":"ops"}`, http.StatusCreated, nil)
@@ -83,6 +84,7 @@ func TestScaleOutReassignsAndRollsBack(t *testing.T) {
 }
 
 func TestScaleInKeepsRemovedShardsUntilCompleted(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("a", "orders", "orders")
@@ -136,6 +138,7 @@ func TestScaleInKeepsRemovedShardsUntilCompleted(t *testing.T) {
 }
 
 func TestConsumptionReportsProgress(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 1)
 	m := coordtest.NewMember("a", "orders", "orders")
@@ -163,6 +166,7 @@ func TestConsumptionReportsProgress(t *testing.T) {
 // ACTIVE_MIGRATION_EXISTS for a migration it was never told of. A scale
 // to the current count answers the no-op the same way.
 func TestScaleOfAStreamWithoutGroupsAnswersItsMigration(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Standalone(t).Client()
 	s := coordtest.Start(t, "", coordtest.Options{Redis: redisops.Wrap(rdb)})
 	s.CreateStream("orders", 4)

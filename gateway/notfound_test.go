@@ -1,13 +1,13 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/coordtest"
 )
 
 // TestEvery404IsAnErrorBody walks every route family (the API, its
@@ -16,7 +16,8 @@ import (
 // that do not exist, as the admin: each answers 404 with a §3 error body
 // in JSON and the most specific code the server can tell.
 func TestEvery404IsAnErrorBody(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	s.CreateStream("orders", 2)
 	admin := s.Authorization
 	const (
@@ -72,7 +73,8 @@ func TestEvery404IsAnErrorBody(t *testing.T) {
 // HTML body) but answered 404 or 405 with the JSON error body of §3, by a
 // client that does not follow redirects.
 func TestNoRedirects(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	s.CreateStream("abc", 2)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	const b = protocol.BasePath
@@ -114,5 +116,33 @@ func TestNoRedirects(t *testing.T) {
 			continue
 		}
 		errorBody(t, what, raw, tc.wantCode)
+	}
+}
+
+// errorBody decodes a §3 error body, failing the test when raw is not one
+// with code want.
+func errorBody(t *testing.T, what string, raw []byte, want protocol.ErrorCode) {
+	t.Helper()
+	var e protocol.ErrorBody
+	if err := json.Unmarshal(raw, &e); err != nil || e.ErrorCode != want || e.Status == "" || e.Message == "" {
+		t.Errorf("%s: want a %s error body, got %s", what, want, raw)
+	}
+}
+
+// Every 404 under /console is a §3 error body; the page itself is served.
+func TestConsoleUnknownFileIs404(t *testing.T) {
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{})
+	for _, p := range []string{"/console/nope", "/console/nope.js", "/console/static/app.js", "/console/..%2fgo.mod", "/console/app.js/x"} {
+		status, hdr, raw := send(t, s.URL, http.MethodGet, p, "", "")
+		if status != http.StatusNotFound || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+			t.Errorf("%s: HTTP %d %q: %s", p, status, hdr.Get("Content-Type"), raw)
+		}
+		errorBody(t, p, raw, protocol.CodeNotFound)
+	}
+	for _, p := range []string{"/console", "/console/", "/console/app.js", "/console/style.css"} {
+		if status, _, raw := send(t, s.URL, http.MethodGet, p, "", ""); status != http.StatusOK {
+			t.Errorf("%s: HTTP %d: %.200s", p, status, raw)
+		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
 )
 
@@ -27,12 +26,13 @@ const redoclyCLI = "@redocly/cli@2.77.0"
 // It needs npx (Debian: nodejs and npm, which .ci/run installs) and the
 // npm registry; without npx it fails, it does not skip.
 func TestOpenAPILintClean(t *testing.T) {
+	t.Parallel()
 	npx, err := exec.LookPath("npx")
 	if err != nil {
 		t.Fatalf("npx not found on PATH: this test lints the served OpenAPI document with `npx %s lint`; "+
 			"install Node.js and npm (apt-get install nodejs npm; .ci/run does it)", redoclyCLI)
 	}
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	status, served := s.As("").Do(http.MethodGet, "/openapi.yaml", nil)
 	if status != http.StatusOK {
 		t.Fatalf("GET /openapi.yaml: %d", status)
@@ -91,6 +91,7 @@ func TestOpenAPILintClean(t *testing.T) {
 // would: servers, unique operationIds, declared tags, a 4xx per
 // operation, and no nullable beside allOf.
 func TestOpenAPIOperationsComplete(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Servers []struct {
 			URL string `yaml:"url"`

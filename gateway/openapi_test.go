@@ -21,9 +21,10 @@ import (
 // TestOpenAPICoversEveryRoute walks gin's route list and the document's
 // paths: each must hold exactly the other's method+path pairs.
 func TestOpenAPICoversEveryRoute(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	for _, memberAuth := range []bool{false, true} {
-		h := gateway.New(s.Coord, gateway.Options{
+		h := gateway.New(newFake(), gateway.Options{
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Auth: s.Auth, NoMemberAuth: !memberAuth,
 		})
 		engine, ok := h.(*gin.Engine)
@@ -84,6 +85,7 @@ func difference(a, b map[string]bool) []string {
 // never sends a page size the server refuses: the server answers 400 just
 // outside the documented minimum and maximum, and not at them.
 func TestOpenAPILimitsAreTheServers(t *testing.T) {
+	t.Parallel()
 	type schema struct {
 		Minimum *int `yaml:"minimum"`
 		Maximum *int `yaml:"maximum"`
@@ -100,6 +102,7 @@ func TestOpenAPILimitsAreTheServers(t *testing.T) {
 	if err := yaml.Unmarshal(gateway.OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
+	// The coordinator enforces these limits: a real one answers.
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	checked := 0

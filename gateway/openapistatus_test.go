@@ -7,7 +7,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
 )
 
@@ -17,6 +16,7 @@ import (
 // one the OpenAPI document lists for that operation: clients generated
 // from it must not meet an undocumented status.
 func TestOpenAPIDocumentsClientMistakes(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Responses map[string]yaml.Node `yaml:"responses"`
@@ -25,7 +25,7 @@ func TestOpenAPIDocumentsClientMistakes(t *testing.T) {
 	if err := yaml.Unmarshal(gateway.OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	s := coordtest.Start(t, "", coordtest.Options{})
+	s := serveFake(t, newFake(), fakeOptions{})
 	s.CreateStream("orders", 2)
 	cases := []struct {
 		name string

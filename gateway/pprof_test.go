@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 // TestPprofAdminOnly checks /debug/pprof: 401 without credentials, 403 for
 // every role but ADMIN, and the real profiles for ADMIN.
 func TestPprofAdminOnly(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	profiling(t)
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	cred := func(user string) string { return coordtest.Basic(user, coordtest.Password(user)) }
 	for _, tc := range []struct {
 		name, authorization string
@@ -71,7 +74,7 @@ func TestPprofAdminOnly(t *testing.T) {
 // no write timeout).
 func startLimitedServer(t *testing.T, s *coordtest.Server, writeTimeout time.Duration) string {
 	t.Helper()
-	h := gateway.New(s.Coord, gateway.Options{Auth: s.Auth, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h := gateway.New(newFake(), gateway.Options{Auth: s.Auth, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := gateway.NewHTTPServer(h, gateway.HTTPLimits{WriteTimeout: writeTimeout}, nil, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,7 +91,9 @@ func startLimitedServer(t *testing.T, s *coordtest.Server, writeTimeout time.Dur
 // of the CPU profile included), answers 400 INVALID_REQUEST with an error
 // body, not net/http/pprof's plain text.
 func TestPprofSeconds(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	profiling(t)
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	url := startLimitedServer(t, s, 3*time.Second)
 	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
 	for _, tc := range []struct {
@@ -149,7 +154,9 @@ func customProfile(t *testing.T) string {
 // The same holds for the execution trace. Once the first ends, the next
 // is served.
 func TestPprofOneCPUProfileAtATime(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	profiling(t)
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	url := startLimitedServer(t, s, 10*time.Second)
 	admin := coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
 	for _, path := range []string{"/debug/pprof/profile?seconds=2", "/debug/pprof/trace?seconds=2"} {
@@ -204,4 +211,15 @@ func TestPprofOneCPUProfileAtATime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cpuProfiles makes the tests that take a CPU profile or a trace take
+// turns: the runtime runs one of each per process, while each test's
+// server guards only its own.
+var cpuProfiles sync.Mutex
+
+// profiling holds cpuProfiles until the test ends.
+func profiling(t *testing.T) {
+	cpuProfiles.Lock()
+	t.Cleanup(cpuProfiles.Unlock)
 }

@@ -20,6 +20,7 @@ import (
 // readiness following the extra check but not Redis, whose loss the
 // health answer reports instead.
 func TestProbes(t *testing.T) {
+	t.Parallel()
 	var notReady atomic.Bool
 	srv := redistest.Standalone(t)
 	rdb := srv.Client()
@@ -67,6 +68,7 @@ func TestProbes(t *testing.T) {
 // balancers send, as they answer GET but without a body, and without
 // credentials; other methods stay 405.
 func TestProbesAnswerHEAD(t *testing.T) {
+	t.Parallel()
 	var notReady atomic.Bool
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth: &coordtest.Auth{},

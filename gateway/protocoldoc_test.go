@@ -11,7 +11,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
 )
 
@@ -20,6 +19,7 @@ import (
 // every one written there must be served. Path parameters compare by
 // position, whatever their names.
 func TestProtocolDocCoversEveryRoute(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../docs/protocol.md")
 	if err != nil {
 		t.Fatalf("docs/protocol.md: %v", err)
@@ -29,8 +29,8 @@ func TestProtocolDocCoversEveryRoute(t *testing.T) {
 		t.Fatalf("only %d routes found in docs/protocol.md: the parser is broken", len(documented))
 	}
 
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
-	h := gateway.New(s.Coord, gateway.Options{
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
+	h := gateway.New(newFake(), gateway.Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Auth: s.Auth,
 	})
 	engine, ok := h.(*gin.Engine)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestAdminRateLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 3
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth:    &coordtest.Auth{},
@@ -63,6 +64,7 @@ func TestAdminRateLimit(t *testing.T) {
 // counted go on as before, and the limiter's memory stays within the
 // budget.
 func TestAdminRateLimitFloodLocksNoOneOut(t *testing.T) {
+	t.Parallel()
 	// Twice its budget: before the budget, every one was counted, and a
 	// flood of 100,000 filled the table for everyone (the window
 	// package's tests flood the limiter itself with that many).
@@ -170,6 +172,7 @@ func TestAdminRateLimitFloodLocksNoOneOut(t *testing.T) {
 // path of up to the headers' size can carry) cost its table no more than
 // valid ones: names that agree that far share one window.
 func TestAdminRateLimitLongNames(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth:    &coordtest.Auth{},
 		Gateway: gateway.Options{AdminRateLimit: 1, AdminRateWindow: time.Hour},

@@ -27,6 +27,7 @@ import (
 // rollback past ACTIVE: 422 ROLLBACK_NOT_ALLOWED, not 404, and a complete
 // of it is a complete of a migration already DEPRECATED: 202 with it.
 func TestNoopMigrationCanBeFollowed(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 3)
 	var noop protocol.Migration
@@ -100,6 +101,7 @@ func nilIfEmpty(body string) any {
 // deprecatedAfter written the same way is read as UTC rather than refused,
 // on both scale paths, and the audit entry keeps it.
 func TestScaleDeprecatedAfterWithoutZone(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	later := time.Now().UTC().Add(time.Hour).Truncate(time.Millisecond)
 	tests := []struct {
@@ -148,6 +150,7 @@ func TestScaleDeprecatedAfterWithoutZone(t *testing.T) {
 // and Redis slots are the shared vectors' (routing-vectors.json, "slots"),
 // bit for bit, for every stream the vectors name.
 func TestProducerRoutingMatchesSlotVectors(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../client/protocol/testdata/routing-vectors.json")
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +204,7 @@ func TestProducerRoutingMatchesSlotVectors(t *testing.T) {
 // protocol.MaxTextLength bytes rather than refused; requestId, which is
 // echoed and compared, is still refused past it.
 func TestLongDisplayTextsAreClipped(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	long := strings.Repeat("é", protocol.MaxTextLength) // 2 bytes a rune: clipped inside a rune
@@ -243,6 +247,7 @@ func TestLongDisplayTextsAreClipped(t *testing.T) {
 // scale-out past the routing lease stays ACTIVE, waiting for it, until it
 // passes.
 func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
+	t.Parallel()
 	const lease, check = 300 * time.Millisecond, 100 * time.Millisecond
 	rdb := redistest.Standalone(t).Client()
 	s := coordtest.Start(t, "", coordtest.Options{Redis: redisops.Wrap(rdb),
@@ -253,12 +258,20 @@ func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
 	s.JSON(http.MethodPost, base+"/streams/orders/groups/orders/scale",
 		`{"targetShardCount":3,"requestedBy":"ops","reason":"r","deprecatedAfter":"`+after.Format("2006-01-02T15:04:05.000")+`"}`,
 		http.StatusAccepted, &m)
-	time.Sleep(lease + 4*check)
-	s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
-	if m.State != protocol.MigrationActive || !strings.Contains(m.Detail, "deprecatedAfter") {
-		t.Fatalf("before deprecatedAfter the migration is %s (%s), want ACTIVE waiting for it", m.State, m.Detail)
-	}
+	// Once the routing lease has passed, the drain check says what it waits
+	// for: deprecatedAfter, still ahead.
 	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(m.Detail, "deprecatedAfter") {
+		if m.State == protocol.MigrationDeprecated || time.Now().After(deadline) {
+			t.Fatalf("before deprecatedAfter the migration is %s (%s), want ACTIVE waiting for it", m.State, m.Detail)
+		}
+		time.Sleep(check)
+		s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
+	}
+	if m.State != protocol.MigrationActive || !time.Now().Before(after) {
+		t.Fatalf("the migration is %s (%s) at %v, want ACTIVE before deprecatedAfter %v", m.State, m.Detail, time.Now(), after)
+	}
+	deadline = time.Now().Add(10 * time.Second)
 	for m.State != protocol.MigrationDeprecated {
 		if time.Now().After(deadline) {
 			t.Fatalf("migration still %s (%s) long after deprecatedAfter", m.State, m.Detail)
@@ -279,6 +292,7 @@ func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
 // INVALID_REQUEST whose message names the field and the format expected,
 // with an example, on both scale paths; null is no deprecatedAfter.
 func TestScaleDeprecatedAfterRefusalsSayTheFormat(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{})
 	s.CreateStream("orders", 2)
 	for _, path := range []string{"/streams/orders/scale", "/streams/orders/groups/orders/scale"} {

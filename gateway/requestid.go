@@ -10,11 +10,11 @@ import (
 // RequestIDHeader carries a request id in and out.
 const RequestIDHeader = "X-Request-Id"
 
-const requestIDKey = "rscoord.requestId"
-
 // requestID takes the client's X-Request-Id when it is a sane token (1–128
 // characters of [A-Za-z0-9._:-]), else makes one, and echoes it in the
-// response so that a client can quote it against the audit log.
+// response so that a client can quote it against the audit log. The
+// response header is where later handlers read it (requestIDOf): kept in
+// the context's keys, it cost every heartbeat a map.
 func requestID(c *gin.Context) {
 	id := c.GetHeader(RequestIDHeader)
 	if !saneRequestID(id) {
@@ -22,10 +22,12 @@ func requestID(c *gin.Context) {
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 		id = hex.EncodeToString(b[:])
 	}
-	c.Set(requestIDKey, id)
 	c.Header(RequestIDHeader, id)
 	c.Next()
 }
+
+// requestIDOf is the request id requestID gave c.
+func requestIDOf(c *gin.Context) string { return c.Writer.Header().Get(RequestIDHeader) }
 
 func saneRequestID(id string) bool {
 	if id == "" || len(id) > 128 {

@@ -14,6 +14,7 @@ import (
 )
 
 func TestRestartKeepsEpochsVersionsAndOwnership(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := coordtest.Start(t, dir, coordtest.Options{})
 	s.CreateStream("orders", 5)
@@ -57,6 +58,7 @@ func TestRestartKeepsEpochsVersionsAndOwnership(t *testing.T) {
 // the group has. They are walked back through SYNC_METADATA, then
 // REVOKE_PENDING, then OK, and never overlap.
 func TestMetadataCorrectionAfterStoreWentBack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	s := coordtest.Start(t, dir, coordtest.Options{})

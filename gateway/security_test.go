@@ -27,7 +27,8 @@ func heartbeatPath(stream, member string) string {
 // options refuses heartbeats without credentials, and with credentials
 // that lack MEMBER.
 func TestMemberAuthByDefault(t *testing.T) {
-	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
+	t.Parallel()
+	s := serveFake(t, newFake(), fakeOptions{Auth: true})
 	s.CreateStream("orders", 2)
 	body := strings.Replace(joinBody, "%s", "m1", 1)
 	for _, tc := range []struct {
@@ -68,6 +69,7 @@ func scopedUsers(t *testing.T) []auth.User {
 }
 
 func TestScopedGrants(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{Users: scopedUsers(t)}})
 	s.Authorization = coordtest.Basic("root", "pw")
 	for _, p := range []string{"orders", "orders-eu", "payments"} {
@@ -105,6 +107,7 @@ func TestScopedGrants(t *testing.T) {
 }
 
 func TestParseUsersRefusesBadScopes(t *testing.T) {
+	t.Parallel()
 	h, _ := auth.HashPassword("pw", bcrypt.MinCost)
 	for name, entry := range map[string]string{
 		"grant without streams": `"grants":[{"roles":["MEMBER"],"streams":[]}]`,
@@ -124,6 +127,7 @@ func TestParseUsersRefusesBadScopes(t *testing.T) {
 // TestLogout: a revoked token is refused, also after a restart; the
 // user's other tokens keep working.
 func TestLogout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	secret, users := randomSecret(t), coordtest.TestUsers(t)
 	s := coordtest.Start(t, dir, coordtest.Options{Auth: &coordtest.Auth{Secret: secret, Users: users}})
@@ -165,6 +169,7 @@ func TestLogout(t *testing.T) {
 // TestSecretRotation: tokens of a previous secret keep working while it
 // is configured; new tokens are signed with the current one.
 func TestSecretRotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	oldSecret, newSecret := randomSecret(t), randomSecret(t)
 	users := coordtest.TestUsers(t)
@@ -191,6 +196,7 @@ func TestSecretRotation(t *testing.T) {
 // TestLoginThrottlePerAddress: failures of a username from one address do
 // not lock that user out from another.
 func TestLoginThrottlePerAddress(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{
 		Auth:    &coordtest.Auth{},
 		Gateway: gateway.Options{LoginFailureLimit: 3, LoginAddressFailureLimit: 100, LoginFailureWindow: time.Hour},

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	jsonv2 "github.com/go-json-experiment/json"
 
-	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/internal/window"
@@ -88,7 +88,7 @@ type Options struct {
 type probe struct{ s *server }
 
 type server struct {
-	coord   *actors.Coordinator
+	coord   Backend
 	log     *slog.Logger
 	auth    *auth.Authenticator
 	opts    Options
@@ -113,6 +113,8 @@ type server struct {
 	profiles profiles
 	// origins refuses browsers' cross-origin POSTs and DELETEs (crossOrigin).
 	origins *http.CrossOriginProtection
+	// heartbeatJSON decodes heartbeat bodies (heartbeatOptions).
+	heartbeatJSON jsonv2.Options
 }
 
 // Limits of the audit entries of refused requests (401, 403, 429), per
@@ -122,10 +124,11 @@ const (
 	refusedAuditOverall    = 600
 )
 
-// New returns the HTTP handler of every endpoint served by coord. Call
+// New returns the HTTP handler of every endpoint served by coord (the
+// coordinator, *actors.Coordinator, in the server). Call
 // gin.SetMode(gin.ReleaseMode) first outside development: gin's mode is
 // its own process-wide setting.
-func New(coord *actors.Coordinator, opts Options) http.Handler {
+func New(coord Backend, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -160,6 +163,7 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 		bodies:           newBodyMemory(opts.BodyMemory, opts.BodyMemoryWait),
 		profiles:         newProfiles(),
 		origins:          http.NewCrossOriginProtection(),
+		heartbeatJSON:    heartbeatOptions(),
 	}
 	if opts.probe != nil {
 		opts.probe.s = s
@@ -212,7 +216,7 @@ func (s *server) accessLog(c *gin.Context) {
 	s.log.LogAttrs(c.Request.Context(), level, "http request",
 		slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
 		slog.String("path", capField(c.Request.URL.Path)), slog.Int("status", c.Writer.Status()),
-		slog.String("requestId", c.GetString(requestIDKey)),
+		slog.String("requestId", requestIDOf(c)),
 		slog.Duration("duration", time.Since(start)))
 }
 

@@ -19,8 +19,8 @@ type Client struct {
 
 var _ actors.StreamRedis = (*Client)(nil)
 
-// Wrap uses rdb, a client the caller connected (redisconn.Open). Close
-// closes it.
+// Wrap runs the commands on rdb, a standalone or a cluster client, which
+// the caller configured (timeouts included). Close closes it.
 func Wrap(rdb redis.UniversalClient) *Client { return &Client{rdb: rdb} }
 
 // Close releases the connections.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/echo"
+	"github.com/rscoord/rscoord/internal/clienttext"
 )
 
 // NoRedisNote is the note of migrations that run without Redis.
@@ -92,7 +92,9 @@ func newKeys(s *Stream, m *Migration, cfg Config) []string {
 // the migration becomes ACTIVE: the new shard count is saved (the shards a
 // scale-in removes become draining) and every group takes the layout. On
 // failure it stays PREPARING and the operator gets
-// REDIS_STREAM_PROVISIONING_FAILED; the same request resumes it. A
+// REDIS_STREAM_PROVISIONING_FAILED (the *protocol.Error in err's chain
+// when the caller classified what Redis said); the same request resumes
+// it. A
 // migration no longer PREPARING (another request activated it meanwhile)
 // is answered as it is.
 func Provisioned(s Stream, id string, err error, now time.Time, cfg Config) Decision {
@@ -101,8 +103,16 @@ func Provisioned(s Stream, id string, err error, now time.Time, cfg Config) Deci
 		return Decision{Migration: m}
 	}
 	if err != nil {
+		told := err
+		var perr *protocol.Error
+		if !errors.As(err, &perr) {
+			// The caller says what Redis did (a refusal, no answer) when it
+			// can; without that, the operator is told to repeat.
+			told = errors.Join(protocol.Errorf(protocol.CodeRedisStreamProvisioningFailed,
+				"creating the shard streams in Redis failed; repeat the request once Redis answers"), err)
+		}
 		return Decision{
-			Err:     fmt.Errorf("provision the shard streams of %s: %w", s.Prefix, errors.Join(ProvisioningFailed(err), err)),
+			Err:     fmt.Errorf("provision the shard streams of %s: %w", s.Prefix, told),
 			Waiting: "provisioning failed; repeat the scale request to resume: " + err.Error(),
 		}
 	}
@@ -197,7 +207,7 @@ func end(s Stream, id, by, reason string, now time.Time, final protocol.Migratio
 	m := s.Find(id)
 	switch {
 	case m == nil:
-		return Decision{Err: protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", s.Prefix, echo.Quote(id)))}
+		return Decision{Err: protocol.Errorf(protocol.CodeMigrationNotFound, fmt.Sprintf("stream %q has no migration %s", s.Prefix, clienttext.Quote(id)))}
 	case m.State == final:
 		return Decision{Migration: m}
 	case !slices.Contains(from, m.State):

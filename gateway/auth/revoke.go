@@ -195,13 +195,6 @@ func (r *Revocations) Revoke(id string, exp time.Time) error {
 	return nil
 }
 
-// Len is the number of unexpired revoked tokens remembered.
-func (r *Revocations) Len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.ids)
-}
-
 // Close closes the file.
 func (r *Revocations) Close() error {
 	if r == nil {

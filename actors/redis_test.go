@@ -1,4 +1,4 @@
-package reshard
+package actors
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestRedisRefusal(t *testing.T) {
 		name    string
 		err     error
 		refused bool
-		message string // in ProvisioningFailed's message
+		message string // in provisioningFailed's message
 	}{
 		{"a refusal", wrongType, true, "Redis refused to create a shard stream (WRONGTYPE Operation"},
 		{"a wrapped refusal", fmt.Errorf("provision: %w", errors.Join(context.DeadlineExceeded, wrongType)), true, "mend the key, then repeat the request"},
@@ -30,10 +30,10 @@ func TestRedisRefusal(t *testing.T) {
 		{"a refusal too long to repeat", replyError("ERR " + strings.Repeat("x", 1000)), true, "…): mend the key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, refused := RedisRefusal(tc.err); refused != tc.refused {
+			if _, refused := redisRefusal(tc.err); refused != tc.refused {
 				t.Errorf("refusal %v, want %v", refused, tc.refused)
 			}
-			perr := ProvisioningFailed(tc.err)
+			perr := provisioningFailed(tc.err)
 			if perr.Code != protocol.CodeRedisStreamProvisioningFailed || !strings.Contains(perr.Message, tc.message) || len(perr.Message) > 300 {
 				t.Errorf("%s %q: want a short message saying %q", perr.Code, perr.Message, tc.message)
 			}

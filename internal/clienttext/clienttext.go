@@ -1,5 +1,5 @@
-// Package echo names a client's text in an error message.
-package echo
+// Package clienttext names a client's text in an error message.
+package clienttext
 
 import (
 	"fmt"
