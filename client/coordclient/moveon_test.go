@@ -265,3 +265,21 @@ func TestCancelledCallKeepsTheURL(t *testing.T) {
 		t.Fatalf("first URL %d calls, second %d; want 2 and 0", a.hits.Load(), b.hits.Load())
 	}
 }
+
+// A login changes nothing on the coordinator, so it is sent again to the
+// next URL when a replica cannot serve it, as a read is.
+func TestLoginMovesOn(t *testing.T) {
+	a := newFakeReplica(t, resetConn)
+	b := newFakeReplica(t, answerOK(""))
+	c, err := New([]string{a.URL(), b.URL()}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	if _, err := c.Login(context.Background(), "u", "p"); err != nil {
+		t.Fatalf("login: %v; want the second URL's answer", err)
+	}
+	if a.hits.Load() != 1 || b.hits.Load() != 1 {
+		t.Fatalf("first URL %d calls, second %d; want 1 and 1", a.hits.Load(), b.hits.Load())
+	}
+}
