@@ -76,7 +76,7 @@ func TestHedgedHeartbeatAnsweredByTheSecondURL(t *testing.T) {
 // passed: answered within its hold it goes nowhere else, held past it the
 // copy goes out, with waitMs 0, no sooner than waitMs + bound.
 func TestHeldHeartbeatIsHedgedOnlyAfterItsWait(t *testing.T) {
-	const waitMs = 400
+	const waitMs = 1000
 	t.Run("answered within its hold", func(t *testing.T) {
 		a := newFakeReplica(t, holdThenOK(250*time.Millisecond)) // past the bound (100 ms), within waitMs
 		b := newFakeReplica(t, answerOK(""))
