@@ -209,3 +209,34 @@ func TestAllURLsTriedReturnsTheRetry(t *testing.T) {
 		t.Fatalf("the copies reached the second URL %d and the third %d times; want once each", b.hits.Load(), c3.hits.Load())
 	}
 }
+
+// The owner hint names a replica that froze: the heartbeat hedged away
+// from it is answered by the stand-by, whose answer names the frozen
+// owner again; the client does not go back to it.
+func TestHintOfAFrozenOwnerIsNotFollowed(t *testing.T) {
+	owner := newFakeReplica(t, answerOK(""))
+	standby := newFakeReplica(t, answerOK(owner.URL()))
+	c, err := New([]string{standby.URL(), owner.URL()}, Options{MemberLease: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	beat := func(seq int64) {
+		t.Helper()
+		if resp, err := c.Heartbeat(context.Background(), "o", "g", hb(seq, 0)); err != nil || resp.Status != protocol.StatusOK {
+			t.Fatalf("heartbeat %d: %+v, %v", seq, resp, err)
+		}
+	}
+	beat(1) // the stand-by names the owner
+	if c.URL() != owner.URL() {
+		t.Fatalf("current URL %s, want the hinted owner", c.URL())
+	}
+	owner.set(freeze)
+	beat(2) // the owner holds it; the copy goes to the stand-by
+	<-owner.gaveUp
+	beat(3)
+	beat(4)
+	if owner.hits.Load() != 1 || standby.hits.Load() != 4 {
+		t.Fatalf("owner %d calls, stand-by %d; want 1 (the frozen one) and 4", owner.hits.Load(), standby.hits.Load())
+	}
+}
