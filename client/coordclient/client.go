@@ -1,12 +1,10 @@
 package coordclient
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,9 +32,16 @@ type Options struct {
 	Authorization string
 	// UserAgent is sent as the User-Agent header when not empty.
 	UserAgent string
-	// Timeout bounds each call, retries on other URLs included; 0 leaves
-	// the caller's context alone.
+	// Timeout bounds each call, retries and hedges on other URLs
+	// included; 0 leaves the caller's context alone.
 	Timeout time.Duration
+	// MemberLease is the member lease the caller works under (a member
+	// runtime's own setting): a heartbeat not answered within
+	// min(1 s, lease/6) of its waitMs is sent once more to another URL
+	// (hedged heartbeats, see Client.Heartbeat). The client lowers it to
+	// the memberLeaseMs its heartbeat answers carry. 0: the protocol's
+	// default lease until an answer tells.
+	MemberLease time.Duration
 	// MaxResponseBytes bounds an answer; a larger one is an error.
 	// Default DefaultMaxResponseBytes.
 	MaxResponseBytes int64
@@ -59,17 +64,33 @@ type Client struct {
 	// owner hint of an answer among them.
 	canon []string
 	// cur is the index of the base URL calls try first: the last one that
-	// could be reached.
-	cur  atomic.Int32
-	http *http.Client
-	opts Options
+	// answered, or the one its answer named (the owner hint).
+	cur atomic.Int32
+	// down holds, per base URL, until when (nanoseconds on now's clock)
+	// the URL counts as unable to serve: it failed to connect, timed out,
+	// broke the connection, answered 502–504 or a heartbeat RETRY served
+	// elsewhere. 0 while it answers. Calls try such a URL last, and an
+	// owner hint naming it is not followed.
+	down []atomic.Int64
+	// lease is the memberLeaseMs of the last heartbeat answer that carried
+	// one, in nanoseconds; 0 before.
+	lease atomic.Int64
+	// now is the clock of down; time.Now but in tests.
+	now func() time.Time
+	// heard, when not nil (tests), is called with each heartbeat copy's
+	// status once the call took its answer in: tests order a second copy's
+	// answer after the first's by it.
+	heard func(status protocol.Status)
+	http  *http.Client
+	opts  Options
 }
 
 // New returns a client of the coordinators at urls. Each entry is
 // "host:port" (http is assumed) or an http or https URL, optionally with a
 // path prefix and the API base path (/coord/v1, which is dropped); an
 // entry may list several, comma-separated. Several URLs are replicas of
-// one cluster: a call that cannot connect to one tries the next.
+// one cluster: calls move on from a replica that cannot serve them (see
+// the package documentation for the rules).
 func New(urls []string, o Options) (*Client, error) {
 	bases, err := ParseURLs(urls...)
 	if err != nil {
@@ -77,6 +98,9 @@ func New(urls []string, o Options) (*Client, error) {
 	}
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("coordclient: timeout %v must not be negative", o.Timeout)
+	}
+	if o.MemberLease < 0 {
+		return nil, fmt.Errorf("coordclient: member lease %v must not be negative", o.MemberLease)
 	}
 	if o.MaxResponseBytes <= 0 {
 		o.MaxResponseBytes = DefaultMaxResponseBytes
@@ -104,7 +128,7 @@ func New(urls []string, o Options) (*Client, error) {
 	for i, b := range bases {
 		canon[i] = canonicalURL(b)
 	}
-	return &Client{bases: bases, canon: canon, http: hc, opts: o}, nil
+	return &Client{bases: bases, canon: canon, down: make([]atomic.Int64, len(bases)), now: time.Now, http: hc, opts: o}, nil
 }
 
 // ParseURLs checks coordinator base URLs (see [New]) and returns them as
@@ -169,6 +193,12 @@ func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 // in encoded as the JSON body when not nil. A 2xx answer is decoded into out
 // when out is not nil and returned raw. Any other answer is an *Error; a
 // transport failure is an error naming method and URL.
+//
+// A GET or HEAD is a read and is sent again to the next URL when one
+// cannot serve it (no connection, a broken connection, 502–504). Any other
+// method may change something and is sent to another URL only when no
+// connection could be made (the request never left); once it may have
+// been sent, its error is returned, and only the next call moves on.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) ([]byte, error) {
 	var body []byte
 	if in != nil {
@@ -177,16 +207,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) ([]by
 			return nil, fmt.Errorf("%s %s: encode: %w", method, path, err)
 		}
 	}
-	return c.send(ctx, method, path, body, out)
-}
-
-// Heartbeat posts req for its member of prefix/group and decodes the
-// answer. Every answer of a working coordinator is HTTP 200 (a status in
-// the body says what to do); anything else is an *Error.
-func (c *Client) Heartbeat(ctx context.Context, prefix, group string, req *protocol.HeartbeatRequest) (protocol.HeartbeatResponse, error) {
-	var resp protocol.HeartbeatResponse
-	_, err := c.Do(ctx, http.MethodPost, HeartbeatPath(prefix, group, req.MemberID), req, &resp)
-	return resp, err
+	return c.send(ctx, method, path, body, out, method == http.MethodGet || method == http.MethodHead)
 }
 
 // ProducerRouting fetches the producer routing of prefix/group.
@@ -198,41 +219,15 @@ func (c *Client) ProducerRouting(ctx context.Context, prefix, group string) (pro
 
 // Login exchanges a user and password for an access token.
 func (c *Client) Login(ctx context.Context, user, password string) (protocol.LoginResponse, error) {
+	// A login changes nothing on the coordinator: sent twice, it issues a
+	// second token. It may be sent again elsewhere, as a read is.
 	var resp protocol.LoginResponse
-	_, err := c.Do(ctx, http.MethodPost, LoginPath(), protocol.LoginRequest{Username: user, Password: password}, &resp)
+	body, err := json.Marshal(protocol.LoginRequest{Username: user, Password: password})
+	if err != nil {
+		return resp, fmt.Errorf("login: encode: %w", err)
+	}
+	_, err = c.send(ctx, http.MethodPost, LoginPath(), body, &resp, true)
 	return resp, err
-}
-
-// send runs one call, trying the next base URL after a connection error.
-// Calls then start at the URL that answered, or at the one its answer
-// names in protocol.OwnerURLHeader when that is one of the client's URLs.
-func (c *Client) send(ctx context.Context, method, path string, body []byte, out any) ([]byte, error) {
-	if c.opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
-		defer cancel()
-	}
-	first := int(c.cur.Load())
-	var errs []error
-	for i := range c.bases {
-		idx := (first + i) % len(c.bases)
-		raw, hint, err, connected := c.once(ctx, c.bases[idx], method, path, body, out)
-		if connected {
-			next := idx
-			if owner, ok := c.hinted(hint); ok {
-				next = owner
-			}
-			if next != first {
-				c.cur.Store(int32(next))
-			}
-			return raw, err
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, errors.Join(errs...)
 }
 
 // hinted is the index of the client's URL that hint (a protocol.OwnerURLHeader
@@ -274,80 +269,4 @@ func canonicalURL(base string) string {
 		host = "[" + host + "]"
 	}
 	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
-}
-
-// once runs the call against one base URL; hint is the answer's
-// protocol.OwnerURLHeader. connected is false when no connection could be made
-// (the request never left), so another replica may be tried.
-func (c *Client) once(ctx context.Context, base, method, path string, body []byte, out any) (raw []byte, hint string, err error, connected bool) {
-	target := base + path
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s %s: %w", method, target, err), true
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.opts.Authorization != "" {
-		req.Header.Set("Authorization", c.opts.Authorization)
-	}
-	if c.opts.UserAgent != "" {
-		req.Header.Set("User-Agent", c.opts.UserAgent)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, "", c.transportError(ctx, method, target, err), !dialFailed(err)
-	}
-	defer resp.Body.Close()
-	hint = resp.Header.Get(protocol.OwnerURLHeader)
-	limit := c.opts.MaxResponseBytes
-	raw, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, hint, fmt.Errorf("%s %s: read answer: %w", method, target, err), true
-	}
-	if int64(len(raw)) > limit {
-		return nil, hint, fmt.Errorf("%s %s: answer is larger than %d bytes", method, target, limit), true
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, hint, fmt.Errorf("%s %s: %w", method, target, DecodeError(resp, raw)), true
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return nil, hint, fmt.Errorf("%s %s: decode answer: %w", method, target, err), true
-		}
-	}
-	return raw, hint, nil, true
-}
-
-// transportError names a timeout or cancellation plainly instead of
-// through the transport's nested error text.
-func (c *Client) transportError(ctx context.Context, method, target string, err error) error {
-	switch ctxErr := ctx.Err(); {
-	case errors.Is(ctxErr, context.DeadlineExceeded) && c.opts.Timeout > 0:
-		return fmt.Errorf("%s %s: no answer within %v: %w", method, target, c.opts.Timeout, ctxErr)
-	case ctxErr != nil:
-		return fmt.Errorf("%s %s: %w", method, target, ctxErr)
-	}
-	// *url.Error repeats method and URL; keep only its cause.
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) {
-		err = urlErr.Err
-	}
-	return fmt.Errorf("%s %s: %w", method, target, err)
-}
-
-// dialFailed reports whether err means no connection was made, so the
-// request was never sent and another replica may take it.
-func dialFailed(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	var dns *net.DNSError
-	return errors.As(err, &dns)
 }

@@ -82,6 +82,11 @@
 //     SYNC_METADATA and REVOKE_PENDING: take epoch and version, keep the
 //     owned shards that are assigned, revoke the rest, start nothing.
 //     RETRY: keep everything, heartbeat again; the lease is not renewed.
+//     After the interval, or soon (100 ms doubling to 1 s) when its
+//     errorCode says another replica may serve (the client has moved on,
+//     coordclient's rules). A steady member's hold leaves the lease room
+//     for the hedged copy of its heartbeat to reach a second replica; an
+//     OK from any replica renews the lease.
 //  5. Revocation: reads stop at once, records already read are still
 //     handled and may be acknowledged; the shard is reported REVOKING while
 //     its read loop runs, DRAINING while records are in flight, and REVOKED

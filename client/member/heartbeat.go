@@ -154,7 +154,17 @@ func (a *memberActor) waitMs() int64 {
 	if a.epoch <= 0 || a.leaving || a.suspended || len(a.revoking) > 0 || a.failures > 0 || a.retries > 0 {
 		return 0
 	}
-	return a.interval.Milliseconds()
+	return holdFor(a.interval, a.core.lease.until(), a.rs.client.HedgeBound()).Milliseconds()
+}
+
+// holdFor is the hold a steady member asks for: the interval, but short
+// enough that the lease left still has room for two replicas. The client
+// sends a heartbeat held past its wait plus the hedge bound to another
+// replica too (coordclient.Client.Heartbeat), and that copy needs a bound
+// of its own to be answered before the lease ends. 0 when there is no
+// such room: the heartbeat is not held.
+func holdFor(interval, leaseLeft, bound time.Duration) time.Duration {
+	return max(min(interval, leaseLeft-2*bound), 0)
 }
 
 // send posts req on a goroutine owned by the actor (waited for in
@@ -322,9 +332,9 @@ func (a *memberActor) heartbeatHook(m *answerMsg) {
 	a.rs.hooks.heartbeat(a.core.ctx, e)
 }
 
-// onRetry handles a RETRY: keep everything, heartbeat again after the
-// answered interval (plus jitter, so that members refused together do not
-// come back together). It may heal, so it is a WARN with the reason, not
+// onRetry handles a RETRY: keep everything, heartbeat again after
+// retryWait (plus jitter, so that members refused together do not come
+// back together). It may heal, so it is a WARN with the reason, not
 // an error: another live process holding the member id, a full group, or
 // a coordinator that cannot decide now (store down, shutting down,
 // overloaded).
@@ -347,7 +357,26 @@ func (a *memberActor) onRetry(resp protocol.HeartbeatResponse) {
 	} else {
 		a.log.Debug("coordinator answered RETRY", slog.String("reason", reason))
 	}
-	a.after(jitter(a.interval))
+	a.after(jitter(retryWait(resp.ErrorCode, a.retries, a.interval)))
+}
+
+// retryWait is how long the member waits after its retries-th RETRY in a
+// row. A RETRY that says another replica may serve (REPLICA_NOT_OWNER and
+// the like: the stream is moving, or this replica lost its etcd lease) has
+// already moved the client to another URL, and the new owner answers as
+// soon as it has loaded the stream: the member asks again soon, backing
+// off from errBackoffMin to errBackoffMax, at most the interval, so that
+// its lease is renewed within the take-over. Any other RETRY waits the
+// interval: the coordinator decided, and asking sooner changes nothing.
+func retryWait(code protocol.ErrorCode, retries int, interval time.Duration) time.Duration {
+	if !code.ServedElsewhere() {
+		return interval
+	}
+	d := errBackoffMax
+	if retries >= 1 && retries <= 4 {
+		d = errBackoffMin << (retries - 1)
+	}
+	return min(d, errBackoffMax, interval)
 }
 
 // jitter adds up to a tenth of d, at random.

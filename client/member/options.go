@@ -336,6 +336,7 @@ func newConfig(opts []Opt) (config, error) {
 
 	if client, err := coordclient.New(c.coordinators, coordclient.Options{
 		HTTPClient: c.httpClient, Authorization: c.authorization, UserAgent: "rscoord-member",
+		MemberLease: max(c.memberLease, 0),
 	}); err != nil {
 		add("WithCoordinator: %w", err)
 	} else {
