@@ -133,6 +133,7 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 		opts.Metrics = metrics.New()
 	}
 	opts.Metrics.SetHeldSource(coord)
+	opts.Metrics.SetLiveSource(coord)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
