@@ -185,6 +185,7 @@ func New(coord *actors.Coordinator, opts Options) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.NoRoute(notFound)
 	r.NoMethod(methodNotAllowed)
+	r.Use(s.metrics.HTTPMiddleware()) // first, so that it counts the 500 that recovery writes after a panic
 	r.Use(gin.CustomRecovery(s.recovery), requestID, s.accessLog)
 	if opts.LocalHostsOnly {
 		r.Use(s.localHostsOnly)

@@ -48,6 +48,7 @@ type Metrics struct {
 	live    *liveCollector
 	members *memberCollector
 	caps    *capsCollector
+	http    *httpMetrics
 }
 
 var _ actors.Observer = (*Metrics)(nil)
@@ -104,6 +105,7 @@ func New(opts ...Option) *Metrics {
 	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login, logout, body_memory).", "limiter")
 	m.authRefused = counterVec("rscoord_auth_refusals_total", "Requests refused for credentials, by status (401, 403).", "status")
 	m.caps = newCapsCollector()
+	m.http = newHTTPMetrics(m.reg)
 	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live, m.members, m.caps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initLabels()
