@@ -187,3 +187,42 @@ func TestLiveViewFollowsEveryStep(t *testing.T) {
 		t.Fatalf("a deleted group is still in the live view: %+v", g)
 	}
 }
+
+// TestLiveGroupsDoesNotWaitOnABusyActor: a scrape reads the view while
+// the group's actor is busy deciding a heartbeat (held here inside the
+// step), so it never waits on a mailbox; it sees the state before that
+// step.
+func TestLiveGroupsDoesNotWaitOnABusyActor(t *testing.T) {
+	ctx := context.Background()
+	c := start(t, pebbleStore(t))
+	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	first := c.Heartbeat(ctx, "orders", "orders", "a", join("a"))
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.env.testHooks.afterDecide = func(req *protocol.HeartbeatRequest) {
+		if req.RequestID == "busy" {
+			close(entered)
+			<-release
+		}
+	}
+	answered := make(chan protocol.HeartbeatResponse, 1)
+	busy := steady("a", first)
+	busy.RequestID = "busy"
+	go func() { answered <- c.Heartbeat(ctx, "orders", "orders", "a", busy) }()
+	<-entered
+	read := make(chan []LiveGroup, 1)
+	go func() { read <- c.LiveGroups() }()
+	select {
+	case groups := <-read:
+		if len(groups) != 1 || len(groups[0].Members) != 1 || groups[0].Members[0].ID != "a" {
+			t.Errorf("live view while the actor is busy: %+v", groups)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("LiveGroups waited for a busy group actor")
+	}
+	close(release)
+	if resp := <-answered; resp.Status != protocol.StatusOK {
+		t.Fatalf("busy heartbeat: %+v", resp)
+	}
+}
