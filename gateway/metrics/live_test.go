@@ -39,6 +39,15 @@ func TestPromlintClean(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "member" && !metrics.MemberLabelled(f.GetName()) {
+					t.Errorf("%s carries a member label but MemberLabelled does not say so", f.GetName())
+				}
+			}
+		}
+	}
 	for _, name := range []string{metrics.BuildInfo, metrics.ShardLengthRecords, metrics.ShardPendingRecords, metrics.ShardLagRecords,
 		metrics.MemberHeartbeatAgeSeconds, metrics.MemberLeaseRemainingSeconds, metrics.MemberSeriesCapped, metrics.RedisUp,
 		metrics.ShardMemoryBytes, metrics.MemberCurrentShards, metrics.MemberRevokingShards, metrics.MemberMaxConcurrency,

@@ -145,3 +145,16 @@ func (c *memberCollector) collectOwnership(ch chan<- prometheus.Metric, g *actor
 	}
 	ch <- prometheus.MustNewConstMetric(c.unowned, prometheus.GaugeValue, float64(unowned), g.Stream, g.Group)
 }
+
+// MemberLabelled reports whether the metric called name carries a member
+// label by design: the per-member gauges (capped by [WithMaxMembers]) and
+// rscoord_shard_owner. No other metric may, so that member churn does not
+// grow the series count.
+func MemberLabelled(name string) bool {
+	switch name {
+	case MemberHeartbeatAgeSeconds, MemberLeaseRemainingSeconds, MemberCurrentShards, MemberRevokingShards,
+		MemberMaxConcurrency, MemberAvailableConcurrency, ShardOwner:
+		return true
+	}
+	return false
+}
