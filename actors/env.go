@@ -40,6 +40,8 @@ type env struct {
 	closing     context.Context
 	stopClosing context.CancelFunc
 	work        besideWork
+	// live is every group actor's view for scrapes (Coordinator.LiveGroups).
+	live liveGroups
 	// groupCoolDown is how long a group whose actor kept panicking fails
 	// closed before it is loaded again (streamActor.groupStopped).
 	groupCoolDown time.Duration

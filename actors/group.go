@@ -72,6 +72,8 @@ type groupActor struct {
 	// rebalanceStart is when the target last changed while the group was
 	// converged; zero while converged. For the rebalance duration metric.
 	rebalanceStart time.Time
+	// live is what this actor publishes for scrapes (see live.go).
+	live *liveGroup
 }
 
 // epochMark is what must never go back between two steps of a group.
@@ -169,6 +171,7 @@ func (a *groupActor) Receive(ctx actor.Context) {
 			// Its series would otherwise stay as they were (in cluster
 			// mode, beside those of the replica that runs it now).
 			a.env.obs.GroupRemoved(a.prefix, a.name, a.incarnation)
+			a.dropLive()
 		}
 	case *heartbeatMsg:
 		a.heartbeat(ctx, m)
@@ -257,6 +260,7 @@ func (a *groupActor) failClosed(err error) {
 	a.stopTimer()
 	a.env.failed.remember(a.prefix, a.name, err)
 	a.env.obs.GroupRemoved(a.prefix, a.name, a.incarnation)
+	a.dropLive()
 	a.log().Error("group failed closed", slog.Any("error", err))
 	if storeUnavailable(err) {
 		// The store refuses calls until it recovered from a failed write
@@ -457,6 +461,7 @@ func (a *groupActor) finish(kind string, res assign.Result) {
 	ev := res.Events
 	persisted := res.Persist || kind == StepLayout
 	a.env.obs.GroupStep(a.prefix, a.name, GroupStep{Kind: kind, Events: ev, Persisted: persisted})
+	a.publishLive(kind, res)
 	if persisted {
 		a.audit(res.Changes, kind == StepLayout)
 		a.publishState()
@@ -611,6 +616,7 @@ func (a *groupActor) delete(force bool) reply[protocol.GroupResponse] {
 	summary := a.g.Summary()
 	a.deleted = true
 	a.env.obs.GroupRemoved(a.prefix, a.name, a.incarnation)
+	a.dropLive()
 	a.stopTimer()
 	return reply[protocol.GroupResponse]{value: summary}
 }

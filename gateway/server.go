@@ -136,6 +136,7 @@ func New(coord Backend, opts Options) http.Handler {
 		opts.Metrics = metrics.New()
 	}
 	opts.Metrics.SetHeldSource(coord)
+	opts.Metrics.SetLiveSource(coord)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -188,6 +189,7 @@ func New(coord Backend, opts Options) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.NoRoute(notFound)
 	r.NoMethod(methodNotAllowed)
+	r.Use(s.metrics.HTTPMiddleware()) // first, so that it counts the 500 that recovery writes after a panic
 	r.Use(gin.CustomRecovery(s.recovery), requestID, s.accessLog)
 	if opts.LocalHostsOnly {
 		r.Use(s.localHostsOnly)

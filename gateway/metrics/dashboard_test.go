@@ -90,7 +90,8 @@ type dashboard struct {
 // TestDashboardUsesRealMetrics keeps deploy/grafana's dashboard in step
 // with this package: its variables, its rows, and every metric a panel
 // queries must be one the registry declares; per-group series follow the
-// stream and group variables.
+// stream and group variables (per-stream ones, shard memory, the stream
+// variable).
 func TestDashboardUsesRealMetrics(t *testing.T) {
 	raw, err := os.ReadFile("../../deploy/grafana/rscoord-dashboard.json")
 	if err != nil {
@@ -118,13 +119,17 @@ func TestDashboardUsesRealMetrics(t *testing.T) {
 			rows = append(rows, p.Title)
 		}
 	}
-	for _, want := range []string{"Lag", "Pending", "Heartbeat age", "Heartbeat statuses", "Rebalances and migrations", "Store latency"} {
+	for _, want := range []string{"Health", "Ownership and members", "Lag", "Pending", "Heartbeat age", "Heartbeat statuses",
+		"Rebalances and migrations", "Store latency", "HTTP requests"} {
 		if !slices.Contains(rows, want) {
 			t.Errorf("no row %q (rows: %v)", want, rows)
 		}
 	}
 	names := declared(t)
 	used := map[string]bool{}
+	perMember := map[string]bool{metrics.MemberHeartbeatAgeSeconds: true, metrics.MemberLeaseRemainingSeconds: true,
+		metrics.MemberCurrentShards: true, metrics.MemberRevokingShards: true, metrics.MemberMaxConcurrency: true,
+		metrics.MemberAvailableConcurrency: true}
 	for _, p := range dash.Panels {
 		if p.Type == "row" {
 			continue
@@ -136,14 +141,21 @@ func TestDashboardUsesRealMetrics(t *testing.T) {
 			t.Errorf("panel %q does not use the datasource variable", p.Title)
 		}
 		for _, tg := range p.Targets {
-			perGroup := strings.Contains(tg.Expr, `stream=~"$stream"`) && strings.Contains(tg.Expr, `group=~"$group"`)
+			perStream := strings.Contains(tg.Expr, `stream=~"$stream"`)
+			perGroup := perStream && strings.Contains(tg.Expr, `group=~"$group"`)
 			for _, vs := range selectors(t, tg.Expr) {
 				used[vs.Name] = true
 				if !names[vs.Name] {
 					t.Errorf("panel %q queries %s, which the registry does not declare", p.Title, vs.Name)
 				}
-				if strings.HasPrefix(vs.Name, "rscoord_shard_") || strings.HasPrefix(vs.Name, "rscoord_member_heartbeat") ||
-					strings.HasPrefix(vs.Name, "rscoord_member_lease") {
+				if vs.Name == metrics.ShardMemoryBytes {
+					// A shard key's memory is the stream's, whatever group reads it.
+					if !perStream {
+						t.Errorf("panel %q shows %s without the stream variable", p.Title, vs.Name)
+					}
+					continue
+				}
+				if strings.HasPrefix(vs.Name, "rscoord_shard_") || perMember[vs.Name] {
 					if !perGroup {
 						t.Errorf("panel %q shows %s without the stream and group variables", p.Title, vs.Name)
 					}
@@ -154,7 +166,10 @@ func TestDashboardUsesRealMetrics(t *testing.T) {
 	for _, must := range []string{metrics.ShardLagRecords, metrics.ShardPendingRecords, metrics.MemberHeartbeatAgeSeconds,
 		"rscoord_heartbeats_total", "rscoord_rebalances_total", "rscoord_migrations", "rscoord_store_write_duration_seconds_bucket",
 		metrics.HeldHeartbeats, metrics.HeldHeartbeatsLimit, metrics.HTTPConnections, metrics.HTTPConnectionsLimit,
-		metrics.HTTPHeldConnections, metrics.HTTPHeldConnectionsLimit} {
+		metrics.HTTPHeldConnections, metrics.HTTPHeldConnectionsLimit, metrics.ShardOwner, metrics.GroupUnownedShards,
+		metrics.ShardMemoryBytes, metrics.MemberLeaseRemainingSeconds, metrics.MemberCurrentShards, metrics.MemberRevokingShards,
+		metrics.MemberMaxConcurrency, metrics.MemberAvailableConcurrency, metrics.HTTPRequestsTotal,
+		metrics.HTTPRequestDurationSeconds + "_bucket"} {
 		if !used[must] {
 			t.Errorf("no panel shows %s", must)
 		}
@@ -204,7 +219,7 @@ func TestAlertRules(t *testing.T) {
 	for _, want := range []string{"RscoordMemberHeartbeatLate", "RscoordGroupNotStable", "RscoordShardLagGrowing", "RscoordInvariantViolation",
 		"RscoordStoreWriteErrors", "RscoordRedisUnreachable", "RscoordClusterReplicaDown", "RscoordClusterGroupUnowned",
 		"RscoordClusterStoreUnreadable", "RscoordMigrationNotFinishing", "RscoordHeldHeartbeatsNearLimit",
-		"RscoordHTTPConnectionsNearLimit", "RscoordHTTPHeldConnectionsNearLimit"} {
+		"RscoordHTTPConnectionsNearLimit", "RscoordHTTPHeldConnectionsNearLimit", "RscoordShardUnowned", "RscoordShardBigKey"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"cmp"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -25,14 +24,33 @@ const (
 	// ShardLagRecords is a group's lag on a shard (XINFO GROUPS lag);
 	// absent, never 0, when Redis cannot tell.
 	ShardLagRecords = "rscoord_shard_lag_records"
-	// MemberHeartbeatAgeSeconds is the time since a member's last heartbeat.
+	// ShardMemoryBytes is what Redis reports a shard stream's key takes
+	// in memory (MEMORY USAGE), per stream and shard: the BigKey sharding
+	// exists to prevent.
+	ShardMemoryBytes = "rscoord_shard_memory_bytes"
+	// MemberHeartbeatAgeSeconds is the time since a member's last
+	// heartbeat, read from its group actor at scrape time.
 	MemberHeartbeatAgeSeconds = "rscoord_member_heartbeat_age_seconds"
 	// MemberLeaseRemainingSeconds is the time until a member's lease lapses
 	// (negative once it has, until the group expires the member).
 	MemberLeaseRemainingSeconds = "rscoord_member_lease_remaining_seconds"
-	// MemberSeriesCapped is how many members the last collection left out
-	// of the two member gauges because of the cardinality cap.
+	// MemberCurrentShards and MemberRevokingShards are how many shards a
+	// member reported reading and giving up.
+	MemberCurrentShards  = "rscoord_member_current_shards"
+	MemberRevokingShards = "rscoord_member_revoking_shards"
+	// MemberMaxConcurrency and MemberAvailableConcurrency are the worker
+	// capacity a member last reported.
+	MemberMaxConcurrency       = "rscoord_member_max_concurrency"
+	MemberAvailableConcurrency = "rscoord_member_available_concurrency"
+	// MemberSeriesCapped is how many members the last scrape left out of
+	// the per-member gauges because of the cardinality cap.
 	MemberSeriesCapped = "rscoord_member_series_capped"
+	// ShardOwner is 1 for each member that a shard's group accepted as
+	// reading it.
+	ShardOwner = "rscoord_shard_owner"
+	// GroupUnownedShards is how many readable shards of a group no member
+	// reads nor gives up.
+	GroupUnownedShards = "rscoord_group_unowned_shards"
 	// RedisUp is 1 when Redis answered the last collection's ping, else 0;
 	// absent without --redis.
 	RedisUp = "rscoord_redis_up"
@@ -87,38 +105,35 @@ type ShardStat struct {
 	Shard         int
 	// Length is the stream's length (0 for a missing key).
 	Length int64
+	// Exists is false for a missing key.
+	Exists bool
 	// Pending is nil when the group does not exist on the key.
 	Pending *int64
 	// Lag is nil when Redis cannot tell.
 	Lag *int64
 }
 
-// MemberLiveness is when a member last heartbeated and when its lease
-// lapses. The gauges compute ages at scrape time from these instants.
-type MemberLiveness struct {
-	Stream, Group, Member string
-	LastHeartbeat         time.Time
-	LeaseExpires          time.Time
+// ShardMemory is what Redis reports one shard stream's key takes in
+// memory.
+type ShardMemory struct {
+	Stream string
+	Shard  int
+	Bytes  int64
 }
 
 // liveCollector exports what the background collection last read: shard
-// stats, member liveness, Redis reachability, cluster gauges.
+// stats and memory, Redis reachability, cluster gauges.
 type liveCollector struct {
-	maxMembers int
-	now        func() time.Time
-
 	buildInfo                       prometheus.Metric
-	length, pending, lag            *prometheus.Desc
-	heartbeatAge, leaseRemaining    *prometheus.Desc
-	capped, redisUp, duration       *prometheus.Desc
+	length, pending, lag, memory    *prometheus.Desc
+	redisUp, duration               *prometheus.Desc
 	clusterReplicas, clusterUnowned *prometheus.Desc
 	clusterReadable                 *prometheus.Desc
 	collectionErrors                prometheus.Counter
 
 	mu             sync.Mutex
 	shards         []ShardStat
-	members        []MemberLiveness
-	membersCapped  int
+	memories       []ShardMemory
 	redis          *bool
 	collectionTook *time.Duration
 	replicasLive   *int
@@ -128,7 +143,6 @@ type liveCollector struct {
 
 func newLiveCollector(o options) *liveCollector {
 	shardLabels := []string{"stream", "group", "shard"}
-	memberLabels := []string{"stream", "group", "member"}
 	version, revision := o.version, "unknown"
 	if info, ok := debug.ReadBuildInfo(); ok {
 		if version == "" && info.Main.Version != "" {
@@ -144,17 +158,14 @@ func newLiveCollector(o options) *liveCollector {
 		version = "devel"
 	}
 	return &liveCollector{
-		maxMembers: o.maxMembers,
-		now:        time.Now,
 		buildInfo: prometheus.MustNewConstMetric(
 			prometheus.NewDesc(BuildInfo, "Always 1; the labels say which build runs.", []string{"version", "revision", "goversion"}, nil),
 			prometheus.GaugeValue, 1, version, revision, runtime.Version()),
-		length:          prometheus.NewDesc(ShardLengthRecords, "Entries in a shard stream (XLEN), for every group reading it.", shardLabels, nil),
-		pending:         prometheus.NewDesc(ShardPendingRecords, "Entries delivered to the group on a shard and not yet acknowledged (XINFO GROUPS pending).", shardLabels, nil),
-		lag:             prometheus.NewDesc(ShardLagRecords, "Entries of a shard the group has not read yet (XINFO GROUPS lag); absent when Redis cannot tell.", shardLabels, nil),
-		heartbeatAge:    prometheus.NewDesc(MemberHeartbeatAgeSeconds, "Seconds since the member's last heartbeat.", memberLabels, nil),
-		leaseRemaining:  prometheus.NewDesc(MemberLeaseRemainingSeconds, "Seconds until the member's lease lapses (negative once it has).", memberLabels, nil),
-		capped:          prometheus.NewDesc(MemberSeriesCapped, "Members left out of the per-member gauges at the last collection by --metrics-max-members.", nil, nil),
+		length:  prometheus.NewDesc(ShardLengthRecords, "Entries in a shard stream (XLEN), for every group reading it.", shardLabels, nil),
+		pending: prometheus.NewDesc(ShardPendingRecords, "Entries delivered to the group on a shard and not yet acknowledged (XINFO GROUPS pending).", shardLabels, nil),
+		lag:     prometheus.NewDesc(ShardLagRecords, "Entries of a shard the group has not read yet (XINFO GROUPS lag); absent when Redis cannot tell.", shardLabels, nil),
+		memory: prometheus.NewDesc(ShardMemoryBytes, "Bytes Redis reports the shard stream's key takes (MEMORY USAGE, sampled), read by the background collection; absent for a missing key or one not read in time.",
+			[]string{"stream", "shard"}, nil),
 		redisUp:         prometheus.NewDesc(RedisUp, "1 when Redis answered the last collection's ping, else 0.", nil, nil),
 		duration:        prometheus.NewDesc(CollectionDurationSeconds, "Time the last collection of shard and member gauges took.", nil, nil),
 		clusterReplicas: prometheus.NewDesc(ClusterReplicasLive, "Coordinator replicas this replica sees alive (cluster mode).", nil, nil),
@@ -168,7 +179,7 @@ func newLiveCollector(o options) *liveCollector {
 // Describe implements prometheus.Collector.
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.buildInfo.Desc()
-	for _, d := range []*prometheus.Desc{c.length, c.pending, c.lag, c.heartbeatAge, c.leaseRemaining, c.capped,
+	for _, d := range []*prometheus.Desc{c.length, c.pending, c.lag, c.memory,
 		c.redisUp, c.duration, c.clusterReplicas, c.clusterUnowned, c.clusterReadable} {
 		ch <- d
 	}
@@ -179,7 +190,6 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- c.buildInfo
 	c.collectionErrors.Collect(ch)
-	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.shards {
@@ -192,11 +202,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(*s.Lag), s.Stream, s.Group, shard)
 		}
 	}
-	for _, m := range c.members {
-		ch <- prometheus.MustNewConstMetric(c.heartbeatAge, prometheus.GaugeValue, now.Sub(m.LastHeartbeat).Seconds(), m.Stream, m.Group, m.Member)
-		ch <- prometheus.MustNewConstMetric(c.leaseRemaining, prometheus.GaugeValue, m.LeaseExpires.Sub(now).Seconds(), m.Stream, m.Group, m.Member)
+	for _, m := range c.memories {
+		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(m.Bytes), m.Stream, strconv.Itoa(m.Shard))
 	}
-	ch <- prometheus.MustNewConstMetric(c.capped, prometheus.GaugeValue, float64(c.membersCapped))
 	if c.redis != nil {
 		up := 0.0
 		if *c.redis {
@@ -231,24 +239,13 @@ func (m *Metrics) SetShardStats(stats []ShardStat) {
 	m.live.shards = cp
 }
 
-// SetMemberLiveness replaces every member series with members. Beyond
-// the cap (WithMaxMembers) it keeps the members with the oldest heartbeats,
-// the ones an operator needs to see, and counts the others in
-// rscoord_member_series_capped.
-func (m *Metrics) SetMemberLiveness(members []MemberLiveness) {
-	cp := slices.Clone(members)
-	slices.SortFunc(cp, func(a, b MemberLiveness) int {
-		return cmp.Or(a.LastHeartbeat.Compare(b.LastHeartbeat), cmp.Compare(a.Stream, b.Stream),
-			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Member, b.Member))
-	})
-	capped := 0
-	if m.live.maxMembers >= 0 && len(cp) > m.live.maxMembers {
-		capped = len(cp) - m.live.maxMembers
-		cp = cp[:m.live.maxMembers]
-	}
+// SetShardMemory replaces every shard memory series with mems: a key
+// left out has no series until a later call names it again.
+func (m *Metrics) SetShardMemory(mems []ShardMemory) {
+	cp := slices.Clone(mems)
 	m.live.mu.Lock()
 	defer m.live.mu.Unlock()
-	m.live.members, m.live.membersCapped = cp, capped
+	m.live.memories = cp
 }
 
 // CollectionDone records one collection round: whether Redis answered

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/rscoord/rscoord/actors"
+	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
@@ -19,7 +21,9 @@ func TestPromlintClean(t *testing.T) {
 	lag, pending := int64(3), int64(1)
 	now := time.Now()
 	m.SetShardStats([]metrics.ShardStat{{Stream: "s", Group: "g", Shard: 0, Length: 4, Pending: &pending, Lag: &lag}})
-	m.SetMemberLiveness([]metrics.MemberLiveness{{Stream: "s", Group: "g", Member: "a", LastHeartbeat: now, LeaseExpires: now.Add(15 * time.Second)}})
+	m.SetShardMemory([]metrics.ShardMemory{{Stream: "s", Shard: 0, Bytes: 1024}})
+	m.SetLiveSource(liveGroups{{Stream: "s", Group: "g", Shards: []int{0, 1}, Members: []actors.LiveMember{
+		{ID: "a", State: protocol.MemberActive, LastHeartbeat: now, LeaseExpires: now.Add(15 * time.Second), Current: []int{0}, MaxConcurrency: 4}}}})
 	up := true
 	m.CollectionDone(&up, time.Millisecond, 0)
 	m.SetClusterReplicasLive(3)
@@ -35,8 +39,19 @@ func TestPromlintClean(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "member" && !metrics.MemberLabelled(f.GetName()) {
+					t.Errorf("%s carries a member label but MemberLabelled does not say so", f.GetName())
+				}
+			}
+		}
+	}
 	for _, name := range []string{metrics.BuildInfo, metrics.ShardLengthRecords, metrics.ShardPendingRecords, metrics.ShardLagRecords,
 		metrics.MemberHeartbeatAgeSeconds, metrics.MemberLeaseRemainingSeconds, metrics.MemberSeriesCapped, metrics.RedisUp,
+		metrics.ShardMemoryBytes, metrics.MemberCurrentShards, metrics.MemberRevokingShards, metrics.MemberMaxConcurrency,
+		metrics.MemberAvailableConcurrency, metrics.ShardOwner, metrics.GroupUnownedShards,
 		metrics.CollectionDurationSeconds, metrics.CollectionErrorsTotal, metrics.ClusterReplicasLive, metrics.ClusterGroupsUnowned} {
 		if n := testutil.CollectAndCount(m.Registry(), name); n == 0 {
 			t.Errorf("%s is not exported", name)
@@ -70,15 +85,23 @@ func TestLabelledCountersStartAtZero(t *testing.T) {
 	}
 }
 
+// liveGroups is a fixed [metrics.LiveSource].
+type liveGroups []actors.LiveGroup
+
+func (l liveGroups) LiveGroups() []actors.LiveGroup { return l }
+
 func TestLiveSeries(t *testing.T) {
 	now := time.Now()
 	lag := int64(25)
 	zero := int64(0)
+	member := func(id string, state protocol.MemberState, age time.Duration) actors.LiveMember {
+		return actors.LiveMember{ID: id, State: state, LastHeartbeat: now.Add(-age), LeaseExpires: now.Add(15*time.Second - age)}
+	}
 	cases := []struct {
 		name       string
 		max        int
 		shards     []metrics.ShardStat
-		members    []metrics.MemberLiveness
+		members    []actors.LiveMember
 		wantLag    int
 		wantMember int
 		wantCapped string
@@ -87,28 +110,28 @@ func TestLiveSeries(t *testing.T) {
 			shards:  []metrics.ShardStat{{Stream: "s", Group: "g", Shard: 0, Length: 5, Pending: &zero}, {Stream: "s", Group: "g", Shard: 1, Length: 25, Pending: &zero, Lag: &lag}},
 			wantLag: 1, wantCapped: "0"},
 		{name: "cap keeps the oldest heartbeats", max: 2,
-			members: []metrics.MemberLiveness{
-				{Stream: "s", Group: "g", Member: "new", LastHeartbeat: now, LeaseExpires: now.Add(15 * time.Second)},
-				{Stream: "s", Group: "g", Member: "old", LastHeartbeat: now.Add(-10 * time.Second), LeaseExpires: now.Add(5 * time.Second)},
-				{Stream: "s", Group: "g", Member: "mid", LastHeartbeat: now.Add(-5 * time.Second), LeaseExpires: now.Add(10 * time.Second)},
+			members: []actors.LiveMember{
+				member("new", protocol.MemberActive, 0),
+				member("old", protocol.MemberExpired, 20*time.Second),
+				member("mid", protocol.MemberActive, 5*time.Second),
 			},
 			wantMember: 2, wantCapped: "1"},
 		{name: "cap 0 exports no member", max: 0,
-			members:    []metrics.MemberLiveness{{Stream: "s", Group: "g", Member: "a", LastHeartbeat: now, LeaseExpires: now}},
+			members:    []actors.LiveMember{member("a", protocol.MemberActive, 0)},
 			wantMember: 0, wantCapped: "1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := metrics.New(metrics.WithMaxMembers(c.max))
 			m.SetShardStats(c.shards)
-			m.SetMemberLiveness(c.members)
+			m.SetLiveSource(liveGroups{{Stream: "s", Group: "g", Members: c.members}})
 			if got := testutil.CollectAndCount(m.Registry(), metrics.ShardLagRecords); got != c.wantLag {
 				t.Errorf("lag series %d, want %d", got, c.wantLag)
 			}
 			if got := testutil.CollectAndCount(m.Registry(), metrics.MemberHeartbeatAgeSeconds); got != c.wantMember {
 				t.Errorf("heartbeat age series %d, want %d", got, c.wantMember)
 			}
-			want := "# HELP rscoord_member_series_capped Members left out of the per-member gauges at the last collection by --metrics-max-members.\n# TYPE rscoord_member_series_capped gauge\nrscoord_member_series_capped " + c.wantCapped + "\n"
+			want := "# HELP rscoord_member_series_capped Members left out of the per-member gauges at this scrape by --metrics-max-members.\n# TYPE rscoord_member_series_capped gauge\nrscoord_member_series_capped " + c.wantCapped + "\n"
 			if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), metrics.MemberSeriesCapped); err != nil {
 				t.Error(err)
 			}
@@ -117,10 +140,51 @@ func TestLiveSeries(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if strings.Contains(string(out), `member="new"`) || !strings.Contains(string(out), `member="old"`) {
-					t.Errorf("the cap kept the wrong members:\n%s", out)
+				if strings.Contains(string(out), `member="new"`) || !strings.Contains(string(out), `member="old",state="EXPIRED"`) {
+					t.Errorf("the cap kept the wrong members, or lost the state:\n%s", out)
 				}
 			}
 		})
+	}
+}
+
+// TestOwnershipSeries: every shard a member reads has its owner series,
+// a shard being given up is held but has no owner, and the rest are
+// counted unowned; expired members keep their series with their state.
+func TestOwnershipSeries(t *testing.T) {
+	now := time.Now()
+	m := metrics.New()
+	m.SetLiveSource(liveGroups{{Stream: "s", Group: "g", Shards: []int{0, 1, 2, 3, 5}, Members: []actors.LiveMember{
+		{ID: "a", State: protocol.MemberActive, LastHeartbeat: now, LeaseExpires: now.Add(time.Second), Current: []int{0, 5}, Revoking: []int{1},
+			MaxConcurrency: 8, AvailableConcurrency: 3},
+		{ID: "b", State: protocol.MemberExpired, LastHeartbeat: now.Add(-time.Minute), LeaseExpires: now.Add(-time.Second)},
+	}}})
+	want := `# HELP rscoord_group_unowned_shards Readable shards of the group that no member reads or is giving up.
+# TYPE rscoord_group_unowned_shards gauge
+rscoord_group_unowned_shards{group="g",stream="s"} 2
+# HELP rscoord_member_available_concurrency Workers the member last reported free (availableConcurrency).
+# TYPE rscoord_member_available_concurrency gauge
+rscoord_member_available_concurrency{group="g",member="a",state="ACTIVE",stream="s"} 3
+rscoord_member_available_concurrency{group="g",member="b",state="EXPIRED",stream="s"} 0
+# HELP rscoord_member_current_shards Shards the member reported reading, accepted.
+# TYPE rscoord_member_current_shards gauge
+rscoord_member_current_shards{group="g",member="a",state="ACTIVE",stream="s"} 2
+rscoord_member_current_shards{group="g",member="b",state="EXPIRED",stream="s"} 0
+# HELP rscoord_member_max_concurrency Workers the member last reported it runs at most (runtimeMaxConcurrency).
+# TYPE rscoord_member_max_concurrency gauge
+rscoord_member_max_concurrency{group="g",member="a",state="ACTIVE",stream="s"} 8
+rscoord_member_max_concurrency{group="g",member="b",state="EXPIRED",stream="s"} 0
+# HELP rscoord_member_revoking_shards Shards the member reported giving up and not yet released.
+# TYPE rscoord_member_revoking_shards gauge
+rscoord_member_revoking_shards{group="g",member="a",state="ACTIVE",stream="s"} 1
+rscoord_member_revoking_shards{group="g",member="b",state="EXPIRED",stream="s"} 0
+# HELP rscoord_shard_owner 1 for each member the group accepted as reading the shard (its current assignment); a shard no member reads has no series.
+# TYPE rscoord_shard_owner gauge
+rscoord_shard_owner{group="g",member="a",shard="0",stream="s"} 1
+rscoord_shard_owner{group="g",member="a",shard="5",stream="s"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), metrics.GroupUnownedShards, metrics.MemberAvailableConcurrency,
+		metrics.MemberCurrentShards, metrics.MemberMaxConcurrency, metrics.MemberRevokingShards, metrics.ShardOwner); err != nil {
+		t.Error(err)
 	}
 }

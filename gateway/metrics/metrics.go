@@ -44,9 +44,11 @@ type Metrics struct {
 	rateLimited        *prometheus.CounterVec
 	authRefused        *prometheus.CounterVec
 
-	state *stateCollector
-	live  *liveCollector
-	caps  *capsCollector
+	state   *stateCollector
+	live    *liveCollector
+	members *memberCollector
+	caps    *capsCollector
+	http    *httpMetrics
 }
 
 var _ actors.Observer = (*Metrics)(nil)
@@ -60,7 +62,8 @@ func New(opts ...Option) *Metrics {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), state: newStateCollector(), live: newLiveCollector(o)}
+	m := &Metrics{reg: prometheus.NewRegistry(), state: newStateCollector(), live: newLiveCollector(o),
+		members: newMemberCollector(o)}
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 		m.reg.MustRegister(c)
@@ -102,7 +105,8 @@ func New(opts ...Option) *Metrics {
 	m.rateLimited = counterVec("rscoord_rate_limit_refusals_total", "Requests refused with 429, by limiter (admin, login, logout, body_memory).", "limiter")
 	m.authRefused = counterVec("rscoord_auth_refusals_total", "Requests refused for credentials, by status (401, 403).", "status")
 	m.caps = newCapsCollector()
-	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live, m.caps,
+	m.http = newHTTPMetrics(m.reg)
+	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live, m.members, m.caps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initLabels()
 	return m

@@ -47,7 +47,7 @@ func liveScrape(t *testing.T) map[string][]series {
 	}
 	a, b := coordtest.NewMember("a", "orders", "orders"), coordtest.NewMember("b", "orders", "orders")
 	coordtest.Converge(t, s, 6, a, b)
-	collector.Round(ctx, collector.Config{Source: s.Coord, Sink: s.Metrics, Interval: 5 * time.Second, Timeout: 5 * time.Second})
+	collector.Round(ctx, collector.Config{Source: s.Coord, Sink: s.Metrics, Memory: collector.RedisMemory(rdb), Interval: 5 * time.Second, Timeout: 5 * time.Second})
 	// What cmd/rscoord's cluster mode sets every second.
 	s.Metrics.SetClusterReplicasLive(3)
 	s.Metrics.SetClusterGroupsUnowned(0)

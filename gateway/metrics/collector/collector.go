@@ -1,9 +1,11 @@
 // Package collector is the coordinator's background reader of the gauges
 // that cost I/O to compute: per-shard length, pending and lag read from
-// Redis (XINFO STREAM / XINFO GROUPS through the coordinator), and
-// per-member heartbeat age and lease. It runs on its own goroutine every
+// Redis (XINFO STREAM / XINFO GROUPS through the coordinator), and each
+// shard key's memory (MEMORY USAGE). It runs on its own goroutine every
 // interval, bounded in time per round, so that neither a scrape nor a
-// heartbeat ever waits on Redis.
+// heartbeat ever waits on Redis. Per-member gauges are not read here:
+// metrics reads them from the group actors at scrape time
+// ([metrics.Metrics.SetLiveSource]).
 package collector
 
 import (
@@ -29,9 +31,14 @@ type Source interface {
 	// only while Redis is UP. On an error the group has no shard series
 	// that round.
 	Shards(ctx context.Context, prefix, group string) (protocol.ShardsResponse, error)
-	// Members lists one group's members; owning members with a known last
-	// heartbeat and lease become liveness series.
-	Members(ctx context.Context, prefix, group string) (protocol.MembersResponse, error)
+}
+
+// Memory reads what shard keys take in Redis's memory; [RedisMemory] is
+// the go-redis one.
+type Memory interface {
+	// MemoryUsage returns the bytes each key takes (MEMORY USAGE), in the
+	// order of keys, -1 for a key that does not exist.
+	MemoryUsage(ctx context.Context, keys []string) ([]int64, error)
 }
 
 // Sink receives a round's results; *metrics.Metrics implements it.
@@ -39,9 +46,9 @@ type Sink interface {
 	// SetShardStats replaces every shard series with stats, the shards of
 	// the groups read this round.
 	SetShardStats(stats []metrics.ShardStat)
-	// SetMemberLiveness replaces every member liveness series with
-	// members.
-	SetMemberLiveness(members []metrics.MemberLiveness)
+	// SetShardMemory replaces every shard memory series with mems, the
+	// keys read this round.
+	SetShardMemory(mems []metrics.ShardMemory)
 	// CollectionDone ends a round: redisUp is nil when Redis is not
 	// configured, else whether its status was UP; took is the round's
 	// duration; failedGroups counts the groups whose members or shards
@@ -60,6 +67,11 @@ type Config struct {
 	// Timeout bounds one round; it must not exceed Interval. Groups not
 	// read in time have no shard series until a later round reads them.
 	Timeout time.Duration
+	// Memory, when set, reads each existing shard key's memory once a
+	// round, after the shard stats and within the same Timeout; keys
+	// not read in time have no memory series until a later round reads
+	// them. Nil: no memory series.
+	Memory Memory
 	// Logger receives a round's warnings (groups that could not be
 	// listed or read) and, at debug level, why; nil discards them.
 	Logger *slog.Logger
@@ -122,51 +134,81 @@ func Round(ctx context.Context, cfg Config) {
 		cfg.Logger.Warn("metrics collection: listing groups failed", slog.Any("error", err))
 	}
 	var (
-		stats   []metrics.ShardStat
-		members []metrics.MemberLiveness
-		failed  int
+		stats  []metrics.ShardStat
+		failed int
 	)
 	for _, g := range groups.Groups {
-		ok := true
-		ms, err := cfg.Source.Members(rctx, g.StreamPrefix, g.ConsumerGroup)
-		if err != nil {
-			ok = false
-			cfg.Logger.Debug("metrics collection: members", slog.String("stream", g.StreamPrefix), slog.String("group", g.ConsumerGroup), slog.Any("error", err))
-		}
-		for _, m := range ms.Members {
-			if !m.State.Owning() || m.LastHeartbeatAt == nil || m.MemberLeaseExpiresAt == nil {
-				continue
-			}
-			members = append(members, metrics.MemberLiveness{Stream: g.StreamPrefix, Group: g.ConsumerGroup, Member: m.MemberID,
-				LastHeartbeat: *m.LastHeartbeatAt, LeaseExpires: *m.MemberLeaseExpiresAt})
-		}
 		// Without Redis (or while it does not answer) there is nothing to read.
-		if redisUp != nil && *redisUp {
-			sh, err := cfg.Source.Shards(rctx, g.StreamPrefix, g.ConsumerGroup)
-			if err != nil {
-				ok = false
-				cfg.Logger.Debug("metrics collection: shards", slog.String("stream", g.StreamPrefix), slog.String("group", g.ConsumerGroup), slog.Any("error", err))
-			} else {
-				stats = append(stats, shardStats(sh)...)
-			}
+		if redisUp == nil || !*redisUp {
+			break
 		}
-		if !ok {
+		sh, err := cfg.Source.Shards(rctx, g.StreamPrefix, g.ConsumerGroup)
+		if err != nil {
 			failed++
+			cfg.Logger.Debug("metrics collection: shards", slog.String("stream", g.StreamPrefix), slog.String("group", g.ConsumerGroup), slog.Any("error", err))
+			continue
 		}
+		stats = append(stats, shardStats(sh)...)
 	}
 	if failed > 0 {
 		cfg.Logger.Warn("metrics collection: some groups could not be read; their series are absent until the next round",
 			slog.Int("groups", failed), slog.Duration("timeout", cfg.Timeout))
 	}
 	cfg.Sink.SetShardStats(stats)
-	cfg.Sink.SetMemberLiveness(members)
+	if cfg.Memory != nil {
+		cfg.Sink.SetShardMemory(readMemory(rctx, cfg, stats))
+	}
 	cfg.Sink.CollectionDone(redisUp, time.Since(start), failed)
+}
+
+// memoryBatch is how many keys one MEMORY USAGE pipeline reads: a round
+// whose time runs out loses the batch under way and the ones after it,
+// not every key.
+const memoryBatch = 100
+
+// readMemory reads the memory of every existing shard key of stats, each
+// key once however many groups read it, until ctx is done.
+func readMemory(ctx context.Context, cfg Config, stats []metrics.ShardStat) []metrics.ShardMemory {
+	type shardKey struct {
+		stream string
+		shard  int
+	}
+	var (
+		keys  []string
+		named []shardKey
+		seen  = map[shardKey]bool{}
+	)
+	for _, s := range stats {
+		k := shardKey{s.Stream, s.Shard}
+		if !s.Exists || seen[k] {
+			continue
+		}
+		seen[k] = true
+		keys = append(keys, protocol.StreamKey(s.Stream, s.Shard))
+		named = append(named, k)
+	}
+	var out []metrics.ShardMemory
+	for lo := 0; lo < len(keys) && ctx.Err() == nil; lo += memoryBatch {
+		hi := min(lo+memoryBatch, len(keys))
+		bytes, err := cfg.Memory.MemoryUsage(ctx, keys[lo:hi])
+		if err != nil {
+			cfg.Logger.Warn("metrics collection: shard memory could not be read; those keys have no memory series this round",
+				slog.Int("keys", len(keys)-lo), slog.Any("error", err))
+			break
+		}
+		for i, b := range bytes {
+			if b >= 0 {
+				out = append(out, metrics.ShardMemory{Stream: named[lo+i].stream, Shard: named[lo+i].shard, Bytes: b})
+			}
+		}
+	}
+	return out
 }
 
 func shardStats(sh protocol.ShardsResponse) []metrics.ShardStat {
 	out := make([]metrics.ShardStat, 0, len(sh.Shards))
 	for _, s := range sh.Shards {
-		st := metrics.ShardStat{Stream: sh.StreamPrefix, Group: sh.ConsumerGroup, Shard: s.ShardIndex, Length: s.Length}
+		st := metrics.ShardStat{Stream: sh.StreamPrefix, Group: sh.ConsumerGroup, Shard: s.ShardIndex, Length: s.Length, Exists: s.Exists}
 		if s.Exists {
 			pending := s.Pending
 			st.Pending = &pending

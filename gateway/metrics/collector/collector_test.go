@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
 )
@@ -19,11 +22,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // source is a scripted coordinator.
 type source struct {
-	redis   string
-	groups  []protocol.GroupResponse
-	shards  map[string]protocol.ShardsResponse // by group
-	members map[string][]protocol.Member
-	block   bool // Shards waits for ctx, as a hung Redis would
+	redis  string
+	groups []protocol.GroupResponse
+	shards map[string]protocol.ShardsResponse // by group
+	block  bool                               // Shards waits for ctx, as a hung Redis would
 }
 
 func (s *source) Health(context.Context) protocol.Health {
@@ -43,25 +45,41 @@ func (s *source) Shards(ctx context.Context, _, group string) (protocol.ShardsRe
 	}
 	return sh, nil
 }
-func (s *source) Members(_ context.Context, _, group string) (protocol.MembersResponse, error) {
-	return protocol.MembersResponse{Members: s.members[group]}, nil
+
+// memory is a scripted Redis memory reader: bytes by key.
+type memory struct {
+	bytes map[string]int64
+	calls [][]string
+}
+
+func (m *memory) MemoryUsage(_ context.Context, keys []string) ([]int64, error) {
+	m.calls = append(m.calls, keys)
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		b, ok := m.bytes[k]
+		if !ok {
+			b = -1
+		}
+		out[i] = b
+	}
+	return out, nil
 }
 
 // sink records the last round.
 type sink struct {
-	mu      sync.Mutex
-	rounds  int
-	stats   []metrics.ShardStat
-	members []metrics.MemberLiveness
-	up      *bool
-	failed  int
-	took    time.Duration
+	mu     sync.Mutex
+	rounds int
+	stats  []metrics.ShardStat
+	mems   []metrics.ShardMemory
+	up     *bool
+	failed int
+	took   time.Duration
 }
 
 func (k *sink) SetShardStats(s []metrics.ShardStat) { k.mu.Lock(); k.stats = s; k.mu.Unlock() }
-func (k *sink) SetMemberLiveness(m []metrics.MemberLiveness) {
+func (k *sink) SetShardMemory(m []metrics.ShardMemory) {
 	k.mu.Lock()
-	k.members = m
+	k.mems = m
 	k.mu.Unlock()
 }
 func (k *sink) CollectionDone(up *bool, took time.Duration, failed int) {
@@ -72,8 +90,6 @@ func (k *sink) CollectionDone(up *bool, took time.Duration, failed int) {
 }
 
 func TestRound(t *testing.T) {
-	now := time.Now()
-	lease := now.Add(10 * time.Second)
 	lag := int64(25)
 	g := func(name string) protocol.GroupResponse {
 		return protocol.GroupResponse{StreamPrefix: "prod", ConsumerGroup: name}
@@ -83,11 +99,6 @@ func TestRound(t *testing.T) {
 		{ShardIndex: 1, Exists: true, Length: 3, Pending: 2}, // lag unknown
 		{ShardIndex: 2, Exists: false},                       // key missing
 	}}
-	members := []protocol.Member{
-		{MemberID: "m1", State: protocol.MemberActive, LastHeartbeatAt: &now, MemberLeaseExpiresAt: &lease},
-		{MemberID: "m2", State: protocol.MemberExpired, LastHeartbeatAt: &now, MemberLeaseExpiresAt: &lease},
-		{MemberID: "m3", State: protocol.MemberStarting}, // no heartbeat recorded
-	}
 	cases := []struct {
 		name       string
 		src        *source
@@ -97,18 +108,16 @@ func TestRound(t *testing.T) {
 		wantFailed int
 	}{
 		{name: "redis up", src: &source{redis: protocol.HealthUp, groups: []protocol.GroupResponse{g("a")},
-			shards: map[string]protocol.ShardsResponse{"a": shards}, members: map[string][]protocol.Member{"a": members}},
+			shards: map[string]protocol.ShardsResponse{"a": shards}},
 			wantUp: ptr(true), wantStats: 3, wantLag: []int{0}},
 		{name: "redis down: no shard series", src: &source{redis: protocol.HealthDown, groups: []protocol.GroupResponse{g("a")},
-			shards: map[string]protocol.ShardsResponse{"a": shards}, members: map[string][]protocol.Member{"a": members}},
+			shards: map[string]protocol.ShardsResponse{"a": shards}},
 			wantUp: ptr(false), wantStats: 0},
-		{name: "no redis", src: &source{redis: protocol.HealthNotConfigured, groups: []protocol.GroupResponse{g("a")},
-			members: map[string][]protocol.Member{"a": members}}, wantStats: 0},
+		{name: "no redis", src: &source{redis: protocol.HealthNotConfigured, groups: []protocol.GroupResponse{g("a")}}, wantStats: 0},
 		{name: "one group fails", src: &source{redis: protocol.HealthUp, groups: []protocol.GroupResponse{g("a"), g("gone")},
-			shards: map[string]protocol.ShardsResponse{"a": shards}, members: map[string][]protocol.Member{"a": members}},
+			shards: map[string]protocol.ShardsResponse{"a": shards}},
 			wantUp: ptr(true), wantStats: 3, wantLag: []int{0}, wantFailed: 1},
-		{name: "hung redis: bounded round", src: &source{redis: protocol.HealthUp, groups: []protocol.GroupResponse{g("a")}, block: true,
-			members: map[string][]protocol.Member{"a": members}}, wantUp: ptr(true), wantStats: 0, wantFailed: 1},
+		{name: "hung redis: bounded round", src: &source{redis: protocol.HealthUp, groups: []protocol.GroupResponse{g("a")}, block: true}, wantUp: ptr(true), wantStats: 0, wantFailed: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -136,13 +145,35 @@ func TestRound(t *testing.T) {
 			if !slices.Equal(lags, c.wantLag) {
 				t.Errorf("lag on shards %v, want %v", lags, c.wantLag)
 			}
-			if len(k.members) != 1 || k.members[0].Member != "m1" {
-				t.Errorf("members %+v, want only the owning member with a heartbeat (m1)", k.members)
-			}
 			if k.failed != c.wantFailed {
 				t.Errorf("failed %d, want %d", k.failed, c.wantFailed)
 			}
 		})
+	}
+}
+
+// TestRoundReadsShardMemory: every existing shard key is read once a
+// round, however many groups read it; a missing key and a key Redis no
+// longer has get no series.
+func TestRoundReadsShardMemory(t *testing.T) {
+	shards := func(group string) protocol.ShardsResponse {
+		return protocol.ShardsResponse{StreamPrefix: "prod", ConsumerGroup: group, Shards: []protocol.ShardState{
+			{ShardIndex: 0, Exists: true, Length: 25},
+			{ShardIndex: 1, Exists: true, Length: 3}, // deleted before MEMORY USAGE
+			{ShardIndex: 2, Exists: false},
+		}}
+	}
+	src := &source{redis: protocol.HealthUp,
+		groups: []protocol.GroupResponse{{StreamPrefix: "prod", ConsumerGroup: "a"}, {StreamPrefix: "prod", ConsumerGroup: "b"}},
+		shards: map[string]protocol.ShardsResponse{"a": shards("a"), "b": shards("b")}}
+	mem := &memory{bytes: map[string]int64{"prod:0": 4096, "prod:2": 1}}
+	k := &sink{}
+	collector.Round(context.Background(), collector.Config{Source: src, Sink: k, Memory: mem, Interval: time.Second, Timeout: time.Second})
+	if want := [][]string{{"prod:0", "prod:1"}}; !slices.EqualFunc(mem.calls, want, slices.Equal) {
+		t.Errorf("MEMORY USAGE of %v, want %v", mem.calls, want)
+	}
+	if want := []metrics.ShardMemory{{Stream: "prod", Shard: 0, Bytes: 4096}}; !slices.Equal(k.mems, want) {
+		t.Errorf("memory %+v, want %+v", k.mems, want)
 	}
 }
 
@@ -183,4 +214,30 @@ func deref(b *bool) any {
 		return nil
 	}
 	return *b
+}
+
+// TestRedisMemoryReadsARealRedis: MEMORY USAGE through go-redis answers a
+// stream's bytes, -1 for a missing key, and an error once the round's
+// time is up.
+func TestRedisMemoryReadsARealRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Standalone(t).Client()
+	for i := range 100 {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "prod:0", Values: []any{"n", i, "pad", strings.Repeat("x", 100)}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem := collector.RedisMemory(rdb)
+	got, err := mem.MemoryUsage(ctx, []string{"prod:0", "prod:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] < 100*100 || got[1] != -1 {
+		t.Errorf("MEMORY USAGE of prod:0 (100 entries of 100 bytes) and a missing key: %v", got)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := mem.MemoryUsage(done, []string{"prod:0"}); err == nil {
+		t.Error("a round whose time is up read memory anyway")
+	}
 }
