@@ -28,7 +28,7 @@ type stripe struct {
 	// (Pebble's lock file keeps other processes out). Guarded by mu.
 	revisions map[string]uint64
 	// staged marks group keys whose last load found committed staged
-	// writes not yet applied (see groups.go). Guarded by mu.
+	// writes not yet applied (see group_staged.go). Guarded by mu.
 	staged map[string]bool
 }
 

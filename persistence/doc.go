@@ -16,7 +16,7 @@
 //   - The audit log: append-only entries of admin mutations, keyed by a
 //     sequence that is a store revision, listed newest first.
 //   - The on-disk format: key layout (keys.go), the checksummed envelope and
-//     the versioned record types (encoding.go, groups.go), the rule that old
+//     the versioned record types (encoding.go, group_codec.go), the rule that old
 //     code refuses new data, and the migration of older data at open
 //     (open.go).
 //   - The storage-engine seam (kv.go): every engine behind one small
