@@ -65,6 +65,13 @@ type core struct {
 	// failed holds the write error that made the store's contents unknown.
 	failed atomic.Pointer[error]
 
+	// walLoss says why the store opened without acknowledged writes
+	// (Options.AcceptWALLoss); set before the store is returned, then
+	// only read. See walloss.go.
+	walLoss string
+	// auditDamage says which audit entry was found not to decode.
+	auditDamage atomic.Pointer[string]
+
 	// revision is the highest revision handed out or found at open.
 	revision atomic.Uint64
 
