@@ -196,6 +196,11 @@ func (c *core) tryRecover(ctx context.Context) (ok bool) {
 // background and a later attempt takes its result.
 const openWait = time.Second
 
+// closeReopenWait bounds how long Close waits for a reopen still running:
+// Pebble's open waits for ever while the disk refuses tables, and the
+// serve command gives up on closing after 10 s.
+const closeReopenWait = 5 * time.Second
+
 // reopenResult is what a reopen gave.
 type reopenResult struct {
 	kv  kv
@@ -463,12 +468,22 @@ func (c *core) Close() (err error) {
 	}
 	c.closed = true
 	if ch := c.opening; ch != nil {
-		// An engine still reopening is closed once it opened.
-		go func() {
-			if r := <-ch; r.kv != nil {
+		// An engine still reopening is closed once it opened: here if
+		// that takes at most closeReopenWait (it holds the directory, and
+		// the next open in this process must find it free), else later.
+		closeReopened := func(r reopenResult) {
+			if r.kv != nil {
 				_ = r.kv.close()
 			}
-		}()
+		}
+		timer := time.NewTimer(closeReopenWait)
+		select {
+		case r := <-ch:
+			closeReopened(r)
+		case <-timer.C:
+			go func() { closeReopened(<-ch) }()
+		}
+		timer.Stop()
 	}
 	if c.kvClosed {
 		return nil
