@@ -51,6 +51,7 @@ import (
 //	                           (part by part, as Changes name them) and
 //	                           restored; clients keep what they were told
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	datadriven.Walk(t, "testdata/script", func(t *testing.T, path string) {
 		s := &script{t: t, cfg: testConfig(), now: t0, clients: map[string]*client{}}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {

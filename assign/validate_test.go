@@ -11,6 +11,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", protocol.MaxTextLength+1)
 	tests := []struct {
 		name   string
@@ -78,6 +79,7 @@ func TestValidate(t *testing.T) {
 // of an accepted heartbeat are cut to protocol.MaxTextLength bytes at a
 // character boundary; shorter ones are kept as sent.
 func TestValidateClipsDisplayTexts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, text string
 		want       int // bytes kept
@@ -120,6 +122,7 @@ func TestValidateAllocatesNothing(t *testing.T) {
 }
 
 func TestValidateNilRequest(t *testing.T) {
+	t.Parallel()
 	resp, ok := Validate(nil, "m-1", Config{})
 	if ok || resp.Status != protocol.StatusInvalidRequest {
 		t.Fatalf("nil request: ok=%v %+v", ok, resp)
@@ -162,6 +165,7 @@ func checkNoNulls(t *testing.T, v any) {
 }
 
 func TestRetryAndUnknownResponses(t *testing.T) {
+	t.Parallel()
 	req := hb("m-1", 5, 9, []int{1})
 	cfg := Config{HeartbeatInterval: 1500 * time.Millisecond}
 	for _, tc := range []struct {

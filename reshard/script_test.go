@@ -47,6 +47,7 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	datadriven.Walk(t, "testdata/script", func(t *testing.T, path string) {
 		s := newScript()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
