@@ -17,6 +17,7 @@ func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
 
 func TestRedisRefusal(t *testing.T) {
+	t.Parallel()
 	wrongType := replyError("WRONGTYPE Operation against a key holding the wrong kind of value")
 	for _, tc := range []struct {
 		name    string

@@ -20,6 +20,7 @@ import (
 // yields are exactly stickyAssign's; it applies whenever every free shard
 // is in a dead target.
 func TestIncrementalAssignAgrees(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 7))
 	applied, withDead := 0, 0
 	for trial := range 3000 {
@@ -129,6 +130,7 @@ func normalize2(s []string) []string {
 // (a free shard in no target, an overlap, an unreadable shard, a live
 // member without a target) goes to stickyAssign.
 func TestIncrementalAssignRefusesUnclean(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		break_ func(g *Group)

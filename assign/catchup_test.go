@@ -78,6 +78,7 @@ func (w *catchUpWorld) send(t *testing.T, req *protocol.HeartbeatRequest) Result
 // changes something else too is, and the record written carries the new
 // epoch.
 func TestCatchUpIsNotPersisted(t *testing.T) {
+	t.Parallel()
 	w := newCatchUpWorld(t)
 	stored := w.store.members["a"].Epoch
 	res := w.beat(t, w.a)
@@ -115,6 +116,7 @@ func TestCatchUpIsNotPersisted(t *testing.T) {
 // correction, answered with the stored epoch; a lower one is judged as
 // before.
 func TestForgottenEpochAfterReload(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		who       string
@@ -174,6 +176,7 @@ func TestForgottenEpochAfterReload(t *testing.T) {
 // heartbeat of its own incarnation is processed, whatever its outcome; a
 // heartbeat of another incarnation does not end it.
 func TestForgottenEpochMarkClears(t *testing.T) {
+	t.Parallel()
 	w := newCatchUpWorld(t)
 	w.beat(t, w.a)
 	w.crash(t)
@@ -215,6 +218,7 @@ func TestForgottenEpochMarkClears(t *testing.T) {
 // in docs/protocol.md §6.1 step 5); [Restore] makes every member lenient,
 // also on a group the caller kept in memory.
 func TestRestoreUnconfirmsEpochs(t *testing.T) {
+	t.Parallel()
 	w := newCatchUpWorld(t)
 	m := w.g.Members["a"]
 	if m.Epoch >= w.g.AssignmentEpoch {
@@ -239,6 +243,7 @@ func TestRestoreUnconfirmsEpochs(t *testing.T) {
 // (INVALID_REQUEST), also after the Restore its actor runs on start; a
 // group decoded from the store corrects the member instead.
 func TestCreatedGroupRefusesFutureEpochs(t *testing.T) {
+	t.Parallel()
 	w := newCatchUpWorld(t)
 	w.beat(t, w.a)
 	Restore(w.g, w.now, w.cfg)

@@ -13,6 +13,7 @@ import (
 // with two members: SYNC_METADATA, then REVOKE_PENDING while the other
 // member has not synced, then OK once everyone has.
 func TestCorrectionRound(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 6, "a", "b")
 	a, b := cs[0], cs[1]
 	v := g.MetadataVersion
@@ -63,6 +64,7 @@ func TestCorrectionRound(t *testing.T) {
 // than its target is not told to start the rest, and a joiner starts
 // nothing either.
 func TestCorrectionStartsNothing(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 6, "a", "b")
 	a := cs[0]
 	a.sim.version += 3
@@ -90,6 +92,7 @@ func TestCorrectionStartsNothing(t *testing.T) {
 // version worth correcting. (b's join is the bump a missed: a version
 // below a's own join would be an earlier process's.)
 func TestCorrectionIgnoresStaleAndJoins(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 4, "a", "b")
 	cs[0].sim.version--
 	if r := cs[0].beat(now.Add(time.Second)).Response; r.Status != protocol.StatusOK || g.CorrectionOpen {
@@ -108,6 +111,7 @@ func TestCorrectionIgnoresStaleAndJoins(t *testing.T) {
 // d). No shard is ever read by two members and the group converges; after
 // losing one version no known member is fenced.
 func TestStoreWentBack(t *testing.T) {
+	t.Parallel()
 	for _, versions := range []int64{1, 2} {
 		t.Run(fmt.Sprintf("%d versions", versions), func(t *testing.T) {
 			cfg := testConfig()
@@ -185,6 +189,7 @@ func checkReaders(t *testing.T, cs []*client) {
 // let go of 2 (not fenced for reporting it), b is not given 2 while a still
 // holds it, and the round stays open until a has released it.
 func TestCorrectionLostHandOff(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 4, "a", "b")
 	a, b := cs[0], cs[1]
 	v := g.MetadataVersion
@@ -232,6 +237,7 @@ func TestCorrectionLostHandOff(t *testing.T) {
 // TestAbsurdVersionRefused: a reported version no coordinator could have
 // issued is refused rather than moving the group's version to the limit.
 func TestAbsurdVersionRefused(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 2, "a")
 	v := g.MetadataVersion
 	cs[0].sim.version = 1<<63 - 1
@@ -254,6 +260,7 @@ func TestAbsurdVersionRefused(t *testing.T) {
 // Open: the rule that makes this pass is not settled yet; the simulation
 // finds the same with simStoreGoesBack on.
 func TestStoreWentBackSeveralVersions(t *testing.T) {
+	t.Parallel()
 	for first := range 5 {
 		t.Run(fmt.Sprint(first), func(t *testing.T) {
 			g, cs, now := stable(t, 8, "a", "b", "c")

@@ -25,6 +25,7 @@ func cloneGroup(t *testing.T, g *Group) *Group {
 }
 
 func TestTickExpiresLiveMembers(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g, cs, now := stable(t, 6, "a", "b")
 	a, b := cs[0], cs[1]
@@ -79,6 +80,7 @@ func TestTickExpiresLiveMembers(t *testing.T) {
 // TestHeartbeatRunsMaintenance: a heartbeat arriving after another
 // member's lease expires it even when the actor's Tick is late.
 func TestHeartbeatRunsMaintenance(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 4, "a", "b")
 	now = now.Add(time.Second)
 	cs[0].beat(now)
@@ -95,6 +97,7 @@ func TestHeartbeatRunsMaintenance(t *testing.T) {
 }
 
 func TestRebalanceDeadline(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	tests := []struct {
 		name string
@@ -185,6 +188,7 @@ func TestRebalanceDeadline(t *testing.T) {
 }
 
 func TestDeadlineClearedWhenReleased(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 4, "a")
 	b := newClient(t, g, "b")
 	now = now.Add(time.Second)
@@ -200,6 +204,7 @@ func TestDeadlineClearedWhenReleased(t *testing.T) {
 }
 
 func TestLeavingReleasedAtLease(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g, _, now := stable(t, 4, "a", "b")
 	now = now.Add(time.Second)
@@ -221,6 +226,7 @@ func TestLeavingReleasedAtLease(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g, cs, now := stable(t, 4, "a", "b", "c")
 	now = now.Add(time.Second)
@@ -277,6 +283,7 @@ func TestPrune(t *testing.T) {
 }
 
 func TestRestore(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g, cs, now := stable(t, 6, "a", "b")
 	b := newClient(t, g, "c")
@@ -311,6 +318,7 @@ func TestRestore(t *testing.T) {
 
 // TestRestoreRepairs: a group whose target names a dead member is repaired.
 func TestRestoreRepairs(t *testing.T) {
+	t.Parallel()
 	g, _, now := stable(t, 4, "a")
 	g.Target["ghost"] = []int{7}
 	res := Restore(g, now, testConfig())

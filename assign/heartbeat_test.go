@@ -29,6 +29,7 @@ func stable(t *testing.T, shards int, ids ...string) (*Group, []*client, time.Ti
 }
 
 func TestJoin(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		members      []string // already settled
@@ -81,6 +82,7 @@ func TestJoin(t *testing.T) {
 }
 
 func TestJoinIgnoresReport(t *testing.T) {
+	t.Parallel()
 	g := NewGroup("orders", "billing", 2, t0)
 	req := hb("a", 0, 99, []int{7}, revokingShard(9, protocol.RevokeRevoking, 1))
 	r := Heartbeat(g, req, t0, testConfig()).Response
@@ -93,6 +95,7 @@ func TestJoinIgnoresReport(t *testing.T) {
 }
 
 func TestReplayedJoin(t *testing.T) {
+	t.Parallel()
 	g := NewGroup("orders", "billing", 4, t0)
 	cfg := testConfig()
 	first := Heartbeat(g, joinReq("a"), t0, cfg)
@@ -112,6 +115,7 @@ func TestReplayedJoin(t *testing.T) {
 }
 
 func TestDuplicateMemberRetries(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 4, "a")
 	cfg := testConfig()
 	lease := g.Members["a"].LeaseExpiresAt
@@ -150,6 +154,7 @@ func TestDuplicateMemberRetries(t *testing.T) {
 }
 
 func TestSteadyHeartbeat(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 8, "a", "b")
 	version, epoch := g.MetadataVersion, g.GroupEpoch
 	before := durable(g)
@@ -190,6 +195,7 @@ func TestSteadyHeartbeatAllocations(t *testing.T) {
 }
 
 func TestEpochRules(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	tests := []struct {
 		name string
@@ -323,6 +329,7 @@ func TestEpochRules(t *testing.T) {
 // to the newcomer c was lost, so a retries with its previous epoch and still
 // owns 2. It is processed, not fenced, and 2 stays blocked for c.
 func TestPreviousEpochAfterLostRevocation(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 6, "a", "b")
 	cfg := testConfig()
 	a := cs[0]
@@ -356,6 +363,7 @@ func TestPreviousEpochAfterLostRevocation(t *testing.T) {
 }
 
 func TestReconcileInterval(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 6, "a")
 	cfg := testConfig()
 	now = now.Add(time.Second)
@@ -379,6 +387,7 @@ func TestReconcileInterval(t *testing.T) {
 // TestHandOff walks one shard hand-off step by step: the newcomer gets
 // nothing until the holder reports the shard terminal.
 func TestHandOff(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 2, "a")
 	cfg := testConfig()
 	a := cs[0]
@@ -412,6 +421,7 @@ func TestHandOff(t *testing.T) {
 }
 
 func TestResponsesHaveNoNullArrays(t *testing.T) {
+	t.Parallel()
 	g := NewGroup("orders", "billing", 0, t0)
 	cfg := testConfig()
 	reqs := []*protocol.HeartbeatRequest{

@@ -18,6 +18,7 @@ func withInstance(req *protocol.HeartbeatRequest, inst string) *protocol.Heartbe
 // grant per asker, a replayed join answered the same, a rejoin of the same
 // incarnation freeing its shards at once.
 func TestIncarnations(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	tests := []struct {
 		name string
@@ -89,6 +90,7 @@ func TestIncarnations(t *testing.T) {
 // incarnation than the stored one is answered FENCED_MEMBER_EPOCH and
 // changes nothing; the live incarnation keeps its shards and epoch.
 func TestStaleIncarnationFencedAlone(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g := NewGroup("orders", "billing", 4, t0)
 	r := Heartbeat(g, withInstance(joinReq("a"), "new"), t0, cfg).Response
@@ -124,6 +126,7 @@ func TestStaleIncarnationFencedAlone(t *testing.T) {
 // TestBoundedCorrection: a version beyond the bounded step is refused for
 // that member alone; the group stays usable for everyone.
 func TestBoundedCorrection(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.MaxCorrectionStep = 1000
 	g, cs, now := stable(t, 4, "a", "b")
@@ -156,6 +159,7 @@ func TestBoundedCorrection(t *testing.T) {
 // TestOwnerEpochsRiseWhenShardsMove: a shard keeps its token while it stays
 // with its holder and gets a higher one each time it moves.
 func TestOwnerEpochsRiseWhenShardsMove(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 4, "a")
 	first := slices.Clone(g.OwnerEpochs)
 	b := newClient(t, g, "b")
@@ -193,6 +197,7 @@ func TestOwnerEpochsRiseWhenShardsMove(t *testing.T) {
 // reads, and b would be granted a's shards. It is answered RETRY to nobody
 // and changes nothing, before and after a restart.
 func TestLateEarlierJoinAttemptFreesNothing(t *testing.T) {
+	t.Parallel()
 	for _, restart := range []bool{false, true} {
 		t.Run(map[bool]string{false: "same process", true: "after a restart"}[restart], func(t *testing.T) {
 			g := NewGroup("orders", "billing", 4, t0)

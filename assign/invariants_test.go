@@ -9,6 +9,7 @@ import (
 )
 
 func TestCheckInvariants(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		break_ func(g *Group)
@@ -74,6 +75,7 @@ func TestCheckInvariants(t *testing.T) {
 // group at a time: the check of what changed finds every violation the full
 // check finds, as long as the broken member is named.
 func TestCheckChangedAgreesWithTheFullCheck(t *testing.T) {
+	t.Parallel()
 	breaks := []func(g *Group) string{
 		func(g *Group) string { g.Members["a"].Granted = []int{0, 1, 2, 3}; return "a" },
 		func(g *Group) string { g.Members["b"].Current = []int{3, 1}; return "b" },

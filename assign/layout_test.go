@@ -9,6 +9,7 @@ import (
 )
 
 func TestSetLayout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		count        int
@@ -56,6 +57,7 @@ func TestSetLayout(t *testing.T) {
 // TestScaleInHandOff: shards removed from the layout are revoked like any
 // moved shard, and their holders get a rebalance deadline.
 func TestScaleInHandOff(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 6, "a", "b")
 	SetLayout(g, 4, nil, now, testConfig())
 	now = now.Add(10 * time.Millisecond)

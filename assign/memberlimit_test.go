@@ -13,6 +13,7 @@ import (
 // MEMBER_LIMIT_REACHED and changes nothing, unless a terminal member can
 // make room; members already in the group are never refused by the cap.
 func TestMemberLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 3
 	tests := []struct {
 		name string

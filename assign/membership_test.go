@@ -9,6 +9,7 @@ import (
 )
 
 func TestLeave(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	draining := func(s ...int) []protocol.RevokingShard {
 		var out []protocol.RevokingShard
@@ -151,6 +152,7 @@ func TestLeave(t *testing.T) {
 // TestLeaveHandsOff: what the leaver drains stays pending for the others
 // until it reports it terminal; the rest moves at once.
 func TestLeaveHandsOff(t *testing.T) {
+	t.Parallel()
 	g, cs, now := stable(t, 6, "a", "b")
 	a, b := cs[0], cs[1]
 	a.sim.startLeave() // drains 0, 1, 2

@@ -12,6 +12,7 @@ import (
 // process (capacity, progress, its version) is not durable; what decides
 // what others are told is.
 func TestPersistOnlyForDurableChanges(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		edit    func(r *protocol.HeartbeatRequest)
@@ -56,6 +57,7 @@ func TestPersistOnlyForDurableChanges(t *testing.T) {
 // TestEventsDeterministic: same inputs, same events and state, whatever the
 // map order.
 func TestEventsDeterministic(t *testing.T) {
+	t.Parallel()
 	run := func() string {
 		g := NewGroup("orders", "billing", 5, t0)
 		for i := 0; i < 6; i++ {

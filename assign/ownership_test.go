@@ -12,6 +12,7 @@ import (
 // authority fences the member (a zombie must stop reading at once); the
 // other member is not disturbed.
 func TestOwnershipValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		edit   func(r *protocol.HeartbeatRequest)
@@ -71,6 +72,7 @@ func TestOwnershipValidation(t *testing.T) {
 // told about yet if it is in its target and nobody holds it (e.g. the
 // answer granting it was lost but the retry's answer was not).
 func TestAuthorityIncludesAssignable(t *testing.T) {
+	t.Parallel()
 	g, _, now := stable(t, 4, "a")
 	res := Heartbeat(g, joinReq("b"), now, testConfig())
 	if len(assigned(res.Response)) != 0 {

@@ -11,6 +11,7 @@ import (
 // TestResultNextNeverLate checks the Result.Next contract on a small group:
 // whatever Next says, no timer of the group fires before it.
 func TestResultNextNeverLate(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g := NewGroup("orders", "g", 4, t0)
 	res := Heartbeat(g, joinReq("a"), t0, cfg)
@@ -33,6 +34,7 @@ func TestResultNextNeverLate(t *testing.T) {
 // nothing; a join into a 1,000-member group names the joiner, the members
 // whose target gave it shards, and the group — not every member.
 func TestChangesCostWhatChanged(t *testing.T) {
+	t.Parallel()
 	g, reqs := stableGroup(t, 1000, 10_000)
 	cfg := testConfig()
 	now := t0.Add(time.Second)

@@ -1,15 +1,13 @@
 package assign
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -20,7 +18,8 @@ import (
 //	----
 //	expected output
 //
-// separated by blank lines. Commands drive a group and well-behaved clients
+// separated by blank lines, in the format of github.com/cockroachdb/datadriven
+// (lines starting with # are comments). Commands drive a group and well-behaved clients
 // on a fake clock and print every decision, so a change in behaviour shows
 // up as a readable diff. Regenerate after an intended change with
 //
@@ -51,57 +50,14 @@ import (
 //	                           group is loaded from what the calls wrote
 //	                           (part by part, as Changes name them) and
 //	                           restored; clients keep what they were told
-var rewrite = flag.Bool("rewrite", false, "rewrite testdata/script expectations")
-
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/script/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) { runScript(t, file) })
-	}
-}
-
-type scriptBlock struct{ cmd, want string }
-
-func parseScript(t *testing.T, text string) []scriptBlock {
-	var blocks []scriptBlock
-	for _, chunk := range strings.Split(strings.TrimSpace(text), "\n\n") {
-		cmd, want, ok := strings.Cut(chunk, "\n----\n")
-		if !ok {
-			cmd, want, ok = strings.Cut(chunk, "\n----")
-		}
-		if !ok {
-			t.Fatalf("block without ----: %q", chunk)
-		}
-		blocks = append(blocks, scriptBlock{strings.TrimSpace(cmd), strings.TrimSpace(want)})
-	}
-	return blocks
-}
-
-func runScript(t *testing.T, file string) {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &script{t: t, cfg: testConfig(), now: t0, clients: map[string]*client{}}
-	var out strings.Builder
-	for i, b := range parseScript(t, string(raw)) {
-		got := strings.TrimSpace(s.do(b.cmd))
-		if i > 0 {
-			out.WriteString("\n")
-		}
-		fmt.Fprintf(&out, "%s\n----\n%s\n", b.cmd, got)
-		if !*rewrite && got != b.want {
-			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", file, b.cmd, got, b.want)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t.Parallel()
+	datadriven.Walk(t, "testdata/script", func(t *testing.T, path string) {
+		s := &script{t: t, cfg: testConfig(), now: t0, clients: map[string]*client{}}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return strings.TrimSpace(s.do(d.FullCmd())) + "\n"
+		})
+	})
 }
 
 type script struct {

@@ -10,6 +10,7 @@ import (
 
 // TestSetOps checks the merge-based helpers against a map model.
 func TestSetOps(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 7))
 	gen := func() []int {
 		var s []int
@@ -70,6 +71,7 @@ func TestSetOps(t *testing.T) {
 }
 
 func TestWireHelpers(t *testing.T) {
+	t.Parallel()
 	w := protocol.Shards([]int{3, 1, 3})
 	if got := fromWire(w); !slices.Equal(got, []int{1, 3}) {
 		t.Errorf("fromWire = %v", got)

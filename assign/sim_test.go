@@ -3,8 +3,10 @@ package assign
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,17 +45,38 @@ const (
 const simStoreGoesBack = true
 
 func TestSimulation(t *testing.T) {
+	t.Parallel()
 	seeds := simSeeds
 	if testing.Short() {
 		seeds = 20
 	}
+	// The seeds are independent: each worker runs every workers-th seed
+	// with its own counts, added up once all of them finished.
 	stats := map[string]int{}
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		w := newWorld(t, seed)
-		w.stats = stats
-		if !w.run() {
-			t.Fatalf("seed %d failed", seed)
+	var mu sync.Mutex
+	workers := runtime.GOMAXPROCS(0)
+	t.Run("seeds", func(t *testing.T) {
+		for worker := range workers {
+			t.Run(fmt.Sprint(worker), func(t *testing.T) {
+				t.Parallel()
+				local := map[string]int{}
+				for seed := uint64(worker + 1); seed <= uint64(seeds); seed += uint64(workers) {
+					w := newWorld(t, seed)
+					w.stats = local
+					if !w.run() {
+						t.Fatalf("seed %d failed", seed)
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for k, v := range local {
+					stats[k] += v
+				}
+			})
 		}
+	})
+	if t.Failed() {
+		return
 	}
 	t.Logf("coverage over %d seeds: %v", seeds, stats)
 	if simStoreGoesBack && stats["store-went-back"] == 0 && !testing.Short() {
@@ -219,200 +242,6 @@ func (w *world) run() bool {
 	return !w.failed
 }
 
-// chaos applies one random event.
-func (w *world) chaos() {
-	switch w.rng.IntN(16) {
-	case 0, 1:
-		if len(w.procs) < 10 {
-			w.join()
-		}
-	case 2:
-		if p := w.pick(func(p *proc) bool { return p.up && !p.leaving && p.epoch > 0 }); p != nil {
-			p.jvm = w.rng.IntN(2) == 0
-			p.stuck = p.jvm
-			if w.rng.IntN(3) == 0 {
-				// It finished its in-flight work first: the leave
-				// lists nothing.
-				p.drop()
-			}
-			p.startLeave()
-			p.due = w.now
-			w.logf("%s leaves (jvm %v)", p.id, p.jvm)
-			w.count(map[bool]string{true: "leave-jvm", false: "leave"}[p.jvm])
-		}
-	case 3:
-		if p := w.pick(func(p *proc) bool { return p.up }); p != nil {
-			p.up = false
-			p.drop()
-			w.logf("%s crashes", p.id)
-			w.count("crash")
-		}
-	case 4:
-		if p := w.pick(func(p *proc) bool { return p.up && !p.leaving }); p != nil {
-			p.up = false
-			p.hung = true
-			w.logf("%s hangs holding %v", p.id, p.reading())
-			w.count("hang")
-		}
-	case 5:
-		// Only a dead process restarts: a hung one may still be reading,
-		// and two live processes under one id is a misconfiguration no
-		// coordinator can make safe.
-		if p := w.pick(func(p *proc) bool {
-			return !p.up && !p.dup && len(p.reading()) == 0 && len(p.revoking) == 0 && !w.anyUp(p.id)
-		}); p != nil {
-			w.procs[p.id] = w.newProc(p.id)
-			w.logf("%s restarts", p.id)
-			w.count("restart")
-		}
-	case 6:
-		if p := w.pick(func(p *proc) bool { return p.up }); p != nil {
-			p.loseNext = true
-			w.count("lost")
-		}
-	case 7, 8:
-		w.layout()
-	case 9:
-		// A second process with a live member's id (two pods with one
-		// name): it must get RETRY, never a grant, while the first lives.
-		if p := w.pick(func(p *proc) bool { return p.up && !p.dup && !p.leaving && p.epoch > 0 }); p != nil {
-			d := w.newProc(p.id)
-			d.dup, d.retries, d.timely = true, 20, false
-			if p.instance == "" && d.instance == "" {
-				// Two reference clients under one id are told apart on
-				// joins (requestId) but not on a leave: one's leave would
-				// end the other's membership. Not modelled (see
-				// docs/protocol-notes.md).
-				d.instance = fmt.Sprintf("inst-%d", w.incarnations)
-			}
-			key := fmt.Sprintf("%s#%d", p.id, w.incarnations)
-			w.procs[key] = d
-			w.logf("%s: a second process %s starts (instance %q)", p.id, key, d.instance)
-			w.count("duplicate-process")
-		}
-	case 10:
-		// Alive but slow to release: revocations never finish, so the
-		// member is fenced at its deadline, and its shards must stay
-		// unread by others until it rejoins or its lease lapses.
-		if p := w.pick(func(p *proc) bool { return p.up && !p.leaving && !p.dup && !p.stuck }); p != nil {
-			p.stuck, p.timely = true, false
-			w.logf("%s stops releasing shards", p.id)
-			w.count("slow-release")
-		}
-	case 11:
-		// A member that never hears an answer for a while.
-		if p := w.pick(func(p *proc) bool { return p.up && !p.leaving && !p.dup && p.deaf == 0 }); p != nil {
-			p.deaf, p.timely = 3+w.rng.IntN(20), false
-			w.logf("%s hears no answer for %d heartbeats", p.id, p.deaf)
-			w.count("deaf")
-		}
-	case 12:
-		w.coordinatorRestart()
-	case 13:
-		// A request held up in the network, retried, and delivered late
-		// (deliverLate).
-		if p := w.pick(func(p *proc) bool { return p.up && !p.delayNext }); p != nil {
-			p.delayNext = true
-			w.count("delayed")
-		}
-	case 14:
-		if simStoreGoesBack {
-			w.storeWentBack()
-		}
-	case 15:
-		// A copy of a heartbeat that was delivered and answered, delivered
-		// a second time, late (a network that duplicates). It carries the
-		// metadata version its sender had then, whatever the coordinator
-		// has issued since. Joins are copied too: an earlier join attempt
-		// of the same instanceId, decided after a coordinator restart
-		// forgot the last requestSeq, must not rejoin the member (its
-		// durable JoinSeq refuses it).
-		if p := w.pick(func(p *proc) bool { return len(p.sent) > 0 }); p != nil {
-			q := *p.sent[w.rng.IntN(len(p.sent))]
-			at := w.now.Add(time.Duration(1+w.rng.IntN(5000)) * time.Millisecond)
-			w.network = append(w.network, late{key: p.id, req: &q, at: at})
-			// Decided, an old epoch's copy may fence its member (a known
-			// cost of a late copy, docs/protocol.md §9.2).
-			p.timely = false
-			w.logf("%s: a copy of request %s e%d v%d owns %v delivered again at +%s", p.id, q.RequestID, q.MemberEpoch,
-				q.MetadataVersion, q.OwnedShards, at.Sub(t0))
-			w.count("duplicated")
-		}
-	}
-}
-
-// storeWentBack restarts the coordinator on a store that lost its last
-// writes (a restore from an older snapshot, a lost write-ahead-log tail):
-// the group is loaded from one of the last snapshots and restored. The
-// processes carry on with what they were answered, possibly versions and
-// epochs the loaded group never issued, and requests still in the network
-// carry them too.
-func (w *world) storeWentBack() {
-	if len(w.snaps) < 2 {
-		return
-	}
-	// Serving stopped for at least a member lease: every process failed
-	// closed. (A restart on a store that went back that is served again
-	// sooner is not covered: a process the lost writes let read, that has
-	// not reported since, reads what the loaded group may grant at once.)
-	w.now = w.now.Add(w.cfg.MemberLease)
-	for _, p := range w.procs {
-		if len(p.owned)+len(p.revoking) > 0 {
-			p.drop()
-		}
-	}
-	back := 1 + w.rng.IntN(len(w.snaps)-1)
-	snap := w.snaps[len(w.snaps)-1-back]
-	w.snaps = w.snaps[:len(w.snaps)-back]
-	w.store = snap.clone()
-	w.g = w.store.load()
-	w.durable = durableButEpochs(w.g)
-	// What the history checks remember went back with the store.
-	w.groupEpoch, w.assignmentEpoch, w.version = w.g.GroupEpoch, w.g.AssignmentEpoch, w.g.MetadataVersion
-	w.epochs = map[string]int64{}
-	for id, m := range w.g.Members {
-		w.epochs[id] = m.Epoch
-	}
-	// A process the lost writes answered may be fenced or forgotten now:
-	// that is the price of a store that went back, not a fault.
-	for _, p := range w.procs {
-		p.timely = false
-	}
-	w.wentBack = w.now
-	w.logf("the store went back %d writes, to version %d", back, w.g.MetadataVersion)
-	w.count("store-went-back")
-	w.call("restore", func() Result { return Restore(w.g, w.now, w.cfg) })
-}
-
-// murky reports whether the group may not know all that the processes
-// read: a store went back, and its correction round is still open or the
-// lease of what the lost writes answered may not have lapsed yet.
-func (w *world) murky() bool {
-	return !w.wentBack.IsZero() && (w.g.CorrectionOpen || w.now.Before(w.wentBack.Add(2*w.cfg.MemberLease)))
-}
-
-// coordinatorRestart kills the coordinator between two calls and starts it
-// again on what it wrote: the group is loaded from the store and restored.
-// What no call listed in its Changes is lost, the epoch catch-ups first;
-// the processes carry on with what they were answered, and must never be
-// refused or fenced for an epoch the coordinator answered and forgot.
-func (w *world) coordinatorRestart() {
-	w.g = w.store.load()
-	w.durable = durableButEpochs(w.g)
-	// Member epochs restart from the stored ones (the stored ones never go
-	// back: simStore.write checks).
-	w.epochs = map[string]int64{}
-	for id, m := range w.g.Members {
-		w.epochs[id] = m.Epoch
-	}
-	// Requests held up in the network stay there: a proxy or the cluster
-	// front may hand them to the next coordinator, which knows no
-	// requestSeq of any member.
-	w.logf("coordinator restarts from the store")
-	w.count("coordinator-restart")
-	w.call("restore", func() Result { return Restore(w.g, w.now, w.cfg) })
-}
-
 // newProc starts a process for member id: a fresh incarnation with its
 // own instanceId, or none (a reference client) one time in three.
 func (w *world) newProc(id string) *proc {
@@ -480,29 +309,6 @@ func sortedProcs(ps map[string]*proc) []string {
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-func (w *world) layout() {
-	g := w.g
-	count, draining := g.ShardCount, slices.Clone(g.DrainingShards)
-	switch w.rng.IntN(3) {
-	case 0: // grow
-		count += 1 + w.rng.IntN(4)
-	case 1: // shrink: removed shards keep draining
-		k := min(count, 1+w.rng.IntN(4))
-		for s := count - k; s < count; s++ {
-			draining = append(draining, s)
-		}
-		count -= k
-	case 2: // the drain finished
-		draining = nil
-	}
-	if count > 24 {
-		count = 24
-	}
-	w.logf("layout %d+%v", count, slices.Clone(draining))
-	w.count("layout")
-	w.call("layout", func() Result { return SetLayout(g, count, draining, w.now, w.cfg) })
 }
 
 // call runs one package call, checking Persist honesty and epochs, and
@@ -767,153 +573,6 @@ func (w *world) deliverLate(l late) {
 	w.logf("%s: late request %s e%d owns %v revoking %v → %s e%d assigned %v (to nobody)", req.MemberID, req.RequestID,
 		req.MemberEpoch, req.OwnedShards, req.RevokingShards, r.Status, r.MemberEpoch, r.Assignment.AssignedShards)
 	w.count("late-delivered")
-}
-
-func checkNoNullsQuiet(w *world, r protocol.HeartbeatResponse) {
-	if r.Assignment.AssignedShards == nil || r.Assignment.PendingShards == nil {
-		w.fail("nil array in %+v", r)
-	}
-}
-
-func (w *world) checkEpochs() {
-	g := w.g
-	if g.GroupEpoch < w.groupEpoch || g.AssignmentEpoch < w.assignmentEpoch || g.MetadataVersion < w.version {
-		w.fail("epochs went back: %d/%d/%d after %d/%d/%d", g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion,
-			w.groupEpoch, w.assignmentEpoch, w.version)
-	}
-	w.groupEpoch, w.assignmentEpoch, w.version = g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion
-	for id := range w.epochs {
-		if g.Members[id] == nil {
-			delete(w.epochs, id) // pruned: a new member may start over
-		}
-	}
-	for id, m := range g.Members {
-		if m.Epoch < w.epochs[id] {
-			w.fail("member %s epoch went back from %d to %d", id, w.epochs[id], m.Epoch)
-		}
-		w.epochs[id] = m.Epoch
-	}
-}
-
-// check runs the safety checks after every call.
-func (w *world) check() {
-	g := w.g
-	murky := w.murky()
-	if v := CheckInvariants(g); len(v) > 0 && !murky {
-		w.fail("invariants: %v", v)
-	}
-	if d := indexMismatch(g); d != "" {
-		w.fail("index: %s", d)
-	}
-	reader := map[int]string{}
-	for _, id := range sortedProcs(w.procs) {
-		p := w.procs[id]
-		reading := p.reading()
-		for _, s := range reading {
-			if o, ok := reader[s]; ok {
-				w.fail("shard %d read by %s and %s at once", s, o, id)
-			}
-			reader[s] = id
-		}
-		if len(reading) == 0 || murky {
-			continue
-		}
-		m := g.Members[p.id]
-		if m == nil {
-			w.fail("%s reads %v but the group does not know it", id, reading)
-			continue
-		}
-		if !subset(reading, union(union(m.Current, m.Revoking), m.Granted)) {
-			w.fail("%s reads %v beyond what the group knows it holds (%v %v %v)", id, reading, m.Current, m.Revoking, m.Granted)
-		}
-	}
-	for id, m := range g.Members {
-		for _, s := range m.Granted {
-			if o, ok := reader[s]; ok && w.procs[o].id != id && !murky {
-				w.fail("shard %d granted to %s while %s reads it", s, id, o)
-			}
-		}
-	}
-}
-
-// converge stops the chaos and lets everything settle: leavers drain, hung
-// processes' leases end and they expire, survivors reach a fixed point.
-func (w *world) converge() {
-	start := w.now
-	for i := 0; i < 20000 && !w.failed; i++ {
-		if w.now.Sub(start) > w.cfg.MemberLease+10*time.Second && w.settled() {
-			break
-		}
-		if w.now.Sub(start) > 5*time.Minute {
-			w.fail("no convergence after 5 minutes")
-			return
-		}
-		w.step()
-	}
-	if w.failed {
-		return
-	}
-	if !w.settled() {
-		w.fail("not settled")
-		return
-	}
-	g := w.g
-	ups := map[string]bool{}
-	for _, p := range w.procs {
-		if p.up {
-			ups[p.id] = true
-		}
-	}
-	live := len(ups)
-	if g.LiveMembers() != live {
-		w.fail("%d live members in the group, %d processes up", g.LiveMembers(), live)
-	}
-	if live == 0 {
-		if g.State != protocol.GroupEmpty {
-			w.fail("state %s without members", g.State)
-		}
-		return
-	}
-	lo, hi, total := 1<<30, -1, 0
-	for _, t := range g.Target {
-		lo, hi, total = min(lo, len(t)), max(hi, len(t)), total+len(t)
-	}
-	if hi-lo > 1 {
-		w.fail("spread %d after convergence", hi-lo)
-	}
-	if total != len(readableShards(g)) {
-		w.fail("%d of %d readable shards assigned", total, len(readableShards(g)))
-	}
-}
-
-// settled: the group is STABLE, every process up reads exactly its target
-// and nothing else is held anywhere.
-func (w *world) settled() bool {
-	g := w.g
-	if g.LiveMembers() > 0 && g.State != protocol.GroupStable {
-		return false
-	}
-	for _, p := range w.procs {
-		if p.up && (p.leaving || len(p.revoking) > 0 || !equalSets(p.owned, g.Target[p.id])) {
-			return false
-		}
-		if m := g.Members[p.id]; p.up && (m == nil || !m.State.Live()) {
-			return false // still waiting to rejoin
-		}
-		if !p.up && len(p.reading())+len(p.revoking) > 0 {
-			return false
-		}
-	}
-	for id, m := range g.Members {
-		up := false
-		for _, p := range w.procsOf(id) {
-			up = up || p.up
-		}
-		if m.State.Live() && !up {
-			return false
-		}
-	}
-	return true
 }
 
 // joinIntoStable checks that a join into a stable group moves at most the

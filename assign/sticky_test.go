@@ -168,6 +168,7 @@ func checkAssignment(members []string, readable []int, got map[string][]int) err
 }
 
 func TestStickyExamples(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		members  []string
@@ -209,6 +210,7 @@ func TestStickyExamples(t *testing.T) {
 // on random inputs: same balance, same number of hand-offs, and that number
 // is the minimum.
 func TestStickyMatchesSlow(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 500; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		n := rng.IntN(9)
@@ -289,6 +291,7 @@ func BenchmarkStickyAssign(b *testing.B) {
 // TestStickyLargeIsFast keeps the 100,000 × 10,000 case honest in every test
 // run: a quadratic assignor would take minutes here.
 func TestStickyLargeIsFast(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("large")
 	}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", protocol.MaxTextLength+1)
 	tests := []struct {
 		name   string
@@ -79,6 +80,7 @@ func TestValidate(t *testing.T) {
 // of an accepted heartbeat are cut to protocol.MaxTextLength bytes at a
 // character boundary; shorter ones are kept as sent.
 func TestValidateClipsDisplayTexts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, text string
 		want       int // bytes kept
@@ -121,6 +123,7 @@ func TestValidateAllocatesNothing(t *testing.T) {
 }
 
 func TestValidateNilRequest(t *testing.T) {
+	t.Parallel()
 	if r := Validate(nil, "m-1"); r.Status != protocol.StatusInvalidRequest {
 		t.Fatalf("nil request: %+v", r)
 	}
@@ -164,6 +167,7 @@ func checkNoNulls(t *testing.T, v any) {
 // TestRefusalAnswers: every refusal answers with the request's epoch, the
 // configured intervals and no null array, and says why when told.
 func TestRefusalAnswers(t *testing.T) {
+	t.Parallel()
 	req := hb("m-1", 5, 9, []int{1})
 	cfg := Config{HeartbeatInterval: 1500 * time.Millisecond}
 	for _, tc := range []struct {

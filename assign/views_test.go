@@ -9,6 +9,7 @@ import (
 )
 
 func TestViews(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g, cs, now := stable(t, 4, "b", "a")
 	g.ActiveMigration = &protocol.Migration{ReshardingID: "r1", FromShardCount: 4, ToShardCount: 6, State: protocol.MigrationActive}
@@ -78,6 +79,7 @@ func TestViews(t *testing.T) {
 func itoa(i int) string { return protocol.StreamKey("", i)[1:] }
 
 func TestViewsOfEmptyGroupHaveNoNulls(t *testing.T) {
+	t.Parallel()
 	g := NewGroup("orders", "billing", 0, t0)
 	checkNoNulls(t, g.Summary())
 	checkNoNulls(t, protocol.MembersResponse{Members: g.MemberViews(Config{})})
@@ -94,6 +96,7 @@ func TestViewsOfEmptyGroupHaveNoNulls(t *testing.T) {
 // TestViewsHaveNoNullsWithMembers: member arrays are [] when empty, even for
 // a member that never reported anything.
 func TestViewsHaveNoNullsWithMembers(t *testing.T) {
+	t.Parallel()
 	g := NewGroup("orders", "billing", 0, t0)
 	Heartbeat(g, joinReq("a"), t0, testConfig())
 	for _, m := range g.MemberViews(Config{}) {

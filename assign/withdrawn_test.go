@@ -21,6 +21,7 @@ func reference(req *protocol.HeartbeatRequest) *protocol.HeartbeatRequest {
 // reads: it must free none of c's shards. The member's next reports, at the
 // version of the answer that took them away, release them.
 func TestLateReportFreesNothingItsMemberReads(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		lateOwned []int
@@ -82,6 +83,7 @@ func TestLateReportFreesNothingItsMemberReads(t *testing.T) {
 // shard an answer took away frees it only when it carries that answer's
 // version or a later one.
 func TestReleaseNeedsTheVersionThatTookTheShard(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g, _, now := stable(t, 4, "a")
 	a := g.Members["a"]
@@ -119,6 +121,7 @@ func TestReleaseNeedsTheVersionThatTookTheShard(t *testing.T) {
 // than the rejoin: decided, it would end the new process's membership and
 // free what it reads, for b to take.
 func TestLateLeaveOfAnEarlierProcess(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// crash: the coordinator restarts from its store before the late
@@ -175,6 +178,7 @@ func TestLateLeaveOfAnEarlierProcess(t *testing.T) {
 // still holds withdrawn must be exactly what it holds (the invariants the
 // actor audits, and a record loaded later, depend on it).
 func TestWithdrawnStaysExactAfterAFence(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	g, _, now := stable(t, 4, "a")
 	a := g.Members["a"]
@@ -219,6 +223,7 @@ func TestWithdrawnStaysExactAfterAFence(t *testing.T) {
 // its lease lapses. It is an earlier incarnation's: the caller alone is
 // answered FENCED_MEMBER_EPOCH, the member is untouched.
 func TestLateHeartbeatOfAnEarlierProcess(t *testing.T) {
+	t.Parallel()
 	g, a, b, now := referencePair(t)
 	late := a.sim.request()
 	late.RequestID = "held-up"

@@ -190,6 +190,9 @@ func (c *core) ListAudit(ctx context.Context, q AuditQuery) (out []AuditRecord, 
 			return newErr(ErrCorrupt, "key %q in the audit space", k)
 		}
 		rec := decodeAuditValue(v, seq)
+		if rec.Err != nil {
+			c.noteAuditDamage(rec.Err)
+		}
 		if q.StreamPrefix != "" && (rec.Err != nil || rec.Entry.StreamPrefix != q.StreamPrefix) {
 			return nil
 		}
@@ -200,6 +203,9 @@ func (c *core) ListAudit(ctx context.Context, q AuditQuery) (out []AuditRecord, 
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStopScan) {
+		if errors.Is(err, ErrCorrupt) {
+			c.noteAuditDamage(err)
+		}
 		return nil, opErr("list audit", err)
 	}
 	return out, nil
@@ -244,7 +250,10 @@ func (c *core) PruneAudit(ctx context.Context, retention AuditRetention, now tim
 		drop := dropping || retention.MaxBytes > 0 && kept+size > retention.MaxBytes
 		if !drop && retention.MaxAge > 0 {
 			seq, _ := parseAuditKey(k)
-			if rec := decodeAuditValue(v, seq); rec.Err == nil && rec.Entry.Time.Before(cutoff) {
+			switch rec := decodeAuditValue(v, seq); {
+			case rec.Err != nil:
+				c.noteAuditDamage(rec.Err)
+			case rec.Entry.Time.Before(cutoff):
 				drop = true
 			}
 		}
@@ -257,6 +266,9 @@ func (c *core) PruneAudit(ctx context.Context, retention AuditRetention, now tim
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			c.noteAuditDamage(err)
+		}
 		return 0, opErr("prune audit", err)
 	}
 	limits := c.kv.limits()

@@ -7,6 +7,7 @@ import (
 )
 
 func TestPruneAudit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name      string

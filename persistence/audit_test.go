@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,7 +151,13 @@ func testAuditCorruptEntryListed(t *testing.T, e engine) {
 		t.Fatal(err)
 	}
 	putRaw(t, s, auditKey(b), frame(kindAudit, b+1000, payload))
+	if degraded, reason := s.Health(); degraded {
+		t.Fatalf("health before the damage was read: degraded (%s)", reason)
+	}
 	recs := mustList(t, s, AuditQuery{Limit: 10})
+	if degraded, reason := s.Health(); !degraded || !strings.Contains(reason, "audit") {
+		t.Fatalf("health after listing damaged audit entries: degraded %v (%q), want degraded naming the audit log", degraded, reason)
+	}
 	if len(recs) != 2 || !errors.Is(recs[0].Err, ErrCorrupt) || recs[0].Seq != b ||
 		!errors.Is(recs[1].Err, ErrCorrupt) || recs[1].Seq != a {
 		t.Fatalf("records %+v, want both entries listed with ErrCorrupt", recs)

@@ -99,6 +99,7 @@ var contractCases = []struct {
 }
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
 			for _, c := range contractCases {

@@ -28,7 +28,7 @@ type stripe struct {
 	// (Pebble's lock file keeps other processes out). Guarded by mu.
 	revisions map[string]uint64
 	// staged marks group keys whose last load found committed staged
-	// writes not yet applied (see groups.go). Guarded by mu.
+	// writes not yet applied (see group_staged.go). Guarded by mu.
 	staged map[string]bool
 }
 
@@ -64,6 +64,13 @@ type core struct {
 
 	// failed holds the write error that made the store's contents unknown.
 	failed atomic.Pointer[error]
+
+	// walLoss says why the store opened without acknowledged writes
+	// (Options.AcceptWALLoss); set before the store is returned, then
+	// only read. See walloss.go.
+	walLoss string
+	// auditDamage says which audit entry was found not to decode.
+	auditDamage atomic.Pointer[string]
 
 	// revision is the highest revision handed out or found at open.
 	revision atomic.Uint64
@@ -188,6 +195,11 @@ func (c *core) tryRecover(ctx context.Context) (ok bool) {
 // reopen, holding life; a reopen that takes longer goes on in the
 // background and a later attempt takes its result.
 const openWait = time.Second
+
+// closeReopenWait bounds how long Close waits for a reopen still running:
+// Pebble's open waits for ever while the disk refuses tables, and the
+// serve command gives up on closing after 10 s.
+const closeReopenWait = 5 * time.Second
 
 // reopenResult is what a reopen gave.
 type reopenResult struct {
@@ -456,12 +468,22 @@ func (c *core) Close() (err error) {
 	}
 	c.closed = true
 	if ch := c.opening; ch != nil {
-		// An engine still reopening is closed once it opened.
-		go func() {
-			if r := <-ch; r.kv != nil {
+		// An engine still reopening is closed once it opened: here if
+		// that takes at most closeReopenWait (it holds the directory, and
+		// the next open in this process must find it free), else later.
+		closeReopened := func(r reopenResult) {
+			if r.kv != nil {
 				_ = r.kv.close()
 			}
-		}()
+		}
+		timer := time.NewTimer(closeReopenWait)
+		select {
+		case r := <-ch:
+			closeReopened(r)
+		case <-timer.C:
+			go func() { closeReopened(<-ch) }()
+		}
+		timer.Stop()
 	}
 	if c.kvClosed {
 		return nil

@@ -195,23 +195,24 @@ func writeFloorFile(dir string, rev uint64) error {
 // one it held at its last clean close: acknowledged writes went missing
 // (a damaged write-ahead log, which Pebble may read up to the damage and
 // take for a clean end).
-func checkFloor(dir string, recovered uint64) error {
+// It returns the floor it read.
+func checkFloor(dir string, recovered uint64) (uint64, error) {
 	b, err := os.ReadFile(filepath.Join(dir, floorFileName))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	floor, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil {
-		return newErr(ErrCorrupt, "%s holds %q", floorFileName, strings.TrimSpace(string(b)))
+		return 0, newErr(ErrCorrupt, "%s holds %q", floorFileName, strings.TrimSpace(string(b)))
 	}
 	if recovered < floor {
-		return newErr(ErrCorrupt, "the store reads back revisions up to %d, but it held revision %d when it was last closed: "+
+		return floor, newErr(ErrCorrupt, "the store reads back revisions up to %d, but it held revision %d when it was last closed: "+
 			"acknowledged writes are missing (a damaged write-ahead log or table); restore the directory from a backup", recovered, floor)
 	}
-	return nil
+	return floor, nil
 }
 
 // probeDisk writes and syncs a small file in dir through fs and removes it:

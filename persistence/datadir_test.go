@@ -18,6 +18,7 @@ import (
 // TestDataDirIsPrivate: a new data directory is 0700 with 0600 files, and
 // an existing one written with laxer modes is tightened at open.
 func TestDataDirIsPrivate(t *testing.T) {
+	t.Parallel()
 	check := func(dir string) {
 		t.Helper()
 		fi, err := os.Stat(dir)
@@ -73,6 +74,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 // TestSecondOpenNamesTheHolder: a second open of a held directory says
 // which process holds it.
 func TestSecondOpenNamesTheHolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openTestPebble(t, dir)
 	_, err := OpenPebble(dir, Options{Logger: testLogger(t)})
@@ -99,6 +101,7 @@ func TestSecondOpenNamesTheHolder(t *testing.T) {
 // write-ahead log has flipped bytes before its end are refused with
 // ErrCorrupt, not opened with data missing.
 func TestOpenRefusesADirThatLostState(t *testing.T) {
+	t.Parallel()
 	write := func(t *testing.T, flush bool) string {
 		dir := t.TempDir()
 		s := openTestPebble(t, dir)
@@ -163,10 +166,13 @@ func TestOpenRefusesADirThatLostState(t *testing.T) {
 // fails with ENOSPC), saves fail and the store refuses calls; once space is
 // back, the store serves again by itself with the last durable state.
 func TestDiskFullRecovers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fault := &walFault{kinds: []errorfs.OpKind{errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpCreate},
 		err: syscall.ENOSPC, allFiles: true}
-	s, err := OpenPebble(dir, Options{Logger: testLogger(t), fs: errorfs.Wrap(vfs.Default, fault), RecoverInterval: 50 * time.Millisecond})
+	// Every call is a recovery attempt (RecoverInterval 1 ns), so the test
+	// waits on attempts, not on time.
+	s, err := OpenPebble(dir, Options{Logger: testLogger(t), fs: errorfs.Wrap(vfs.Default, fault), RecoverInterval: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,19 +185,12 @@ func TestDiskFullRecovers(t *testing.T) {
 		if _, err := s.SaveGroup(ctx, g, nil, rev); !errors.Is(err, ErrFailed) {
 			t.Fatalf("save %d on a full disk: %v; want ErrFailed", i, err)
 		}
-		time.Sleep(60 * time.Millisecond)
 	}
 	if err := s.Err(ctx); !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("Err on a full disk: %v", err)
 	}
 	fault.armed.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Err(ctx) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery after space came back: %v", s.Err(ctx))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitRecovered(t, s)
 	rec := mustLoadGroup(t, s, "orders", "g")
 	if rec.Revision != rev || rec.Group.GroupEpoch != 42 {
 		t.Fatalf("after recovery: revision %d epoch %d; want %d, 42", rec.Revision, rec.Group.GroupEpoch, rev)

@@ -16,7 +16,7 @@
 //   - The audit log: append-only entries of admin mutations, keyed by a
 //     sequence that is a store revision, listed newest first.
 //   - The on-disk format: key layout (keys.go), the checksummed envelope and
-//     the versioned record types (encoding.go, groups.go), the rule that old
+//     the versioned record types (encoding.go, group_codec.go), the rule that old
 //     code refuses new data, and the migration of older data at open
 //     (open.go).
 //   - The storage-engine seam (kv.go): every engine behind one small
@@ -61,7 +61,11 @@
 //   - A data directory is 0700 with 0600 files; a pid file beside Pebble's
 //     lock names the process that holds it; a directory that visibly lost
 //     acknowledged state (tables without their manifest marker, fewer
-//     revisions than at its last clean close) is refused at open.
+//     revisions than at its last clean close, a write-ahead log damaged
+//     before its last record or missing) is refused at open. With
+//     Options.AcceptWALLoss a damaged or missing log opens without the
+//     lost writes and the store reports itself degraded ([Store.Health])
+//     until a clean open without the option (walloss.go).
 //   - The revision check and the write are one step per record: of writers
 //     racing with the same expected revision exactly one wins.
 //   - Revisions grow: each write gets a revision above every revision stored

@@ -64,6 +64,7 @@ func bytesIndex(t *testing.T, v []byte, s string) int {
 // read them. Run with -rewrite after a deliberate change. The schema-1
 // group record is no longer written; it is only decoded.
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	stream, err := encodeStream(richStream("orders"))
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +124,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestEncodingIsDeterministic(t *testing.T) {
+	t.Parallel()
 	first := mustPayload(t, richGroup("orders", "g"))
 	for range 20 { // map iteration order differs between runs
 		if again := mustPayload(t, richGroup("orders", "g")); !bytes.Equal(again, first) {
@@ -133,6 +135,7 @@ func TestEncodingIsDeterministic(t *testing.T) {
 
 // TestEveryBitFlipIsCorrupt: the checksum covers the whole value.
 func TestEveryBitFlipIsCorrupt(t *testing.T) {
+	t.Parallel()
 	v := frame(kindGroup, 1234, mustPayload(t, richGroup("orders", "g")))
 	if _, err := unframe(v, kindGroup); err != nil {
 		t.Fatalf("intact value: %v", err)
@@ -150,6 +153,7 @@ func TestEveryBitFlipIsCorrupt(t *testing.T) {
 
 // TestDecodeCleans: what a checksum cannot vouch for is cleaned on the way in.
 func TestDecodeCleans(t *testing.T) {
+	t.Parallel()
 	payload := `{"streamPrefix":"orders","name":"g","state":"STABLE","groupEpoch":3,"assignmentEpoch":3,
 		"metadataVersion":2,"shardCount":4,"drainingShards":null,
 		"members":[
@@ -206,6 +210,7 @@ func TestDecodeCleans(t *testing.T) {
 
 // TestEncodeNormalises: what a caller hands in unclean is stored clean.
 func TestEncodeNormalises(t *testing.T) {
+	t.Parallel()
 	g := &assign.Group{
 		StreamPrefix: "orders", Name: "g", DrainingShards: []int{5, 4, 5},
 		Members: map[string]*assign.Member{"a": {ID: "a", Current: []int{2, 1}, JoinedAt: time.Date(2026, 11, 29, 11, 0, 0, 0, cet)}},
@@ -225,6 +230,7 @@ func TestEncodeNormalises(t *testing.T) {
 }
 
 func TestDecodeRefuses(t *testing.T) {
+	t.Parallel()
 	group := func(members string) string {
 		return `{"streamPrefix":"orders","name":"g","state":"","groupEpoch":0,"assignmentEpoch":0,
 			"metadataVersion":0,"shardCount":0,"drainingShards":[],"members":` + members + `,"target":{},"correctionOpen":false}`
@@ -290,6 +296,7 @@ func TestDecodeRefuses(t *testing.T) {
 // TestParseFrame: the envelope's own shape is read without the JSON
 // decoder, and any other shape falls back to it with the same result.
 func TestParseFrame(t *testing.T) {
+	t.Parallel()
 	payload := []byte(`{"a":[1,2],"b":"}"}`)
 	for _, schema := range []int{1, 2} {
 		for _, rev := range []uint64{1, 9, 1 << 40, 1<<64 - 1} {

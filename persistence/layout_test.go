@@ -60,6 +60,7 @@ func v1BigGroup() *assign.Group {
 // there, rewritten in the per-key layout, and keeps working across writes
 // and reopens.
 func TestMigratesSchema1DataDir(t *testing.T) {
+	t.Parallel()
 	dir := copyDir(t, filepath.Join("testdata", "v1-datadir"))
 	s := openTestPebble(t, dir)
 
@@ -154,6 +155,7 @@ func bigGroup(members, shardsEach int) *assign.Group {
 // group record and the joiner, under 4 KiB; a save naming no part writes
 // the group record alone.
 func TestJoinWritesWhatChanged(t *testing.T) {
+	t.Parallel()
 	s := NewMemory()
 	g := bigGroup(1000, 1)
 	rev := mustSaveGroup(t, s, g, 0)
@@ -194,6 +196,7 @@ func TestJoinWritesWhatChanged(t *testing.T) {
 // shards is written, changed in every member, and deleted without any
 // value or commit above 1 MiB, and loads back whole after a reopen.
 func TestLargeGroupStaysUnderOneMiB(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("writes a 10,000-member group several times")
 	}
@@ -273,6 +276,7 @@ func (l *limitedKV) close() error { return nil }
 // staged; a crash after any of its commits leaves, after a reopen, either
 // the old group or the new one, never a mix, and the next save goes on.
 func TestStagedWriteIsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	lim := kvLimits{MaxOps: 8, MaxBytes: 8 << 10}
 	build := func() (*memKV, *assign.Group, *assign.Group, uint64) {
 		mem := &memKV{data: map[string][]byte{}}
@@ -409,6 +413,7 @@ func testTombstones(t *testing.T, e engine) {
 // writes nothing, and what the store gives back after a reopen is the
 // group the decisions left in memory.
 func TestRealJoinWritesUnder4KiB(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openTestPebble(t, dir)
 	mustSaveGroup(t, s, bigGroup(1000, 2), 0)

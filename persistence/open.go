@@ -116,7 +116,7 @@ func (c *core) recoverRevisions(ctx context.Context) error {
 }
 
 // cleanStaged finishes every staged group write that reached its commit
-// point and deletes the others (see groups.go).
+// point and deletes the others (see group_staged.go).
 func (c *core) cleanStaged(ctx context.Context) error {
 	type group struct{ prefix, name string }
 	var groups []group

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -39,9 +40,24 @@ type Options struct {
 	// Until then every call fails with [ErrFailed]. Default 1 s.
 	RecoverInterval time.Duration
 
+	// AcceptWALLoss opens a store whose write-ahead log is damaged before
+	// its last record (or missing), without the acknowledged writes from
+	// the damage on, instead of refusing it. The open logs an ERROR, keeps
+	// a copy of the logs as found (a wal-loss-<time> directory in the data
+	// directory), appends an ACCEPT_WAL_LOSS audit entry, and the store
+	// reports itself degraded ([Store.Health]) for as long as it is opened
+	// with this option; the first clean open without it clears that. The
+	// serve command's --accept-wal-loss sets it. A torn last record (a
+	// write cut by a crash) is not damage and needs no option.
+	AcceptWALLoss bool
+
 	// fs is the file system Pebble uses; tests wrap it to inject I/O errors.
 	// Default vfs.Default.
 	fs vfs.FS
+
+	// lock is Pebble's directory lock, taken by OpenPebble before it reads
+	// the write-ahead logs and held until the store is closed.
+	lock *pebble.Lock
 
 	// onDiskError is called with a disk error of Pebble's background work
 	// (a flush or compaction that could not write); set by OpenPebble.

@@ -26,7 +26,9 @@ const formatMajorVersion = pebble.FormatValueSeparation
 // commit pipeline shares one fsync between them.
 type PebbleStore struct {
 	*core
-	dir string
+	dir    string
+	lock   *pebble.Lock
+	unlock sync.Once
 }
 
 var _ Store = (*PebbleStore)(nil)
@@ -34,10 +36,12 @@ var _ Store = (*PebbleStore)(nil)
 // OpenPebble opens (creating if needed) the store in dir. It refuses a
 // directory written with an unknown key layout ([ErrUnknownSchema]), one
 // that lost acknowledged state where that can be told (tables or logs
-// without the manifest marker that names them, a write-ahead log damaged
-// before its end: [ErrCorrupt]), and one that another process holds open
-// (Pebble's lock file; the error names the holder's pid from the pid file
-// beside it). The directory is made 0700 and every file in it 0600.
+// without the manifest marker that names them, fewer revisions than at its
+// last clean close, a write-ahead log damaged before its last record or
+// missing: [ErrCorrupt], the last unless Options.AcceptWALLoss; see
+// walloss.go), and one that another process holds open (Pebble's lock
+// file; the error names the holder's pid from the pid file beside it). The
+// directory is made 0700 and every file in it 0600.
 //
 // A store of key layout 1 is migrated at open (see [core.migrate]).
 func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
@@ -53,6 +57,56 @@ func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
 	c.log = opts.Logger.With(slog.String("dataDir", dir))
 	c.recoverEvery = opts.RecoverInterval
 	opts.onDiskError = c.diskError
+	// The logs are read under Pebble's lock, so that no other process
+	// writes them meanwhile; Pebble's open then uses that lock.
+	if err := mkdirSynced(fs, dir); err != nil {
+		return nil, opErr("open "+dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
+	if err != nil {
+		if isLockError(err) {
+			err = fmt.Errorf("the data directory is in use by %s: %w", pidFileHolder(dir), err)
+		}
+		return nil, opErr("open "+dir, err)
+	}
+	opts.lock = lock
+	defer func() {
+		if store == nil {
+			err = errors.Join(err, lock.Close())
+		}
+	}()
+	damage, err := findWALDamage(fs, dir)
+	if err != nil {
+		return nil, opErr("open "+dir+": check the write-ahead logs", err)
+	}
+	if damage != nil && damage.torn {
+		c.log.Warn("the newest write-ahead log ends in a torn record, a write cut by a crash before it was acknowledged; Pebble drops it",
+			slog.String("log", damage.path), slog.Int64("offset", damage.offset), slog.Int64("size", damage.size))
+		damage = nil
+	}
+	now := time.Now()
+	var kept string
+	if damage != nil {
+		if !opts.AcceptWALLoss {
+			return nil, opErr("open "+dir, damage.refusal())
+		}
+		if kept, err = keepWALTail(fs, dir, damage, now); err != nil {
+			return nil, opErr("open "+dir+": cut the damaged write-ahead log", err)
+		}
+	}
+	if damage == nil && !hasDatabase(fs, dir) {
+		// Pebble writes the first log of a new database before it raises
+		// the format version, in a format without the synced offsets that
+		// tell damage from a torn tail (see walcheck.go). Opened once
+		// empty, the database logs every acknowledged write with them.
+		first, err := openPebbleKV(dir, fs, opts)
+		if err == nil {
+			err = first.close()
+		}
+		if err != nil {
+			return nil, opErr("open "+dir, err)
+		}
+	}
 	engine, err := openPebbleKV(dir, fs, opts)
 	if err != nil {
 		return nil, opErr("open "+dir, err)
@@ -72,12 +126,26 @@ func OpenPebble(dir string, opts Options) (store *PebbleStore, err error) {
 	}
 	err = c.open(context.Background())
 	if err == nil {
-		err = checkFloor(dir, c.revision.Load())
+		var floor uint64
+		floor, err = checkFloor(dir, c.revision.Load())
+		if damage != nil && errors.Is(err, ErrCorrupt) && floor > 0 {
+			// The loss is accepted; revisions go on above every one
+			// handed out before it.
+			c.observeRevision(floor)
+			err = nil
+		}
+	}
+	if err == nil {
+		if damage != nil {
+			c.openedAfterLoss(damage, kept, now)
+		} else {
+			err = c.reportEarlierLoss(dir, opts.AcceptWALLoss)
+		}
 	}
 	if err != nil {
 		return nil, errors.Join(opErr("open "+dir, err), c.kv.close(), removePIDFile(dir))
 	}
-	return &PebbleStore{core: c, dir: dir}, nil
+	return &PebbleStore{core: c, dir: dir, lock: lock}, nil
 }
 
 // Close implements [Store.Close]. A store that closes cleanly records the
@@ -90,7 +158,12 @@ func (s *PebbleStore) Close() error {
 	if floorErr == nil && err == nil && floor > 0 {
 		err = writeFloorFile(s.dir, floor)
 	}
-	return errors.Join(err, removePIDFile(s.dir))
+	err = errors.Join(err, removePIDFile(s.dir))
+	// The database holds a reference of its own to the lock (Pebble
+	// releases the file lock once both are gone), so a database that
+	// failed to close keeps the directory locked.
+	s.unlock.Do(func() { err = errors.Join(err, s.lock.Close()) })
+	return err
 }
 
 // db is the current Pebble database (a recovery replaces it).
@@ -109,6 +182,7 @@ func openPebbleKV(dir string, fs vfs.FS, opts Options) (kv *pebbleKV, err error)
 	bgErrors := &rareLog{every: backgroundErrorLogEvery}
 	popts := &pebble.Options{
 		FS:                 fs,
+		Lock:               opts.lock,
 		Cache:              cache,
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: formatMajorVersion,

@@ -30,6 +30,26 @@ type walFault struct {
 	allFiles bool
 	// suffix, when set, names the files that fail instead of ".log".
 	suffix string
+	// hit is signalled (without blocking) after every injected error.
+	hit chan struct{}
+}
+
+func newWALFault(kinds []errorfs.OpKind) *walFault {
+	return &walFault{kinds: kinds, hit: make(chan struct{}, 1)}
+}
+
+// awaitHits waits until the fault was hit n more times than now.
+func (f *walFault) awaitHits(t *testing.T, n int32) {
+	t.Helper()
+	target := f.hits.Load() + n
+	timeout := time.After(10 * time.Second)
+	for f.hits.Load() < target {
+		select {
+		case <-f.hit:
+		case <-timeout:
+			t.Fatalf("the fault was hit %d times, want %d", f.hits.Load(), target)
+		}
+	}
 }
 
 func (f *walFault) MaybeError(op errorfs.Op) error {
@@ -43,6 +63,10 @@ func (f *walFault) MaybeError(op errorfs.Op) error {
 	for _, k := range f.kinds {
 		if op.Kind == k {
 			f.hits.Add(1)
+			select {
+			case f.hit <- struct{}{}:
+			default:
+			}
 			if f.err != nil {
 				return f.err
 			}
@@ -59,6 +83,7 @@ func (f *walFault) String() string { return fmt.Sprintf("wal fault %v", f.kinds)
 // keep failing, and once they succeed again it reopens Pebble by itself and
 // serves the last write reported durable, without a new process.
 func TestWriteErrorFailsThenRecovers(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		kinds []errorfs.OpKind
@@ -74,7 +99,9 @@ func TestWriteErrorFailsThenRecovers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			fault := &walFault{kinds: c.kinds}
-			s, err := OpenPebble(dir, Options{Logger: testLogger(t), fs: errorfs.Wrap(vfs.Default, fault), RecoverInterval: 20 * time.Millisecond})
+			// Every call is a recovery attempt (RecoverInterval 1 ns), so
+			// the test waits on attempts, not on time.
+			s, err := OpenPebble(dir, Options{Logger: testLogger(t), fs: errorfs.Wrap(vfs.Default, fault), RecoverInterval: time.Nanosecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +125,6 @@ func TestWriteErrorFailsThenRecovers(t *testing.T) {
 			// While writes keep failing, nothing is served, also after
 			// several recovery attempts.
 			for range 3 {
-				time.Sleep(25 * time.Millisecond)
 				if _, err := s.LoadGroup(ctx, "orders", "g"); !errors.Is(err, ErrFailed) {
 					t.Fatalf("LoadGroup while the WAL fails: %v", err)
 				}
@@ -108,13 +134,7 @@ func TestWriteErrorFailsThenRecovers(t *testing.T) {
 			}
 
 			fault.armed.Store(false)
-			deadline := time.Now().Add(5 * time.Second)
-			for s.Err(ctx) != nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("the store did not recover: %v", s.Err(ctx))
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			awaitRecovered(t, s)
 			rec := mustLoadGroup(t, s, "orders", "g")
 			if c.lost && (rec.Revision != rev || rec.Group.GroupEpoch != 42) {
 				t.Fatalf("after recovery: revision %d epoch %d, want the last durable revision %d epoch 42",
@@ -148,6 +168,7 @@ func (l *nonFatalLogger) Fatalf(string, ...any) { l.fatals.Add(1) }
 // Logger.Fatalf and then returns nil, and the unsynced value is readable.
 // If this test fails, Pebble changed and pebbleLogger.Fatalf may be revisited.
 func TestPebbleFatalfMustNotReturn(t *testing.T) {
+	t.Parallel()
 	fault := &walFault{kinds: []errorfs.OpKind{errorfs.OpFileWrite}}
 	logger := &nonFatalLogger{}
 	db, err := pebble.Open(t.TempDir(), &pebble.Options{FS: errorfs.Wrap(vfs.Default, fault), Logger: logger})
@@ -170,6 +191,7 @@ func TestPebbleFatalfMustNotReturn(t *testing.T) {
 }
 
 func TestOpenRefusesUnknownKeyLayout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openTestPebble(t, dir)
 	v := frame(kindLayout, 1, []byte(`{"keyLayout":3}`))
@@ -185,6 +207,7 @@ func TestOpenRefusesUnknownKeyLayout(t *testing.T) {
 }
 
 func TestOpenRefusesADirectoryInUse(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	openTestPebble(t, dir)
 	if s, err := OpenPebble(dir, Options{Logger: testLogger(t)}); err == nil {
@@ -194,6 +217,7 @@ func TestOpenRefusesADirectoryInUse(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	o := Options{}.EnsureDefaults()
 	if o.Logger == nil || o.CacheSize != DefaultCacheSize || o.MemTableSize != DefaultMemTableSize || o.fs == nil {
 		t.Fatalf("defaults not filled: %+v", o)
@@ -227,6 +251,7 @@ func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
 
 func TestPebbleLogsGoToTheLogger(t *testing.T) {
+	t.Parallel()
 	h := &recordingHandler{}
 	s, err := OpenPebble(t.TempDir(), Options{Logger: slog.New(h)})
 	if err != nil {
@@ -245,6 +270,7 @@ func TestPebbleLogsGoToTheLogger(t *testing.T) {
 // TestCloseWaitsForCallsInFlight: Close never closes Pebble under a running
 // call (Pebble panics on use after close).
 func TestCloseWaitsForCallsInFlight(t *testing.T) {
+	t.Parallel()
 	s := openTestPebble(t, t.TempDir())
 	var wg sync.WaitGroup
 	for w := range 8 {

@@ -45,6 +45,7 @@ func powerCut(t *testing.T, dir string, fs *vfs.MemFS, unsynced int, seed int64)
 // write (stream, group, a group too large for one commit, a delete, an
 // audit entry).
 func TestAcknowledgedWritesSurviveAPowerCut(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fs := vfs.NewCrashableMem()
 	s := openCrashable(t, dir, fs)
@@ -157,6 +158,7 @@ func (c *cuttingKV) commit(ctx context.Context, ops []op) error {
 // the old group or the new one, never a mix and never an error, and the
 // next save goes on from there.
 func TestStagedWritePowerCutAtEveryCommit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fs := vfs.NewCrashableMem()
 	s := openCrashable(t, dir, fs)

@@ -58,6 +58,7 @@ func TestHelperHoldsDir(t *testing.T) {
 // (too large for one commit) loads whole, with every member at one epoch,
 // never below the last epoch acknowledged.
 func TestAnotherProcessAndSIGKILL(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(holderEnv) != "" {
 		t.Skip("the helper process")
 	}

@@ -16,6 +16,7 @@ import (
 // drop them: the group loads afterwards as the committed write left it plus
 // the new change, never with members of before the committed write.
 func TestEtcdStagedWriteFinishedByNextOwner(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t)
 	cli, err := c.Client()
 	if err != nil {
@@ -87,6 +88,7 @@ func (f *failingKV) commit(ctx context.Context, ops []op) error {
 // opens, the other groups of the stream and the streams load, and a save
 // of the damaged group is refused without failing the store.
 func TestCorruptStagedWriteFailsItsGroupOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := OpenPebble(dir, Options{Logger: testLogger(t)})
 	if err != nil {

@@ -95,6 +95,13 @@ type Store interface {
 	// checks call Err for that). Callers reload what they hold from the
 	// store before they serve it again.
 	Err(ctx context.Context) error
+	// Health reports whether the store serves in a degraded state, and
+	// why: it opened without acknowledged writes its write-ahead log lost
+	// (Options.AcceptWALLoss; until a clean open without the option), or
+	// it read an audit entry that does not decode (for the rest of its
+	// life). A degraded store serves; health shows DEGRADED. Failures that
+	// stop it are [Store.Err]'s.
+	Health() (degraded bool, reason string)
 	// WriteStats returns what the store wrote to its engine since it was
 	// opened (commits, keys, bytes).
 	WriteStats() WriteStats

@@ -9,6 +9,7 @@ import (
 func lag(n int64) *int64 { return &n }
 
 func TestProof(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		facts ShardFacts
@@ -33,6 +34,7 @@ func TestProof(t *testing.T) {
 }
 
 func TestDrainingAfterScale(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		draining []int

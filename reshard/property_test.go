@@ -77,6 +77,7 @@ var stateOrder = map[protocol.MigrationState]int{
 // up, states up), and that no removed shard is retired by a check before
 // its routing lease and its drain proof.
 func TestRandomSequences(t *testing.T) {
+	t.Parallel()
 	seen := map[protocol.MigrationState]int{}
 	for seed := uint64(1); seed <= 300; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runRandom(t, seed, seen) })

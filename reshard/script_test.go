@@ -2,16 +2,14 @@ package reshard
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -22,7 +20,8 @@ import (
 //	----
 //	expected output
 //
-// separated by blank lines. Commands drive a stream record on a fake clock
+// separated by blank lines, in the format of github.com/cockroachdb/datadriven
+// (lines starting with # are comments). Commands drive a stream record on a fake clock
 // and print every decision. Regenerate after an intended change with
 //
 //	go test ./reshard -run TestScripts -rewrite
@@ -45,47 +44,16 @@ import (
 //	advance D                  the clock moves
 //	crash                      the actor restarts: the next check resumes
 //	state                      the record
-var rewrite = flag.Bool("rewrite", false, "rewrite testdata/script expectations")
-
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/script/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) { runScript(t, file) })
-	}
-}
-
-func runScript(t *testing.T, file string) {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newScript()
-	var out strings.Builder
-	for i, chunk := range strings.Split(strings.TrimSpace(string(raw)), "\n\n") {
-		cmd, want, ok := strings.Cut(chunk, "\n----")
-		if !ok {
-			t.Fatalf("block without ----: %q", chunk)
-		}
-		cmd, want = strings.TrimSpace(cmd), strings.TrimSpace(want)
-		got := strings.TrimSpace(s.do(cmd))
-		if i > 0 {
-			out.WriteString("\n")
-		}
-		fmt.Fprintf(&out, "%s\n----\n%s\n", cmd, got)
-		if !*rewrite && got != want {
-			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", file, cmd, got, want)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t.Parallel()
+	datadriven.Walk(t, "testdata/script", func(t *testing.T, path string) {
+		s := newScript()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return strings.TrimSpace(s.do(d.FullCmd())) + "\n"
+		})
+	})
 }
 
 // groupSim is a group as the script's stream actor sees it.

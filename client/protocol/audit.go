@@ -13,6 +13,9 @@ const (
 	AuditScale             AuditOperation = "SCALE"
 	AuditRollback          AuditOperation = "ROLLBACK"
 	AuditCompleteMigration AuditOperation = "COMPLETE_MIGRATION"
+	// AuditAcceptWALLoss is not an admin call: the store opened without
+	// acknowledged writes its write-ahead log lost (--accept-wal-loss).
+	AuditAcceptWALLoss AuditOperation = "ACCEPT_WAL_LOSS"
 )
 
 // Audit outcomes.
