@@ -28,8 +28,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,10 +44,6 @@ const (
 	exitError = 1 // the command ran and failed
 	exitUsage = 2 // the command line does not parse
 )
-
-// version is the release version; the build may set it with
-// -ldflags "-X main.version=v1.2.3". Empty means: use the build info.
-var version string
 
 // CLI is the root command line of rscoord.
 type CLI struct {
@@ -141,49 +135,6 @@ func (f *AdminFlags) ProvideAdmin(out io.Writer) (*Admin, error) {
 	return &Admin{Client: client, Out: out, JSON: f.JSON, Tokens: tokens}, nil
 }
 
-// VersionCmd prints build and protocol versions.
-type VersionCmd struct{}
-
-// Run prints the version.
-func (v *VersionCmd) Run(out io.Writer) error {
-	return printLine(out, "rscoord %s (%s, protocol versions %d..%d, current %d)",
-		buildVersion(), runtime.Version(), protocol.MinVersion, protocol.MaxVersion, protocol.CurrentVersion)
-}
-
-// buildVersion is the -X version, else the module version and VCS revision
-// that the go command stamped into the binary, else "devel".
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	v := info.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "devel"
-	}
-	var revision, modified string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			revision = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "-dirty"
-			}
-		}
-	}
-	if revision != "" {
-		if len(revision) > 12 {
-			revision = revision[:12]
-		}
-		v += "+" + revision + modified
-	}
-	return v
-}
-
 // defaultRequester is the default of --requested-by: $USER, else "cli".
 func defaultRequester() string {
 	if u := os.Getenv("USER"); u != "" {
@@ -262,7 +213,7 @@ func newParser(ctx context.Context, cli *CLI, stdin io.Reader, stdout, stderr io
 		kong.Exit(func(code int) { panic(exitRequest{code}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Configuration(loadYAMLConfig),
-		kong.Vars{"requester": defaultRequester(), "version": "rscoord " + buildVersion()},
+		kong.Vars{"requester": defaultRequester(), "version": versionLine()},
 		kong.BindTo(ctx, (*context.Context)(nil)),
 		kong.BindTo(stdout, (*io.Writer)(nil)),
 		kong.BindTo(stdin, (*io.Reader)(nil)),

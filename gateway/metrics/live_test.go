@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/version"
 )
 
 // TestPromlintClean runs client_golang's linter over everything the
@@ -120,6 +122,30 @@ func TestLiveSeries(t *testing.T) {
 				if strings.Contains(string(out), `member="new"`) || !strings.Contains(string(out), `member="old"`) {
 					t.Errorf("the cap kept the wrong members:\n%s", out)
 				}
+			}
+		})
+	}
+}
+
+// TestBuildInfoNamesTheBuild checks rscoord_build_info's labels: the
+// version internal/version reports (never "devel") and its revision, or
+// the version WithVersion gives.
+func TestBuildInfoNamesTheBuild(t *testing.T) {
+	build := version.Get()
+	for _, tt := range []struct {
+		name string
+		opts []metrics.Option
+		want string
+	}{
+		{name: "default", want: build.Version},
+		{name: "WithVersion", opts: []metrics.Option{metrics.WithVersion("1.2.3")}, want: "1.2.3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := metrics.New(tt.opts...)
+			want := fmt.Sprintf("# HELP %s Always 1; the labels say which build runs.\n# TYPE %s gauge\n%s{goversion=%q,revision=%q,version=%q} 1\n",
+				metrics.BuildInfo, metrics.BuildInfo, metrics.BuildInfo, build.GoVersion, build.Revision, tt.want)
+			if err := testutil.CollectAndCompare(m.Registry(), strings.NewReader(want), metrics.BuildInfo); err != nil {
+				t.Error(err)
 			}
 		})
 	}
