@@ -10,6 +10,7 @@
 //	rscoord completion bash|zsh|fish    print a shell completion script
 //	rscoord hash-password               bcrypt a password (no echo on a terminal)
 //	rscoord version, rscoord --version
+//	rscoord probe URL                   healthcheck: exit 0 on a 2xx answer
 //
 // The admin commands talk to a running coordinator over its HTTP API
 // (/coord/v1, docs/protocol.md §5), with --user/--password or --token
@@ -59,6 +60,7 @@ type CLI struct {
 	Login    LoginCmd    `cmd:"" help:"Log in and save the token (mode 0600, under the user's config directory) for later commands."`
 	Logout   LogoutCmd   `cmd:"" help:"Revoke the token saved for --server on the server, then forget it."`
 	Version  VersionCmd  `cmd:"" help:"Print the version of this binary and the protocol versions it speaks."`
+	Probe    ProbeCmd    `cmd:"" help:"GET a URL and exit 0 on a 2xx answer, 1 otherwise: a container healthcheck (the image has no curl)."`
 
 	Completion   CompletionCmd   `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	HashPassword HashPasswordCmd `cmd:"" name:"hash-password" help:"Print the bcrypt hash of a password, for the --users file; reads it without echo on a terminal, else from stdin."`
