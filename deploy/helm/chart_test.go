@@ -333,7 +333,7 @@ func checkRules(t *testing.T, rules []*prometheusRule) {
 }
 
 // serveFlags are the long flags of the documented serve flag table (kept
-// true to the parser by cmd/rscoord's TestREADMEServerFlagsMatchServe).
+// true to the parser by cmd/rscoord's TestReadmeServerFlagsMatchServe).
 func serveFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	raw, err := os.ReadFile(serveFlagsDoc)
@@ -351,7 +351,7 @@ func serveFlags(t *testing.T) map[string]bool {
 }
 
 // serveFlagsDoc holds the serve flag table.
-const serveFlagsDoc = "../../README.md"
+const serveFlagsDoc = "../../docs/operations.md"
 
 // TestChartAppVersionIsTheRelease keeps the image tag the chart deploys by
 // default equal to the VERSION file's release.
