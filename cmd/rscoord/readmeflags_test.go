@@ -95,3 +95,39 @@ func TestServeHelpTexts(t *testing.T) {
 		t.Errorf("--auto-create-groups help does not name producer routing: %s", help[i:i+200])
 	}
 }
+
+// TestClusterDocFlagsExist checks that every flag the cluster mode's flag
+// table in docs/cluster.md names is one of serve's.
+func TestClusterDocFlagsExist(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/cluster.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cli CLI
+	parser, err := newParser(context.Background(), &cli, strings.NewReader(""), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]bool{}
+	for _, node := range parser.Model.Children {
+		if node.Name == "serve" {
+			for _, f := range node.Flags {
+				flags[f.Name] = true
+			}
+		}
+	}
+	cell := regexp.MustCompile("(?m)^\\| (`--[a-z0-9-]+`(?:, `--[a-z0-9-]+`)*) \\|")
+	name := regexp.MustCompile("`--([a-z0-9-]+)`")
+	n := 0
+	for _, row := range cell.FindAllStringSubmatch(string(raw), -1) {
+		for _, m := range name.FindAllStringSubmatch(row[1], -1) {
+			n++
+			if !flags[m[1]] {
+				t.Errorf("docs/cluster.md lists --%s, which serve does not have", m[1])
+			}
+		}
+	}
+	if n < 8 {
+		t.Fatalf("found %d flags in docs/cluster.md's table; the pattern no longer matches it", n)
+	}
+}

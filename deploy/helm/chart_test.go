@@ -332,46 +332,26 @@ func checkRules(t *testing.T, rules []*prometheusRule) {
 	}
 }
 
-// serveFlags are the long flags of the documented serve flag table (kept
-// true to the parser by cmd/rscoord's TestReadmeServerFlagsMatchServe).
+// serveFlags are the long flags of the documented serve flag tables: the
+// Server flags of docs/operations.md and the cluster flags of
+// docs/cluster.md, both kept true to the parser by cmd/rscoord's tests.
 func serveFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	raw, err := os.ReadFile(serveFlagsDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `--(\\[no-\\])?([a-z0-9-]+)` \\|").FindAllStringSubmatch(string(raw), -1) {
-		flags["--"+m[2]] = true
-	}
-	if len(flags) < 20 {
-		t.Fatalf("%s lists %d serve flags; the table's pattern no longer matches", serveFlagsDoc, len(flags))
+	row := regexp.MustCompile("(?m)^\\| `--(\\[no-\\])?([a-z0-9-]+)`")
+	for _, doc := range []string{"../../docs/operations.md", "../../docs/cluster.md"} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range row.FindAllStringSubmatch(string(raw), -1) {
+			flags["--"+m[2]] = true
+			n++
+		}
+		if n < 5 {
+			t.Fatalf("%s lists %d serve flags; the table's pattern no longer matches", doc, n)
+		}
 	}
 	return flags
-}
-
-// serveFlagsDoc holds the serve flag table.
-const serveFlagsDoc = "../../docs/operations.md"
-
-// TestChartAppVersionIsTheRelease keeps the image tag the chart deploys by
-// default equal to the VERSION file's release.
-func TestChartAppVersionIsTheRelease(t *testing.T) {
-	raw, err := os.ReadFile("rscoord/Chart.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var chart struct {
-		AppVersion string `json:"appVersion"`
-		License    string `json:"license"`
-	}
-	if err := yaml.Unmarshal(raw, &chart); err != nil {
-		t.Fatal(err)
-	}
-	release, err := os.ReadFile("../../VERSION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if chart.AppVersion != strings.TrimSpace(string(release)) || chart.License != "Apache-2.0" {
-		t.Errorf("Chart.yaml appVersion %q license %q, want the VERSION file's %q and Apache-2.0", chart.AppVersion, chart.License, release)
-	}
 }
