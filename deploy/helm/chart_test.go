@@ -128,7 +128,6 @@ func helmCommand(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"run", helmModule}, args...)...)
 	// Outside the repository's module: go run pkg@version needs no go.mod.
 	cmd.Dir = os.TempDir()
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 	return cmd
 }
 
