@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -139,5 +140,31 @@ func TestOpenAPILimitsAreTheServers(t *testing.T) {
 	}
 	if checked < 3 {
 		t.Fatalf("only %d ?limit parameters found: the walk is broken", checked)
+	}
+}
+
+// TestOpenAPILicenseMatchesRepository checks that the document names the
+// licence of the LICENSE file at the repository root.
+func TestOpenAPILicenseMatchesRepository(t *testing.T) {
+	var doc struct {
+		Info struct {
+			License struct {
+				Name string `yaml:"name"`
+				URL  string `yaml:"url"`
+			} `yaml:"license"`
+		} `yaml:"info"`
+	}
+	if err := yaml.Unmarshal(gateway.OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	license, err := os.ReadFile("../LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(license, []byte("Apache License\n                           Version 2.0, January 2004")) {
+		t.Fatal("LICENSE is not the Apache License 2.0 text")
+	}
+	if doc.Info.License.Name != "Apache-2.0" || doc.Info.License.URL != "https://www.apache.org/licenses/LICENSE-2.0" {
+		t.Errorf("info.license is %+v, want Apache-2.0 as in LICENSE", doc.Info.License)
 	}
 }

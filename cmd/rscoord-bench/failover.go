@@ -27,7 +27,7 @@ import (
 	"github.com/rscoord/rscoord/persistence"
 )
 
-// targetFailover is the failover goal (README, Cluster mode on etcd):
+// targetFailover is the failover goal (docs/cluster.md):
 // owner SIGKILL → first OK heartbeat from the new owner.
 const targetFailover = 3 * time.Second
 

@@ -24,7 +24,7 @@ import (
 	"github.com/rscoord/rscoord/gateway/auth"
 )
 
-// Targets of the held-heartbeat bench (README, Benchmarks): the answers
+// Targets of the held-heartbeat bench (docs/benchmarks.md, Benchmarks): the answers
 // that were not held stay fast while every member is parked, and a member
 // costs the server at most 4 KiB besides its parked answer.
 const (

@@ -84,7 +84,7 @@ type HeartbeatCmd struct {
 	JSON     bool          `name:"json" help:"Print the report as JSON."`
 }
 
-// Performance targets (README, Benchmarks).
+// Performance targets (docs/benchmarks.md, Benchmarks).
 const (
 	targetHeartbeatRatio = 0.6
 	targetPacedP99       = 10 * time.Millisecond

@@ -37,6 +37,11 @@ type composeService struct {
 	ReadOnly    bool     `yaml:"read_only"`
 	CapDrop     []string `yaml:"cap_drop"`
 	SecurityOpt []string `yaml:"security_opt"`
+	// DependsOn must be compose's long form: a condition for every
+	// dependency (the short list means only "started").
+	DependsOn map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
 }
 
 // Images compose.yaml runs from this repository.
@@ -187,6 +192,102 @@ func checkComposeCoordinator(t *testing.T, root, name string, svc composeService
 	}
 	if len(s.Redis) != 3 {
 		t.Errorf("%s: --redis %v, want the three cluster nodes", name, s.Redis)
+	}
+	checkComposeCoordinatorHealthcheck(t, name, svc, port)
+}
+
+// checkComposeCoordinatorHealthcheck: the coordinator's healthcheck is
+// rscoord probe on its own /readyz (the image has no curl), a command line
+// the real parser takes.
+func checkComposeCoordinatorHealthcheck(t *testing.T, name string, svc composeService, port string) {
+	t.Helper()
+	want := []string{"CMD", image.BinaryPath, "probe", "http://127.0.0.1:" + port + "/readyz"}
+	if svc.Healthcheck == nil || !slices.Equal(svc.Healthcheck.Test, want) {
+		t.Errorf("%s: healthcheck %+v, want test %v", name, svc.Healthcheck, want)
+		return
+	}
+	var cli CLI
+	parser, err := newParser(context.Background(), &cli, strings.NewReader(""), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, err := parser.Parse(want[2:])
+	if err != nil || kctx.Command() != "probe <url>" || cli.Probe.URL != want[3] {
+		t.Errorf("%s: healthcheck %v does not parse as rscoord probe: %v", name, want, err)
+	}
+}
+
+// TestComposeStartsInOrder checks compose.yaml's depends_on: each one
+// names a condition; the one-shot set-up services (the Redis cluster's
+// creation, the stream's) are waited for until they complete
+// successfully; the coordinator until it is healthy; and every pod and
+// the publisher start only once the stream exists, so nothing restarts in
+// a loop waiting for what is not there yet.
+func TestComposeStartsInOrder(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]composeService `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatalf("compose.yaml (depends_on must be the long form, with conditions): %v", err)
+	}
+	oneShot := func(svc composeService) bool {
+		cmd := strings.Join(svc.Command, " ")
+		return strings.Contains(cmd, "--cluster create") || strings.HasPrefix(cmd, "stream create")
+	}
+	var coordinator, createStream string
+	for name, svc := range compose.Services {
+		switch {
+		case svc.Image == composeCoordinatorImage && slices.Contains(svc.Command, "serve"):
+			coordinator = name
+		case svc.Image == composeCoordinatorImage && strings.HasPrefix(strings.Join(svc.Command, " "), "stream create"):
+			createStream = name
+		}
+	}
+	if coordinator == "" || createStream == "" {
+		t.Fatalf("compose.yaml has no coordinator (%q) or stream creation (%q)", coordinator, createStream)
+	}
+	oneShots := 0
+	for name, svc := range compose.Services {
+		if oneShot(svc) {
+			oneShots++
+		}
+		for dep, d := range svc.DependsOn {
+			target, ok := compose.Services[dep]
+			if !ok {
+				t.Errorf("%s depends on %s, which is not a service", name, dep)
+				continue
+			}
+			var want []string
+			switch {
+			case oneShot(target):
+				want = []string{"service_completed_successfully"}
+			case dep == coordinator:
+				want = []string{"service_healthy"}
+			case target.Healthcheck != nil:
+				// Ordering only, or readiness: both are deliberate.
+				want = []string{"service_started", "service_healthy"}
+			default:
+				want = []string{"service_started"}
+			}
+			if !slices.Contains(want, d.Condition) {
+				t.Errorf("%s depends on %s with condition %q, want one of %v", name, dep, d.Condition, want)
+			}
+		}
+		if svc.Image == composePodsImage {
+			if d, ok := svc.DependsOn[createStream]; !ok || d.Condition != "service_completed_successfully" {
+				t.Errorf("%s does not wait for %s to complete: it would start before the stream exists", name, createStream)
+			}
+		}
+	}
+	if oneShots != 2 {
+		t.Errorf("found %d one-shot set-up services, want the Redis cluster's creation and the stream's", oneShots)
+	}
+	if d := compose.Services[coordinator].DependsOn; len(d) == 0 {
+		t.Errorf("%s depends on nothing: it would start before the Redis cluster is formed", coordinator)
 	}
 }
 

@@ -10,6 +10,7 @@
 //	rscoord completion bash|zsh|fish    print a shell completion script
 //	rscoord hash-password               bcrypt a password (no echo on a terminal)
 //	rscoord version, rscoord --version
+//	rscoord probe URL                   healthcheck: exit 0 on a 2xx answer
 //
 // The admin commands talk to a running coordinator over its HTTP API
 // (/coord/v1, docs/protocol.md §5), with --user/--password or --token
@@ -28,8 +29,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,10 +46,6 @@ const (
 	exitUsage = 2 // the command line does not parse
 )
 
-// version is the release version; the build may set it with
-// -ldflags "-X main.version=v1.2.3". Empty means: use the build info.
-var version string
-
 // CLI is the root command line of rscoord.
 type CLI struct {
 	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and exit."`
@@ -65,6 +60,7 @@ type CLI struct {
 	Login    LoginCmd    `cmd:"" help:"Log in and save the token (mode 0600, under the user's config directory) for later commands."`
 	Logout   LogoutCmd   `cmd:"" help:"Revoke the token saved for --server on the server, then forget it."`
 	Version  VersionCmd  `cmd:"" help:"Print the version of this binary and the protocol versions it speaks."`
+	Probe    ProbeCmd    `cmd:"" help:"GET a URL and exit 0 on a 2xx answer, 1 otherwise: a container healthcheck (the image has no curl)."`
 
 	Completion   CompletionCmd   `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	HashPassword HashPasswordCmd `cmd:"" name:"hash-password" help:"Print the bcrypt hash of a password, for the --users file; reads it without echo on a terminal, else from stdin."`
@@ -139,49 +135,6 @@ func (f *AdminFlags) ProvideAdmin(out io.Writer) (*Admin, error) {
 		}
 	}
 	return &Admin{Client: client, Out: out, JSON: f.JSON, Tokens: tokens}, nil
-}
-
-// VersionCmd prints build and protocol versions.
-type VersionCmd struct{}
-
-// Run prints the version.
-func (v *VersionCmd) Run(out io.Writer) error {
-	return printLine(out, "rscoord %s (%s, protocol versions %d..%d, current %d)",
-		buildVersion(), runtime.Version(), protocol.MinVersion, protocol.MaxVersion, protocol.CurrentVersion)
-}
-
-// buildVersion is the -X version, else the module version and VCS revision
-// that the go command stamped into the binary, else "devel".
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	v := info.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "devel"
-	}
-	var revision, modified string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			revision = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "-dirty"
-			}
-		}
-	}
-	if revision != "" {
-		if len(revision) > 12 {
-			revision = revision[:12]
-		}
-		v += "+" + revision + modified
-	}
-	return v
 }
 
 // defaultRequester is the default of --requested-by: $USER, else "cli".
@@ -262,7 +215,7 @@ func newParser(ctx context.Context, cli *CLI, stdin io.Reader, stdout, stderr io
 		kong.Exit(func(code int) { panic(exitRequest{code}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Configuration(loadYAMLConfig),
-		kong.Vars{"requester": defaultRequester(), "version": "rscoord " + buildVersion()},
+		kong.Vars{"requester": defaultRequester(), "version": versionLine()},
 		kong.BindTo(ctx, (*context.Context)(nil)),
 		kong.BindTo(stdout, (*io.Writer)(nil)),
 		kong.BindTo(stdin, (*io.Reader)(nil)),

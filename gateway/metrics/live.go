@@ -1,14 +1,14 @@
 package metrics
 
 import (
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rscoord/rscoord/internal/version"
 )
 
 // Names of the metrics other packages set or that alert rules and
@@ -143,24 +143,15 @@ type liveCollector struct {
 
 func newLiveCollector(o options) *liveCollector {
 	shardLabels := []string{"stream", "group", "shard"}
-	version, revision := o.version, "unknown"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if version == "" && info.Main.Version != "" {
-			version = info.Main.Version
-		}
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
-	}
-	if version == "" {
-		version = "devel"
+	build := version.Get()
+	ver := build.Version
+	if o.version != "" {
+		ver = o.version
 	}
 	return &liveCollector{
 		buildInfo: prometheus.MustNewConstMetric(
 			prometheus.NewDesc(BuildInfo, "Always 1; the labels say which build runs.", []string{"version", "revision", "goversion"}, nil),
-			prometheus.GaugeValue, 1, version, revision, runtime.Version()),
+			prometheus.GaugeValue, 1, ver, build.Revision, build.GoVersion),
 		length:  prometheus.NewDesc(ShardLengthRecords, "Entries in a shard stream (XLEN), for every group reading it.", shardLabels, nil),
 		pending: prometheus.NewDesc(ShardPendingRecords, "Entries delivered to the group on a shard and not yet acknowledged (XINFO GROUPS pending).", shardLabels, nil),
 		lag:     prometheus.NewDesc(ShardLagRecords, "Entries of a shard the group has not read yet (XINFO GROUPS lag); absent when Redis cannot tell.", shardLabels, nil),
@@ -304,7 +295,7 @@ type options struct {
 }
 
 // WithVersion sets the version label of rscoord_build_info (default: the
-// module version the go command stamped, else "devel").
+// build's version as internal/version reports it).
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
 // WithMaxMembers caps the members exported by the per-member gauges

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/version"
 )
 
 // TestPromlintClean runs client_golang's linter over everything the
@@ -186,5 +188,29 @@ rscoord_shard_owner{group="g",member="a",shard="5",stream="s"} 1
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), metrics.GroupUnownedShards, metrics.MemberAvailableConcurrency,
 		metrics.MemberCurrentShards, metrics.MemberMaxConcurrency, metrics.MemberRevokingShards, metrics.ShardOwner); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestBuildInfoNamesTheBuild checks rscoord_build_info's labels: the
+// version internal/version reports (never "devel") and its revision, or
+// the version WithVersion gives.
+func TestBuildInfoNamesTheBuild(t *testing.T) {
+	build := version.Get()
+	for _, tt := range []struct {
+		name string
+		opts []metrics.Option
+		want string
+	}{
+		{name: "default", want: build.Version},
+		{name: "WithVersion", opts: []metrics.Option{metrics.WithVersion("1.2.3")}, want: "1.2.3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := metrics.New(tt.opts...)
+			want := fmt.Sprintf("# HELP %s Always 1; the labels say which build runs.\n# TYPE %s gauge\n%s{goversion=%q,revision=%q,version=%q} 1\n",
+				metrics.BuildInfo, metrics.BuildInfo, metrics.BuildInfo, build.GoVersion, build.Revision, tt.want)
+			if err := testutil.CollectAndCompare(m.Registry(), strings.NewReader(want), metrics.BuildInfo); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

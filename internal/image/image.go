@@ -43,7 +43,23 @@ const (
 	Port = 8080
 	// DefaultCACerts is the Debian ca-certificates bundle of the build machine.
 	DefaultCACerts = "/etc/ssl/certs/ca-certificates.crt"
+	// Source is the org.opencontainers.image.source label: where the
+	// code lives.
+	Source = "https://github.com/rscoord/rscoord"
+	// Licenses is the org.opencontainers.image.licenses label (LICENSE).
+	Licenses = "Apache-2.0"
 )
+
+// Labels are the image's OCI annotations for a version and revision.
+func Labels(version, revision string) map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":    "rscoord",
+		"org.opencontainers.image.version":  version,
+		"org.opencontainers.image.revision": revision,
+		"org.opencontainers.image.source":   Source,
+		"org.opencontainers.image.licenses": Licenses,
+	}
+}
 
 // User is the image config's User: numeric, so that runtimes enforcing
 // runAsNonRoot can check it without an /etc/passwd lookup.
@@ -68,6 +84,8 @@ type Config struct {
 	Arch string
 	// Version is the org.opencontainers.image.version label.
 	Version string
+	// Revision is the org.opencontainers.image.revision label: the commit.
+	Revision string
 	// Created is the image's creation time and every file's mtime;
 	// a fixed time makes the build reproducible.
 	Created time.Time
@@ -75,8 +93,8 @@ type Config struct {
 
 // Build assembles the image.
 func Build(cfg Config) (v1.Image, error) {
-	if cfg.Binary == "" || cfg.CACerts == "" || cfg.Arch == "" {
-		return nil, errors.New("image: Binary, CACerts and Arch are required")
+	if cfg.Binary == "" || cfg.CACerts == "" || cfg.Arch == "" || cfg.Version == "" || cfg.Revision == "" {
+		return nil, errors.New("image: Binary, CACerts, Arch, Version and Revision are required")
 	}
 	bin, err := os.ReadFile(cfg.Binary)
 	if err != nil {
@@ -117,10 +135,7 @@ func Build(cfg Config) (v1.Image, error) {
 	cf.Config.Env = []string{"SSL_CERT_FILE=" + CACertsPath}
 	cf.Config.ExposedPorts = map[string]struct{}{fmt.Sprintf("%d/tcp", Port): {}}
 	cf.Config.Volumes = map[string]struct{}{DataDir: {}}
-	cf.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":   "rscoord",
-		"org.opencontainers.image.version": cfg.Version,
-	}
+	cf.Config.Labels = Labels(cfg.Version, cfg.Revision)
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return nil, fmt.Errorf("image: config: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,17 @@ func TestImageTask(t *testing.T) {
 		t.Fatalf("entrypoint --version in the image's root fs: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+	// The labels name the build the binary reports.
+	v, rev := c.Labels["org.opencontainers.image.version"], c.Labels["org.opencontainers.image.revision"]
+	if v == "" || strings.Contains(v, "devel") || len(rev) < 12 {
+		t.Fatalf("labels %v: want a version and the commit", c.Labels)
+	}
+	if want := image.Labels(v, rev); !maps.Equal(c.Labels, want) {
+		t.Errorf("labels %v, want %v", c.Labels, want)
+	}
+	if want := "rscoord " + v + " (revision " + rev[:12]; !strings.HasPrefix(string(out), want) {
+		t.Errorf("--version says %q, the labels %q", out, want)
+	}
 }
 
 // TestDockerfileMatchesTask keeps the Dockerfile's build flags, paths,
@@ -106,13 +118,18 @@ func TestDockerfileMatchesTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := regexp.MustCompile(`go build (-trimpath -ldflags "[^"]*") -o \S+ (\./cmd/rscoord)\n`)
-	d := build.FindStringSubmatch(string(docker))
+	// The Dockerfile names the version and revision build arguments as
+	// ${X}, the Taskfile its variables as {{.X}}.
+	d := build.FindStringSubmatch(regexp.MustCompile(`\$\{([A-Z]+)\}`).ReplaceAllString(string(docker), "{{.$1}}"))
 	tk := build.FindStringSubmatch(string(taskfile))
 	if d == nil || tk == nil {
 		t.Fatalf("no go build line: Dockerfile %v, Taskfile %v", d, tk)
 	}
 	if d[1] != tk[1] || d[2] != tk[2] {
 		t.Errorf("Dockerfile builds with %q %q, the task with %q %q", d[1], d[2], tk[1], tk[2])
+	}
+	if !strings.Contains(tk[1], "internal/version.version={{.VERSION}}") || !strings.Contains(tk[1], "internal/version.revision={{.REVISION}}") {
+		t.Errorf("the image build %q does not stamp the version and revision", tk[1])
 	}
 	if !strings.Contains(string(docker), "CGO_ENABLED=0") || !strings.Contains(string(taskfile), "CGO_ENABLED: '0'") {
 		t.Error("both builds must be static (CGO_ENABLED=0)")
@@ -136,6 +153,18 @@ func TestDockerfileMatchesTask(t *testing.T) {
 	}
 	if got := jsonLine("CMD"); !slices.Equal(got, image.Cmd()) {
 		t.Errorf("Dockerfile CMD %v, image %v", got, image.Cmd())
+	}
+	release, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\nARG VERSION=" + strings.TrimSpace(string(release)) + "\n"; !strings.Contains(string(docker), want) {
+		t.Errorf("Dockerfile lacks %q: its default version must be the VERSION file's", want)
+	}
+	for k, v := range image.Labels("${VERSION}", "${REVISION}") {
+		if want := k + `="` + v + `"`; !strings.Contains(final, want) {
+			t.Errorf("Dockerfile's image lacks the label %s", want)
+		}
 	}
 	for _, want := range []string{"USER " + image.User() + "\n", "COPY --from=build /out/rscoord " + image.BinaryPath + "\n",
 		"--chown=" + image.User() + " /out/data " + image.DataDir + "\n", image.CACertsPath + " " + image.CACertsPath + "\n"} {
@@ -209,4 +238,31 @@ func modeBits(m int64) os.FileMode {
 		out |= os.ModeSticky
 	}
 	return out
+}
+
+// TestDockerignoreKeepsOutputsAndSecretsOut checks that docker build's
+// context leaves out the history, build outputs, local data and the demo's
+// and cluster task's secrets (.demo holds a token secret).
+func TestDockerignoreKeepsOutputsAndSecretsOut(t *testing.T) {
+	raw, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := map[string]bool{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			entries[strings.TrimSuffix(strings.TrimPrefix(line, "/"), "/")] = true
+		}
+	}
+	for _, want := range []string{".git", "bin", "data", ".demo", ".cluster", ".redis", "**/*.test", "**/*.out"} {
+		if !entries[want] {
+			t.Errorf(".dockerignore does not leave out %s", want)
+		}
+	}
+	// The build needs the sources and the VERSION file.
+	for _, needed := range []string{"VERSION", "go.mod", "client", "cmd", "*.go", "**/*.go"} {
+		if entries[needed] {
+			t.Errorf(".dockerignore leaves out %s, which the build needs", needed)
+		}
+	}
 }
