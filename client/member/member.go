@@ -225,6 +225,8 @@ func (a *memberActor) start(ctx actor.Context) {
 	root, self := a.rs.system.Root, a.self
 	core.send = func(msg any) { root.Send(self, msg) }
 	core.ctx, core.cancel = context.WithCancel(withMemberID(context.Background(), a.id))
+	core.flusher = newAckFlusher(core, cfg.ackMax, cfg.ackDelay, a.rs.requestTimeout)
+	core.flusher.start()
 	a.core = core
 	a.runs, a.byPID = map[int]*shardRun{}, map[string]*shardRun{}
 	a.revoking, a.notified = map[int]*revocation{}, map[int]bool{}
@@ -280,6 +282,7 @@ func (a *memberActor) shutdown() {
 		// does too.
 		a.inc.joinNotBefore = leaseEnd
 	}
+	a.core.flusher.stop()
 	a.core.cancel()
 	a.core.lease.drop()
 }

@@ -70,6 +70,10 @@ type config struct {
 	retryDelay, retryMaxDelay time.Duration
 	// handlerDeadline: WithHandlerDeadline(true).
 	handlerDeadline bool
+	// syncAcks: WithSyncAcks(true); ackMax, ackDelay: WithAckBatch.
+	syncAcks bool
+	ackMax   int
+	ackDelay time.Duration
 	// redisFailureLimit: reads failed in a row on one shard before the
 	// member gives its shards back.
 	redisFailureLimit int
@@ -291,6 +295,23 @@ func WithHandlerDeadline(on bool) Opt {
 	return optFunc(func(c *config) { c.handlerDeadline = on })
 }
 
+// WithAckBatch bounds the coalescing of acks (see [Message.Ack]): a
+// shard's accepted acks are sent once maxCount of them are queued, once the
+// shard's read batch is done, or maxDelay after the first of them was
+// accepted, whichever comes first. Default 256 and 5ms; maxCount
+// 1..MaxBatch, maxDelay 100µs..1s.
+func WithAckBatch(maxCount int, maxDelay time.Duration) Opt {
+	return optFunc(func(c *config) { c.ackMax, c.ackDelay = maxCount, maxDelay })
+}
+
+// WithSyncAcks(true) makes every Ack and AckAll send its own XACK and
+// return once Redis answered it (see [Message.Ack]): slower (one round
+// trip per call, on the handler's worker), but an Ack that returned nil
+// is in Redis. Default false: acks are coalesced (WithAckBatch).
+func WithSyncAcks(on bool) Opt {
+	return optFunc(func(c *config) { c.syncAcks = on })
+}
+
 // newConfig applies opts, fills defaults and validates the result.
 func newConfig(opts []Opt) (config, error) {
 	c := config{
@@ -302,6 +323,8 @@ func newConfig(opts []Opt) (config, error) {
 		memberName:   "rscoord-go",
 		memberLease:  protocol.DefaultMemberLease,
 		leaveTimeout: 30 * time.Second,
+		ackMax:       256,
+		ackDelay:     5 * time.Millisecond,
 
 		redisFailureLimit: 3,
 		retryAttempts:     1,
@@ -383,6 +406,12 @@ func newConfig(opts []Opt) (config, error) {
 	}
 	if c.retryDelay < time.Millisecond || c.retryMaxDelay < c.retryDelay {
 		add("WithHandlerRetry: the delay %v must be at least 1ms and at most the max delay %v", c.retryDelay, c.retryMaxDelay)
+	}
+	if c.ackMax < 1 || c.ackMax > MaxBatch {
+		add("WithAckBatch: a count of %d is outside 1..%d", c.ackMax, MaxBatch)
+	}
+	if c.ackDelay < 100*time.Microsecond || c.ackDelay > time.Second {
+		add("WithAckBatch: a delay of %v is outside 100µs..1s", c.ackDelay)
 	}
 	if c.leaveTimeout < 100*time.Millisecond {
 		add("WithLeaveTimeout: %v is shorter than 100ms", c.leaveTimeout)

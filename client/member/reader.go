@@ -301,6 +301,17 @@ func (r *shardRun) messages(ctx context.Context, msgs []redis.XMessage, redelive
 	return out, nil
 }
 
+// sleepOrStop waits d, or until ctx is done or stop is closed.
+func sleepOrStop(ctx context.Context, stop <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-stop:
+	}
+}
+
 // sleep waits d or until ctx is done.
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

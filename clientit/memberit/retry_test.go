@@ -48,7 +48,7 @@ func TestRetryInPlaceKeepsKeyOrder(t *testing.T) {
 				mu       sync.Mutex
 				calls    = map[int]int{}
 				done     []int // record numbers handled successfully, in order
-				hookErrs []member.HandlerError
+				hookErrs []*member.HandlerError
 			)
 			// handle is one call for one record; it fails while the
 			// record still has failures left.
@@ -64,7 +64,7 @@ func TestRetryInPlaceKeepsKeyOrder(t *testing.T) {
 				return n, true
 			}
 			opts := []member.Opt{member.WithMaxWorkers(4), member.WithBatch(8), member.WithClaimMinIdle(time.Minute),
-				member.WithHooks(member.Hooks{OnHandlerError: func(_ context.Context, he member.HandlerError) {
+				member.WithHooks(member.Hooks{OnHandlerError: func(_ context.Context, he *member.HandlerError) {
 					mu.Lock()
 					hookErrs = append(hookErrs, he)
 					mu.Unlock()
