@@ -34,6 +34,9 @@ type Comparison struct {
 	Subject  Rate    `json:"subject"`
 	Baseline Rate    `json:"baseline"`
 	Ratio    float64 `json:"ratio"`
+	// Target is the ratio the subject should reach; 0 when the caller
+	// sets it.
+	Target float64 `json:"target,omitempty"`
 }
 
 // Rate is records moved over the time they took, summed over rounds.
