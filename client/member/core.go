@@ -24,11 +24,14 @@ type memberCore struct {
 	// flusher sends coalesced acks and given-back records; nil only in
 	// unit tests of a run, whose acks are then synchronous.
 	flusher *ackFlusher
-	log     *slog.Logger
-	lease   *leaseClock
-	sched   *scheduler
-	hooks   *hooks
-	stats   *statsBoard
+	// lastErrs are the last handler errors of records left pending, for
+	// their dead-letter entries (WithDeadLetter).
+	lastErrs lastErrors
+	log      *slog.Logger
+	lease    *leaseClock
+	sched    *scheduler
+	hooks    *hooks
+	stats    *statsBoard
 	// send delivers a message to the member actor (system.Root.Send to
 	// its PID); after the actor stopped, the message is dropped.
 	send func(msg any)
@@ -53,7 +56,10 @@ func (c *memberCore) notify(msg any) { c.send(msg) }
 // Run ending).
 func (c *memberCore) handle(run *shardRun, msgs []*Message) {
 	defer run.stats.handled.Add(int64(len(msgs)))
-	todo := msgs
+	todo := c.overDelivered(run, msgs)
+	if len(todo) == 0 {
+		return
+	}
 	for attempt := 1; ; attempt++ {
 		// Checked immediately before the handler runs: a record read
 		// under an ownership that has since ended (fenced, lease lapsed,
@@ -107,13 +113,6 @@ func (c *memberCore) handle(run *shardRun, msgs []*Message) {
 			c.giveUp(run, todo, err)
 			return
 		}
-	}
-}
-
-// giveUp leaves records the handler failed on pending (a Nack).
-func (c *memberCore) giveUp(run *shardRun, msgs []*Message, err error) {
-	for _, m := range msgs {
-		m.nack()
 	}
 }
 

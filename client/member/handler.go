@@ -142,6 +142,12 @@ type Message struct {
 	// Attempt counts the handler calls for this record in this run, from
 	// 1; above 1 it is a retry in place (WithHandlerRetry).
 	Attempt int
+	// Deliveries is Redis's delivery counter of the record: 1 for a new
+	// entry; for one from the pending entries list (Redelivered), how many
+	// times the group delivered it (XREADGROUP of pending entries and
+	// XAUTOCLAIM count too), as XPENDING reports it right after the read;
+	// 0 when that could not be read. WithDeadLetter acts on it.
+	Deliveries int64
 
 	run     *shardRun
 	settler Settler     // set by NewMessage only: settled outside a Runtime

@@ -129,6 +129,9 @@ type Hooks struct {
 	// OnHandlerError is called, on the worker, for every handler call
 	// that returned an error or panicked (e.Stack then holds the stack).
 	OnHandlerError func(ctx context.Context, e *HandlerError)
+	// OnDeadLetter is called, on the worker, for every record moved to the
+	// dead-letter stream (WithDeadLetter), after it was acknowledged.
+	OnDeadLetter func(ctx context.Context, d DeadLetter)
 }
 
 // WithHooks sets the Runtime's hooks (see [Hooks]). It may be combined
@@ -202,6 +205,20 @@ func (h *hooks) handlerError(ctx context.Context, e *HandlerError) {
 		}
 	}()
 	h.h.OnHandlerError(ctx, e)
+}
+
+// deadLetter runs on a worker, outside the lock, as handlerError does.
+func (h *hooks) deadLetter(ctx context.Context, d DeadLetter) {
+	if h.h.OnDeadLetter == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("hook panicked", slog.String("hook", "OnDeadLetter"), slog.String("member", MemberID(ctx)),
+				slog.Any("panic", p))
+		}
+	}()
+	h.h.OnDeadLetter(ctx, d)
 }
 
 func (h *hooks) call(ctx context.Context, name string, fn func()) {

@@ -70,6 +70,10 @@ type config struct {
 	retryDelay, retryMaxDelay time.Duration
 	// handlerDeadline: WithHandlerDeadline(true).
 	handlerDeadline bool
+	// dlqMax, dlqStream: WithDeadLetter (dlqSet: it was given).
+	dlqMax    int
+	dlqStream string
+	dlqSet    bool
 	// syncAcks: WithSyncAcks(true); ackMax, ackDelay: WithAckBatch.
 	syncAcks bool
 	ackMax   int
@@ -240,11 +244,15 @@ func WithMemberLease(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.memberLease = d })
 }
 
-// WithLeaveTimeout bounds the graceful leave after Run's context is
-// cancelled: draining in-flight handlers, then the leave heartbeat.
-// Handlers still running when it passes are abandoned (their ACKs fail)
-// and the member leaves anyway, once its reads in progress have returned
-// (they are interrupted; see WithBlock). Default 30s; at least 100ms.
+// WithLeaveTimeout bounds the whole of Run after its context is cancelled:
+// draining the running handlers, sending the queued acks, the leave
+// heartbeat and stopping the workers (see [Runtime.Run]). The drain ends
+// when a quarter of it (at most 5s) is left; handlers still running then
+// are abandoned (their contexts cancelled, their ACKs fail) and the member
+// leaves anyway, once its reads in progress have returned (they are
+// interrupted; see WithBlock). An abandoned handler that ignores its
+// context may still be running when Run returns. Default 25s, which fits
+// Kubernetes' default termination grace period of 30s; at least 100ms.
 func WithLeaveTimeout(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.leaveTimeout = d })
 }
@@ -322,7 +330,7 @@ func newConfig(opts []Opt) (config, error) {
 		claimMinIdle: 30 * time.Second,
 		memberName:   "rscoord-go",
 		memberLease:  protocol.DefaultMemberLease,
-		leaveTimeout: 30 * time.Second,
+		leaveTimeout: 25 * time.Second,
 		ackMax:       256,
 		ackDelay:     5 * time.Millisecond,
 
@@ -412,6 +420,9 @@ func newConfig(opts []Opt) (config, error) {
 	}
 	if c.ackDelay < 100*time.Microsecond || c.ackDelay > time.Second {
 		add("WithAckBatch: a delay of %v is outside 100µs..1s", c.ackDelay)
+	}
+	if err := checkDeadLetter(&c); err != nil {
+		errs = append(errs, err)
 	}
 	if c.leaveTimeout < 100*time.Millisecond {
 		add("WithLeaveTimeout: %v is shorter than 100ms", c.leaveTimeout)

@@ -280,9 +280,12 @@ func (r *shardRun) messages(ctx context.Context, msgs []redis.XMessage, redelive
 			continue
 		}
 		out = append(out, &Message{
-			StreamKey: r.key, Shard: r.shard, ID: m.ID, Fields: m.Values,
+			StreamKey: r.key, Shard: r.shard, ID: m.ID, Fields: m.Values, Deliveries: 1,
 			MemberID: r.core.id, Redelivered: redelivered, OwnerEpoch: r.ownerEpoch, run: r,
 		})
+	}
+	if redelivered {
+		r.deliveries(ctx, out)
 	}
 	if len(gone) > 0 {
 		if err := r.ackAllowed(); err != nil {
