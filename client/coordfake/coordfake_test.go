@@ -19,12 +19,15 @@ import (
 // eventually polls cond every 10ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(d)
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-timeout:
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
