@@ -16,6 +16,10 @@ import (
 // that ignore their cancelled context.
 const workerStopWait = 10 * time.Second
 
+// workerReturnWait is the least a stopping member waits for its workers,
+// even past Run's deadline.
+const workerReturnWait = 100 * time.Millisecond
+
 // memberActor is one logical member (doc.go rule 1): it alone owns the
 // member's epoch, ownership and heartbeat loop, and it spawns one shard
 // actor per run. protoactor calls Receive for one message at a time, so
@@ -280,7 +284,10 @@ func (a *memberActor) shutdown() {
 	a.core.sched.close()
 	wait := workerStopWait
 	if !a.stopBy.IsZero() {
-		wait = min(wait, max(time.Until(a.stopBy), 0))
+		// Idle workers return at once once closed; the floor lets them,
+		// so that a deadline already reached does not report them left
+		// behind.
+		wait = min(wait, max(time.Until(a.stopBy), workerReturnWait))
 	}
 	if !a.core.sched.wait(wait) {
 		a.log.Error("handlers ignored their cancelled context; leaving their workers behind (they may still be running)",
