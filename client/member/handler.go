@@ -200,7 +200,8 @@ func (m *Message) Ack(ctx context.Context) error {
 // XACKDEL … KEEPREF where the server has it (Redis ≥ 8.2, detected once per
 // Run), else XACK and XDEL in one Lua script (both touch one key, so one
 // slot on a cluster). Other consumer groups' pending references, if any,
-// are kept, as KEEPREF does. Errors as for [Message.Ack].
+// are kept, as KEEPREF does. Errors as for [Message.Ack]. AckDel is never
+// coalesced: it returns once Redis answered.
 func (m *Message) AckDel(ctx context.Context) error {
 	if m.settler != nil {
 		_, err := settleOutside(ctx, "ackdel", []*Message{m}, true)
