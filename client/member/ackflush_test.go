@@ -259,3 +259,43 @@ func TestStopHandsBackQueuedRecordsToTheNextOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestAcksRideTheNextRead: after a full read, the acks of its batch go out
+// with the shard's next read of new entries, in one pipeline and without
+// blocking, so that a busy shard pays one round trip per batch; the
+// flusher then has nothing left to send.
+func TestAcksRideTheNextRead(t *testing.T) {
+	f := newAckFixture(t, "ride", 4)
+	ctx := context.Background()
+	f.tc.cfg.claimMinIdle, f.tc.cfg.block = time.Hour, time.Second
+	f.run.setFullRead(true)
+	got := f.run.take(0)
+	for _, m := range got {
+		if err := m.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.run.finish(len(got))
+	if f.run.drained() {
+		t.Fatal("drained with acks queued")
+	}
+	start := time.Now()
+	batch, err := f.run.fetch(ctx, &reader{phase: phaseNew, lastClaim: time.Now()})
+	if err != nil || len(batch) != 0 {
+		t.Fatalf("fetch = %d records, %v; want none", len(batch), err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Fatalf("the read carrying acks took %v: it blocked", took)
+	}
+	xacks, _ := f.hook.sent()
+	if len(xacks) != 1 || len(xacks[0]) != 4 {
+		t.Fatalf("XACKs %v, want one of the batch's 4 ids", xacks)
+	}
+	if n := f.pending(t); n != 0 || !f.run.drained() {
+		t.Fatalf("%d pending, drained %v after the read; want 0, drained", n, f.run.drained())
+	}
+	f.flush.flush()
+	if xacks, _ := f.hook.sent(); len(xacks) != 1 {
+		t.Fatalf("the flusher sent the acks again: %v", xacks)
+	}
+}

@@ -180,7 +180,9 @@
 //     WithBlock, never past the lease (rule 9).
 //  17. Acks are coalesced (WithAckBatch; WithSyncAcks(true) turns it
 //     off): Ack and AckAll queue the acknowledgement, and one flusher per
-//     member sends every shard's queue as one pipeline of XACKs. The gate
+//     member sends every shard's queue as one pipeline of XACKs; after a
+//     full read, the shard's next read of new entries carries its
+//     batch's XACK instead, in one pipeline that does not block. The gate
 //     and the lease are checked again right before sending, so no ack
 //     leaves after a revoke, a fence or a lapsed lease; a stopping shard
 //     is drained only once its acks were sent (rule 5), so REVOKED and

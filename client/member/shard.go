@@ -89,6 +89,10 @@ type shardRun struct {
 	// them first thing, before new entries, instead of a claim min idle
 	// later. A stopping run is drained only once they were sent.
 	handback []string
+	// fullRead: the last read of new entries filled its COUNT, so the
+	// next one will likely find entries at once and may carry the
+	// batch's acks (takeReadAcks).
+	fullRead bool
 	// stopped is closed when the run starts to stop (gracefully or
 	// fenced): retries in place waiting for their delay end at once.
 	stopped   chan struct{}
@@ -176,11 +180,12 @@ func (r *shardRun) finish(n int) (more bool) {
 		r.scheduled = false
 	}
 	notify := r.idleLocked()
-	flush := r.inflight == 0 && len(r.acks) > 0
+	// The read batch is done: its acks need not wait for the flusher's
+	// delay. After a full read the read loop, which reads again now,
+	// sends them with that read; else the flusher sends them at once.
+	flush := r.inflight == 0 && len(r.acks) > 0 && (!r.fullRead || r.stopping)
 	r.mu.Unlock()
 	if flush {
-		// The read batch is done: nothing more comes soon, so its acks
-		// need not wait for the flusher's delay.
 		r.core.flusher.queued(r, true)
 	}
 	if notify {
