@@ -34,6 +34,15 @@ type Comparison struct {
 	Subject  Rate    `json:"subject"`
 	Baseline Rate    `json:"baseline"`
 	Ratio    float64 `json:"ratio"`
+	// Target is the ratio the subject should reach; 0 when the caller
+	// sets it.
+	Target float64 `json:"target,omitempty"`
+	// RoundRatios are the subject's rate over the baseline's of each
+	// round, and MedianRatio their median: on a shared machine one slow
+	// phase moves Ratio (rates summed over rounds) a lot and the median
+	// little. Empty and 0 where not measured per round.
+	RoundRatios []float64 `json:"roundRatios,omitempty"`
+	MedianRatio float64   `json:"medianRatio,omitempty"`
 }
 
 // Rate is records moved over the time they took, summed over rounds.

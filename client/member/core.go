@@ -2,8 +2,10 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,11 +21,17 @@ type memberCore struct {
 	batch   BatchHandler // set instead of handler by NewBatch
 	rdb     redis.UniversalClient
 	acker   *acker
-	log     *slog.Logger
-	lease   *leaseClock
-	sched   *scheduler
-	hooks   *hooks
-	stats   *statsBoard
+	// flusher sends coalesced acks and given-back records; nil only in
+	// unit tests of a run, whose acks are then synchronous.
+	flusher *ackFlusher
+	// lastErrs are the last handler errors of records left pending, for
+	// their dead-letter entries (WithDeadLetter).
+	lastErrs lastErrors
+	log      *slog.Logger
+	lease    *leaseClock
+	sched    *scheduler
+	hooks    *hooks
+	stats    *statsBoard
 	// send delivers a message to the member actor (system.Root.Send to
 	// its PID); after the actor stopped, the message is dropped.
 	send func(msg any)
@@ -48,7 +56,10 @@ func (c *memberCore) notify(msg any) { c.send(msg) }
 // Run ending).
 func (c *memberCore) handle(run *shardRun, msgs []*Message) {
 	defer run.stats.handled.Add(int64(len(msgs)))
-	todo := msgs
+	todo := c.overDelivered(run, msgs)
+	if len(todo) == 0 {
+		return
+	}
 	for attempt := 1; ; attempt++ {
 		// Checked immediately before the handler runs: a record read
 		// under an ownership that has since ended (fenced, lease lapsed,
@@ -71,30 +82,46 @@ func (c *memberCore) handle(run *shardRun, msgs []*Message) {
 			return
 		}
 		run.stats.errors.Add(1)
-		retry := attempt < c.cfg.retryAttempts && run.handlerCtx.Err() == nil
-		c.hooks.handlerError(run.handlerCtx, HandlerError{Messages: todo, Err: err, Attempt: attempt, Retry: retry})
+		// A stopping run hands its records back rather than retry them:
+		// its revocation waits for running handlers only (beginStop).
+		retry := attempt < c.cfg.retryAttempts && run.handlerCtx.Err() == nil && !run.isStopping()
+		he := &HandlerError{Messages: todo, Err: err, Attempt: attempt, Retry: retry}
+		var hp *handlerPanic
+		if errors.As(err, &hp) {
+			he.Stack = hp.stack
+			// A panic is a bug: logged here, once, with where it happened.
+			c.log.Error("handler panicked", slog.String("streamKey", run.key), slog.String("id", todo[0].ID),
+				slog.Int("records", len(todo)), slog.Int("attempt", attempt), slog.Bool("retry", retry),
+				slog.Any("error", err), slog.String("stack", string(hp.stack)))
+		}
+		c.hooks.handlerError(run.handlerCtx, he)
 		if !retry {
-			c.log.Warn("handler failed; the records stay pending",
-				slog.String("streamKey", run.key), slog.String("id", todo[0].ID), slog.Int("records", len(todo)),
-				slog.Int("attempts", attempt), slog.Any("error", err))
-			for _, m := range todo {
-				m.nack()
+			if hp == nil {
+				c.log.Warn("handler failed; the records stay pending",
+					slog.String("streamKey", run.key), slog.String("id", todo[0].ID), slog.Int("records", len(todo)),
+					slog.Int("attempts", attempt), slog.Any("error", err))
 			}
+			c.giveUp(run, todo, err)
 			return
 		}
 		delay := retryDelay(c.cfg.retryDelay, c.cfg.retryMaxDelay, attempt)
 		c.log.Debug("handler failed; retrying in place", slog.String("streamKey", run.key), slog.String("id", todo[0].ID),
 			slog.Int("attempt", attempt), slog.Duration("delay", delay), slog.Any("error", err))
 		run.stats.retries.Add(1)
-		sleep(run.handlerCtx, delay)
+		sleepOrStop(run.handlerCtx, run.stopped, delay)
+		if run.isStopping() {
+			c.giveUp(run, todo, err)
+			return
+		}
 	}
 }
 
-// call runs the handler once, a panic turned into an error.
+// call runs the handler once, a panic turned into a *handlerPanic that
+// keeps the panicking goroutine's stack.
 func (c *memberCore) call(ctx context.Context, msgs []*Message) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = panicError("handler", p)
+			err = &handlerPanic{err: panicError("handler", p), stack: debug.Stack()}
 		}
 	}()
 	if c.batch != nil {
@@ -116,6 +143,15 @@ func panicError(what string, p any) error {
 	}
 	return fmt.Errorf("%s panicked: %v", what, p)
 }
+
+// handlerPanic is a recovered handler panic with its stack.
+type handlerPanic struct {
+	err   error
+	stack []byte
+}
+
+func (p *handlerPanic) Error() string { return p.err.Error() }
+func (p *handlerPanic) Unwrap() error { return p.err }
 
 // unsettled are the records neither acknowledged nor Nacked.
 func unsettled(msgs []*Message) []*Message {

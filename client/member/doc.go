@@ -31,7 +31,10 @@
 //     reason; [Runtime.Ready] and [Runtime.Status] tell a readiness probe.
 //  4. In the handler, settle each record: [Message.Ack], [Message.AckDel]
 //     or [Message.Nack] ([AckAll], [AckDelAll] for a [BatchHandler] given
-//     to [NewBatch]). An Ack that fails with [ErrFenced],
+//     to [NewBatch]). Acks are coalesced into pipelined XACKs by default:
+//     [Message.Ack] says what its return means. [WithDeadLetter] moves a
+//     record that keeps failing ([Message.Deliveries]) to a dead-letter
+//     stream instead of redelivering it for ever. An Ack that fails with [ErrFenced],
 //     [ErrLeaseExpired] or [ErrRevoked] must not be retried: the record
 //     will be redelivered to the shard's owner. Return an error for a
 //     transient failure: WithHandlerRetry retries in place, keeping the
@@ -87,11 +90,15 @@
 //     coordclient's rules). A steady member's hold leaves the lease room
 //     for the hedged copy of its heartbeat to reach a second replica; an
 //     OK from any replica renews the lease.
-//  5. Revocation: reads stop at once, records already read are still
-//     handled and may be acknowledged; the shard is reported REVOKING while
-//     its read loop runs, DRAINING while records are in flight, and REVOKED
-//     with inFlight 0 once both are done, until the coordinator has seen
-//     that report. The shards one answer (or one leave) revokes form a
+//  5. Revocation: reads stop at once; records being handled finish and
+//     may be acknowledged, records read and not handed to a worker yet
+//     are handed back at once (left pending, marked long idle so that the
+//     next owner's first XAUTOCLAIM takes them, in order, before new
+//     entries), and retries in place end. The shard is reported REVOKING
+//     while its read loop runs, DRAINING while records are in flight or
+//     its acks and hand-backs are not sent yet, and REVOKED with inFlight
+//     0 once all are done, until the coordinator has seen that report. The
+//     shards one answer (or one leave) revokes form a
 //     cohort: OnRevoked runs once for the cohort when its last shard is
 //     done, and they are reported REVOKED together right after. Draining is bounded by 90% of
 //     rebalanceTimeoutMs, counted from the heartbeat that revoked the
@@ -138,9 +145,12 @@
 //     resumes them at once with new runs, which read their own pending
 //     entries first (rule 7), so records whose hand-over or ACK the
 //     lapse refused come back at once, not a claim min idle later.
-//  10. Nothing is acknowledged for the handler. The one exception: a
+//  10. Nothing is acknowledged for the handler. The exceptions: a
 //     pending entry whose record was deleted from the stream comes back
-//     without fields; it can never be handled and is acknowledged.
+//     without fields; it can never be handled and is acknowledged; and,
+//     with WithDeadLetter, a record on its last allowed delivery whose
+//     handler failed (or one delivered more often) is acknowledged once
+//     it was added to the dead-letter stream.
 //  11. Workers rotate: a shard with records ready waits in one FIFO queue, a
 //     worker handles one record (a BatchHandler: every queued record) of
 //     the head shard and requeues it at the tail, so no shard starves when
@@ -174,12 +184,23 @@
 //     connection (neither a *redis.Client nor one with MasterForKey, see
 //     WithRedis) keeps the bounded read: the stop then waits up to
 //     WithBlock, never past the lease (rule 9).
+//  17. Acks are coalesced (WithAckBatch; WithSyncAcks(true) turns it
+//     off): Ack and AckAll queue the acknowledgement, and one flusher per
+//     member sends every shard's queue as one pipeline of XACKs; after a
+//     full read, the shard's next read of new entries carries its
+//     batch's XACK instead, in one pipeline that does not block. The gate
+//     and the lease are checked again right before sending, so no ack
+//     leaves after a revoke, a fence or a lapsed lease; a stopping shard
+//     is drained only once its acks were sent (rule 5), so REVOKED and
+//     the leave follow them.
 //
 // # Goroutines and who stops them
 //
 // Run's caller's goroutine runs the lifecycle. The actor system (stopped
 // last by Run) runs one member actor per member, which owns: its workers
-// (stopped after the member's ACK gates closed), at most one heartbeat
+// (stopped after the member's ACK gates closed; one that ignores its
+// cancelled context is left behind once WithLeaveTimeout has passed), its
+// ack flusher (stopped after the workers), at most one heartbeat
 // request goroutine (cancelled and waited for), its timers (stopped first)
 // and one shard actor per run, each of which owns one read loop and its
 // read connection (cancelled, a blocking read interrupted, and waited for

@@ -28,8 +28,9 @@ type Handler func(ctx context.Context, msg *Message) error
 // retried in place as WithHandlerRetry says, then left pending.
 type BatchHandler func(ctx context.Context, msgs []*Message) error
 
-// AckAll acknowledges records of one shard with one XACK. Errors as for
-// [Message.Ack]; nothing is acknowledged when one record may not be.
+// AckAll acknowledges records of one shard with one XACK. Errors, and
+// what a nil return means (coalesced by default), as for [Message.Ack];
+// nothing is acknowledged when one record may not be.
 func AckAll(ctx context.Context, msgs []*Message) error {
 	if outside, err := settleOutside(ctx, "ack", msgs, false); outside {
 		return err
@@ -39,6 +40,12 @@ func AckAll(ctx context.Context, msgs []*Message) error {
 		return err
 	}
 	run := msgs[0].run
+	if run.coalesce() {
+		if err := run.queueAcks(msgs); err != nil {
+			return fmt.Errorf("member: ack %s %d records: %w", key, len(ids), err)
+		}
+		return nil
+	}
 	if err := run.core.rdb.XAck(ctx, key, run.core.cfg.group, ids...).Err(); err != nil {
 		return fmt.Errorf("member: ack %s %d records: XACK: %w", key, len(ids), err)
 	}
@@ -135,6 +142,12 @@ type Message struct {
 	// Attempt counts the handler calls for this record in this run, from
 	// 1; above 1 it is a retry in place (WithHandlerRetry).
 	Attempt int
+	// Deliveries is Redis's delivery counter of the record: 1 for a new
+	// entry; for one from the pending entries list (Redelivered), how many
+	// times the group delivered it (XREADGROUP of pending entries and
+	// XAUTOCLAIM count too), as XPENDING reports it right after the read;
+	// 0 when that could not be read. WithDeadLetter acts on it.
+	Deliveries int64
 
 	run     *shardRun
 	settler Settler     // set by NewMessage only: settled outside a Runtime
@@ -145,8 +158,20 @@ type Message struct {
 // Ack acknowledges the entry (XACK): it leaves the group's pending entries
 // list and stays in the stream. It fails with an error wrapping
 // [ErrFenced], [ErrLeaseExpired] or [ErrRevoked] when the member may no
-// longer acknowledge it, and with the Redis error otherwise. Acking twice
-// is harmless.
+// longer acknowledge it. Acking twice is harmless.
+//
+// What a nil return means depends on WithAckBatch and WithSyncAcks. By
+// default acks are coalesced: Ack returns once the runtime has accepted
+// the acknowledgement, and the member sends it with the other acks of the
+// shard in one XACK (pipelined with those of its other shards) at most
+// WithAckBatch's delay later, at once when its count is reached or the
+// shard's read batch is done, and always before the shard is reported
+// REVOKED or the member leaves. Until then the record is still pending in
+// Redis: a crash, a fence or a lapsed lease before the XACK was sent (the
+// runtime then does not send it: no ack after ownership ended) redelivers
+// it, as at-least-once processing allows; an XACK that fails is logged
+// and leaves it pending too. With WithSyncAcks(true) Ack sends its own
+// XACK and returns after Redis answered it, with the Redis error if any.
 func (m *Message) Ack(ctx context.Context) error {
 	if m.settler != nil {
 		_, err := settleOutside(ctx, "ack", []*Message{m}, false)
@@ -154,6 +179,12 @@ func (m *Message) Ack(ctx context.Context) error {
 	}
 	if m.run == nil {
 		return fmt.Errorf("member: ack %s %s: the message was not delivered by a Runtime", m.StreamKey, m.ID)
+	}
+	if m.run.coalesce() {
+		if err := m.run.queueAcks([]*Message{m}); err != nil {
+			return fmt.Errorf("member: ack %s %s: %w", m.StreamKey, m.ID, err)
+		}
+		return nil
 	}
 	if err := m.run.ackAllowed(); err != nil {
 		return fmt.Errorf("member: ack %s %s: %w", m.StreamKey, m.ID, err)
@@ -169,7 +200,8 @@ func (m *Message) Ack(ctx context.Context) error {
 // XACKDEL … KEEPREF where the server has it (Redis ≥ 8.2, detected once per
 // Run), else XACK and XDEL in one Lua script (both touch one key, so one
 // slot on a cluster). Other consumer groups' pending references, if any,
-// are kept, as KEEPREF does. Errors as for [Message.Ack].
+// are kept, as KEEPREF does. Errors as for [Message.Ack]. AckDel is never
+// coalesced: it returns once Redis answered.
 func (m *Message) AckDel(ctx context.Context) error {
 	if m.settler != nil {
 		_, err := settleOutside(ctx, "ackdel", []*Message{m}, true)

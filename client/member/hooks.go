@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -67,17 +68,39 @@ type HeartbeatEvent struct {
 	Err error
 }
 
-// HandlerError is a failed handler call.
+// HandlerError is a failed handler call: an error it returned, or a
+// panic (recovered; Stack is then set). It is an error itself, which
+// unwraps to Err.
 type HandlerError struct {
 	// Messages are the records of the call: one, or a batch.
 	Messages []*Message
-	Err      error
+	// Err is what the handler returned, wrapped, or the panic: a panic
+	// with an error wraps that error, so errors.Is and errors.As see it.
+	Err error
+	// Stack is the stack of the goroutine that panicked, as
+	// runtime/debug.Stack formats it, when the handler panicked; nil when
+	// it returned an error. The runtime also logs it once, at ERROR.
+	Stack []byte
 	// Attempt counts calls for these records, from 1.
 	Attempt int
 	// Retry: the records are handed to the handler again after a delay
-	// (WithHandlerRetry). False: they are left pending (a Nack).
+	// (WithHandlerRetry). False: they are left pending (a Nack), or
+	// dead-lettered (WithDeadLetter).
 	Retry bool
 }
+
+// Error names the first record, the attempt and the cause.
+func (e *HandlerError) Error() string {
+	if len(e.Messages) == 0 {
+		return fmt.Sprintf("member: handler failed (attempt %d): %v", e.Attempt, e.Err)
+	}
+	m := e.Messages[0]
+	return fmt.Sprintf("member: handler failed on %s %s (%d records, attempt %d): %v",
+		m.StreamKey, m.ID, len(e.Messages), e.Attempt, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *HandlerError) Unwrap() error { return e.Err }
 
 // Hooks are optional callbacks on what a Runtime does; nil fields are
 // skipped. Hooks never run concurrently with each other, not even for
@@ -104,8 +127,11 @@ type Hooks struct {
 	// OnHeartbeat is called with every heartbeat outcome.
 	OnHeartbeat func(ctx context.Context, e HeartbeatEvent)
 	// OnHandlerError is called, on the worker, for every handler call
-	// that returned an error or panicked.
-	OnHandlerError func(ctx context.Context, e HandlerError)
+	// that returned an error or panicked (e.Stack then holds the stack).
+	OnHandlerError func(ctx context.Context, e *HandlerError)
+	// OnDeadLetter is called, on the worker, for every record moved to the
+	// dead-letter stream (WithDeadLetter), after it was acknowledged.
+	OnDeadLetter func(ctx context.Context, d DeadLetter)
 }
 
 // WithHooks sets the Runtime's hooks (see [Hooks]). It may be combined
@@ -168,7 +194,7 @@ func (h *hooks) heartbeat(ctx context.Context, e HeartbeatEvent) {
 
 // handlerError runs on a worker, outside the lock: workers must not wait
 // for each other's hooks.
-func (h *hooks) handlerError(ctx context.Context, e HandlerError) {
+func (h *hooks) handlerError(ctx context.Context, e *HandlerError) {
 	if h.h.OnHandlerError == nil {
 		return
 	}
@@ -179,6 +205,20 @@ func (h *hooks) handlerError(ctx context.Context, e HandlerError) {
 		}
 	}()
 	h.h.OnHandlerError(ctx, e)
+}
+
+// deadLetter runs on a worker, outside the lock, as handlerError does.
+func (h *hooks) deadLetter(ctx context.Context, d DeadLetter) {
+	if h.h.OnDeadLetter == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("hook panicked", slog.String("hook", "OnDeadLetter"), slog.String("member", MemberID(ctx)),
+				slog.Any("panic", p))
+		}
+	}()
+	h.h.OnDeadLetter(ctx, d)
 }
 
 func (h *hooks) call(ctx context.Context, name string, fn func()) {

@@ -4,19 +4,58 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
+// leaveReserve is the part of the time left to a leave that is kept for
+// what follows the drain: the leave heartbeat, stopping the workers and
+// the actors. The drain ends that long before the leave's deadline.
+func leaveReserve(total time.Duration) time.Duration {
+	return min(total/4, 5*time.Second)
+}
+
+// onRunEnding handles Run's context ending (leaveMsg): the member leaves
+// for good, and everything it does from now on ends by by (WithLeaveTimeout
+// after the cancel). A leave already under way (giving the shards back
+// after Redis failures) keeps going, but its drain ends no later than
+// this deadline allows.
+func (a *memberActor) onRunEnding(by time.Time) {
+	a.exitWanted = true
+	a.stopBy = by
+	if !a.leaving {
+		a.beginLeave(by)
+		return
+	}
+	drainEnd := a.core.lease.now() + time.Until(by) - leaveReserve(time.Until(by))
+	if !a.leaveSent && drainEnd < a.leaveAt {
+		a.setLeaveDeadline(drainEnd)
+	}
+}
+
+// setLeaveDeadline makes the drain of the leave end at at (lease clock).
+// A revoked run's drain deadline is not moved here: leaveDeadline
+// abandons every run still draining when it fires.
+func (a *memberActor) setLeaveDeadline(at time.Duration) {
+	a.leaveAt = at
+	stopTimer(&a.leaveTimer)
+	a.leaveTimer = a.timer(at-a.core.lease.now(), &leaveDeadlineMsg{})
+}
+
 // beginLeave starts the graceful leave (rule 13): stop reads on every
-// shard, drain, then (maybeLeave) send memberEpoch -1.
-func (a *memberActor) beginLeave() {
+// shard, drain, then (maybeLeave) send memberEpoch -1, all by by (zero:
+// WithLeaveTimeout from now). The drain ends leaveReserve before by.
+func (a *memberActor) beginLeave(by time.Time) {
 	if a.leaving || a.done || a.stopped {
 		return
 	}
+	if by.IsZero() {
+		by = time.Now().Add(a.rs.cfg.leaveTimeout)
+	}
 	a.leaving = true
-	a.leaveAt = a.core.lease.now() + a.rs.cfg.leaveTimeout
-	a.leaveTimer = a.timer(a.rs.cfg.leaveTimeout, &leaveDeadlineMsg{})
+	total := time.Until(by)
+	a.setLeaveDeadline(a.core.lease.now() + total - leaveReserve(total))
 	a.log.Info("leaving: stopping reads and draining", slog.Any("owned", a.owned))
 	reason := ReasonLeaving
 	if a.giveBack {

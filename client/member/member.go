@@ -16,6 +16,10 @@ import (
 // that ignore their cancelled context.
 const workerStopWait = 10 * time.Second
 
+// workerReturnWait is the least a stopping member waits for its workers,
+// even past Run's deadline.
+const workerReturnWait = 100 * time.Millisecond
+
 // memberActor is one logical member (doc.go rule 1): it alone owns the
 // member's epoch, ownership and heartbeat loop, and it spawns one shard
 // actor per run. protoactor calls Receive for one message at a time, so
@@ -88,7 +92,10 @@ type memberActor struct {
 
 	leaving, leaveSent, leaveExpired bool
 	leaveAt                          time.Duration
-	done, stopped                    bool
+	// stopBy: Run's context ended and everything, the stop of the
+	// workers included, must be over by then (WithLeaveTimeout).
+	stopBy        time.Time
+	done, stopped bool
 
 	// For Status: when the last successful answer arrived, RETRYs in a
 	// row, why the member is not active, and the error that stopped it.
@@ -166,8 +173,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 			a.drainDeadline(m.run)
 		}
 	case *leaveMsg:
-		a.exitWanted = true
-		a.beginLeave()
+		a.onRunEnding(m.by)
 	case *redisProbeMsg:
 		a.onRedisProbe(m)
 	case *redisRetryMsg:
@@ -225,6 +231,8 @@ func (a *memberActor) start(ctx actor.Context) {
 	root, self := a.rs.system.Root, a.self
 	core.send = func(msg any) { root.Send(self, msg) }
 	core.ctx, core.cancel = context.WithCancel(withMemberID(context.Background(), a.id))
+	core.flusher = newAckFlusher(core, cfg.ackMax, cfg.ackDelay, a.rs.requestTimeout)
+	core.flusher.start()
 	a.core = core
 	a.runs, a.byPID = map[int]*shardRun{}, map[string]*shardRun{}
 	a.revoking, a.notified = map[int]*revocation{}, map[int]bool{}
@@ -252,10 +260,14 @@ func (a *memberActor) start(ctx actor.Context) {
 //     returns; each waits for its read loop);
 //  3. the heartbeat in flight, cancelled and waited for;
 //  4. the workers, after their current record, waited for at most
-//     workerStopWait; when some are still running then, the next
-//     incarnation (a restart after a panic) joins only after the lease of
-//     the last answer, as a rejoin after a fence does (rule 8);
-//  5. the member's context and lease.
+//     workerStopWait, and never past stopBy once Run's context ended
+//     (WithLeaveTimeout bounds the whole of Run); when some are still
+//     running then, they are left behind, and the next incarnation (a
+//     restart after a panic) joins only after the lease of the last
+//     answer, as a rejoin after a fence does (rule 8);
+//  5. the ack flusher (acks still queued are refused: step 2 closed the
+//     gates);
+//  6. the member's context and lease.
 func (a *memberActor) shutdown() {
 	if a.stopped || a.core == nil {
 		return
@@ -270,9 +282,16 @@ func (a *memberActor) shutdown() {
 	a.hbCancel()
 	a.hbWG.Wait()
 	a.core.sched.close()
-	if !a.core.sched.wait(workerStopWait) {
-		a.log.Error("handlers ignored their cancelled context; leaving their workers behind",
-			slog.Duration("waited", workerStopWait))
+	wait := workerStopWait
+	if !a.stopBy.IsZero() {
+		// Idle workers return at once once closed; the floor lets them,
+		// so that a deadline already reached does not report them left
+		// behind.
+		wait = min(wait, max(time.Until(a.stopBy), workerReturnWait))
+	}
+	if !a.core.sched.wait(wait) {
+		a.log.Error("handlers ignored their cancelled context; leaving their workers behind (they may still be running)",
+			slog.Duration("waited", wait))
 		// They may still work on records of shards this member's next
 		// join frees at once (the same instanceId): the coordinator
 		// would wait for this lease before giving them to a member it
@@ -280,6 +299,7 @@ func (a *memberActor) shutdown() {
 		// does too.
 		a.inc.joinNotBefore = leaseEnd
 	}
+	a.core.flusher.stop()
 	a.core.cancel()
 	a.core.lease.drop()
 }

@@ -42,8 +42,9 @@ type drainDeadlineMsg struct {
 	at  time.Duration
 }
 
-// leaveMsg: Run's context is done; drain and leave the group.
-type leaveMsg struct{}
+// leaveMsg: Run's context is done; drain and leave the group, everything
+// over by by.
+type leaveMsg struct{ by time.Time }
 
 // leaveDeadlineMsg: the leave timeout passed; leave now.
 type leaveDeadlineMsg struct{}

@@ -70,6 +70,14 @@ type config struct {
 	retryDelay, retryMaxDelay time.Duration
 	// handlerDeadline: WithHandlerDeadline(true).
 	handlerDeadline bool
+	// dlqMax, dlqStream: WithDeadLetter (dlqSet: it was given).
+	dlqMax    int
+	dlqStream string
+	dlqSet    bool
+	// syncAcks: WithSyncAcks(true); ackMax, ackDelay: WithAckBatch.
+	syncAcks bool
+	ackMax   int
+	ackDelay time.Duration
 	// redisFailureLimit: reads failed in a row on one shard before the
 	// member gives its shards back.
 	redisFailureLimit int
@@ -236,11 +244,15 @@ func WithMemberLease(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.memberLease = d })
 }
 
-// WithLeaveTimeout bounds the graceful leave after Run's context is
-// cancelled: draining in-flight handlers, then the leave heartbeat.
-// Handlers still running when it passes are abandoned (their ACKs fail)
-// and the member leaves anyway, once its reads in progress have returned
-// (they are interrupted; see WithBlock). Default 30s; at least 100ms.
+// WithLeaveTimeout bounds the whole of Run after its context is cancelled:
+// draining the running handlers, sending the queued acks, the leave
+// heartbeat and stopping the workers (see [Runtime.Run]). The drain ends
+// when a quarter of it (at most 5s) is left; handlers still running then
+// are abandoned (their contexts cancelled, their ACKs fail) and the member
+// leaves anyway, once its reads in progress have returned (they are
+// interrupted; see WithBlock). An abandoned handler that ignores its
+// context may still be running when Run returns. Default 25s, which fits
+// Kubernetes' default termination grace period of 30s; at least 100ms.
 func WithLeaveTimeout(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.leaveTimeout = d })
 }
@@ -291,6 +303,23 @@ func WithHandlerDeadline(on bool) Opt {
 	return optFunc(func(c *config) { c.handlerDeadline = on })
 }
 
+// WithAckBatch bounds the coalescing of acks (see [Message.Ack]): a
+// shard's accepted acks are sent once maxCount of them are queued, once the
+// shard's read batch is done, or maxDelay after the first of them was
+// accepted, whichever comes first. Default 256 and 5ms; maxCount
+// 1..MaxBatch, maxDelay 100µs..1s.
+func WithAckBatch(maxCount int, maxDelay time.Duration) Opt {
+	return optFunc(func(c *config) { c.ackMax, c.ackDelay = maxCount, maxDelay })
+}
+
+// WithSyncAcks(true) makes every Ack and AckAll send its own XACK and
+// return once Redis answered it (see [Message.Ack]): slower (one round
+// trip per call, on the handler's worker), but an Ack that returned nil
+// is in Redis. Default false: acks are coalesced (WithAckBatch).
+func WithSyncAcks(on bool) Opt {
+	return optFunc(func(c *config) { c.syncAcks = on })
+}
+
 // newConfig applies opts, fills defaults and validates the result.
 func newConfig(opts []Opt) (config, error) {
 	c := config{
@@ -301,7 +330,9 @@ func newConfig(opts []Opt) (config, error) {
 		claimMinIdle: 30 * time.Second,
 		memberName:   "rscoord-go",
 		memberLease:  protocol.DefaultMemberLease,
-		leaveTimeout: 30 * time.Second,
+		leaveTimeout: 25 * time.Second,
+		ackMax:       256,
+		ackDelay:     5 * time.Millisecond,
 
 		redisFailureLimit: 3,
 		retryAttempts:     1,
@@ -384,6 +415,15 @@ func newConfig(opts []Opt) (config, error) {
 	}
 	if c.retryDelay < time.Millisecond || c.retryMaxDelay < c.retryDelay {
 		add("WithHandlerRetry: the delay %v must be at least 1ms and at most the max delay %v", c.retryDelay, c.retryMaxDelay)
+	}
+	if c.ackMax < 1 || c.ackMax > MaxBatch {
+		add("WithAckBatch: a count of %d is outside 1..%d", c.ackMax, MaxBatch)
+	}
+	if c.ackDelay < 100*time.Microsecond || c.ackDelay > time.Second {
+		add("WithAckBatch: a delay of %v is outside 100µs..1s", c.ackDelay)
+	}
+	if err := checkDeadLetter(&c); err != nil {
+		errs = append(errs, err)
 	}
 	if c.leaveTimeout < 100*time.Millisecond {
 		add("WithLeaveTimeout: %v is shorter than 100ms", c.leaveTimeout)

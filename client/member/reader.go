@@ -215,14 +215,22 @@ func (r *shardRun) fetch(ctx context.Context, rd *reader) ([]*Message, error) {
 		if rd.failing {
 			block = -1 // no BLOCK: see reader.failing
 		}
-		res, err := r.readGroup(ctx, &redis.XReadGroupArgs{
+		args := &redis.XReadGroupArgs{
 			Group: cfg.group, Consumer: r.core.id, Streams: []string{r.key, ">"},
 			Count: int64(cfg.batch), Block: block,
-		})
+		}
+		var res []redis.XStream
+		var err error
+		if acks := r.takeReadAcks(rd.failing); len(acks) > 0 {
+			res, err = r.readGroupAcking(ctx, args, acks)
+		} else {
+			res, err = r.readGroup(ctx, args)
+		}
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("XREADGROUP %s >: %w", r.key, err)
 		}
 		msgs := firstStream(res)
+		r.setFullRead(len(msgs) == cfg.batch)
 		if len(msgs) < cfg.batch {
 			r.stats.setLag(0, true) // a short read: nothing more to read now
 		}
@@ -280,9 +288,12 @@ func (r *shardRun) messages(ctx context.Context, msgs []redis.XMessage, redelive
 			continue
 		}
 		out = append(out, &Message{
-			StreamKey: r.key, Shard: r.shard, ID: m.ID, Fields: m.Values,
+			StreamKey: r.key, Shard: r.shard, ID: m.ID, Fields: m.Values, Deliveries: 1,
 			MemberID: r.core.id, Redelivered: redelivered, OwnerEpoch: r.ownerEpoch, run: r,
 		})
+	}
+	if redelivered {
+		r.deliveries(ctx, out)
 	}
 	if len(gone) > 0 {
 		if err := r.ackAllowed(); err != nil {
@@ -299,6 +310,17 @@ func (r *shardRun) messages(ctx context.Context, msgs []redis.XMessage, redelive
 		}
 	}
 	return out, nil
+}
+
+// sleepOrStop waits d, or until ctx is done or stop is closed.
+func sleepOrStop(ctx context.Context, stop <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-stop:
+	}
 }
 
 // sleep waits d or until ctx is done.

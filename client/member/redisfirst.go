@@ -128,7 +128,7 @@ func (a *memberActor) onReadFailed(m *readFailedMsg) {
 	a.log.Warn("Redis keeps failing: giving every shard back; rejoining once it answers", slog.Any("error", err))
 	a.giveBack = true
 	a.reason = "giving shards back: " + err.Error()
-	a.beginLeave()
+	a.beginLeave(time.Time{})
 }
 
 // afterGiveBack is the end of the leave that gave the shards back: the

@@ -130,20 +130,28 @@ const probeTimeout = 5 * time.Second
 //  3. spawn one member actor per logical member: each starts its workers
 //     and sends its join heartbeat; shards start when granted.
 //
-// Shutdown, in order (each step bounded):
+// Shutdown, in order, all of it bounded by WithLeaveTimeout counted from
+// when ctx ended (default 25s, which fits Kubernetes' default grace period
+// of 30s):
 //
-//  1. every member stops reading all its shards, waits for its in-flight
-//     handlers (at most the leave timeout, after which they are abandoned
-//     and their ACKs fail) and reports them REVOKED;
+//  1. every member stops reading all its shards, hands back the records
+//     read and not handled yet, waits for its running handlers (until a
+//     quarter of the leave timeout, at most 5s, is left; then they are
+//     abandoned and their ACKs fail), sends its queued acks and reports
+//     the shards REVOKED;
 //  2. every member sends its leave heartbeat (memberEpoch -1); Run waits
-//     for all of them, at most the leave timeout plus one read (WithBlock;
-//     a blocking read is interrupted, so only a client without a read
-//     connection, see WithRedis, may take it) and two request bounds;
+//     for all of them;
 //  3. the member actors stop: each closes its ACK gates, cancels handler
-//     contexts and its heartbeat, waits for its workers (at most 10s),
-//     then its shard actors, each of which waits for its read loop;
+//     contexts and its heartbeat, waits for its workers, but not past the
+//     leave timeout, then its shard actors, each of which waits for its
+//     read loop (a blocking read is interrupted; only a client without a
+//     read connection, see WithRedis, may make it wait up to WithBlock);
 //  4. the actor system shuts down, and the idle connections of the
 //     Runtime's own HTTP client are closed.
+//
+// A handler that ignores its cancelled context is abandoned: Run returns
+// while it may still be running (its ACKs fail), and its goroutine ends
+// only when it returns.
 func (r *Runtime) Run(ctx context.Context) error {
 	if !r.ran.CompareAndSwap(false, true) {
 		return errors.New("member: Run may be called once per Runtime")
@@ -205,14 +213,15 @@ func (r *Runtime) Run(ctx context.Context) error {
 		}
 	}
 
-	// Shutdown 1 and 2: drain and leave.
+	// Shutdown 1 and 2: drain and leave, everything over by stopBy.
+	stopBy := time.Now().Add(cfg.leaveTimeout)
 	for _, pid := range pids {
-		system.Root.Send(pid, &leaveMsg{})
+		system.Root.Send(pid, &leaveMsg{by: stopBy})
 	}
-	// The leave waits for the drain (leaveTimeout), then for reads in
-	// progress (interrupted; at most one block without a read connection),
-	// then for its answer.
-	bound := time.NewTimer(cfg.leaveTimeout + cfg.block + 2*rs.requestTimeout)
+	// The leave waits for the drain (it ends leaveReserve before stopBy),
+	// then for reads in progress (interrupted), then for its answer; what
+	// is left of the reserve stops the workers and actors.
+	bound := time.NewTimer(max(time.Until(stopBy)-leaveReserve(cfg.leaveTimeout)/4, 0))
 wait:
 	for exited < len(pids) {
 		select {

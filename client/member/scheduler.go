@@ -55,17 +55,41 @@ func (s *scheduler) work(handle func(*shardRun, []*Message)) {
 		if run == nil {
 			return
 		}
-		msgs := run.take(s.take)
-		if len(msgs) > 0 {
-			handle(run, msgs)
-			if run.finish(len(msgs)) {
-				s.push(run)
+		for run != nil {
+			msgs := run.take(s.take)
+			if len(msgs) == 0 {
+				break
 			}
+			handle(run, msgs)
+			if !run.finish(len(msgs)) {
+				break
+			}
+			run = s.rotate(run)
 		}
 		s.mu.Lock()
 		s.busy--
 		s.mu.Unlock()
 	}
+}
+
+// rotate puts run, which has more records, at the tail and returns the
+// shard at the head for the same worker to go on with (run itself when no
+// other shard waits): what push and next do, without waking another
+// worker or going idle in between. It returns nil once closed.
+func (s *scheduler) rotate(run *shardRun) *shardRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if len(s.ready) == 0 {
+		return run
+	}
+	s.ready = append(s.ready, run)
+	head := s.ready[0]
+	s.ready[0] = nil
+	s.ready = s.ready[1:]
+	return head
 }
 
 // next blocks until a shard is ready or the scheduler is closed (nil).

@@ -76,7 +76,26 @@ type shardRun struct {
 	// stopping: the member asked the run to stop; it is told every time
 	// the run becomes idle (a read that returns after the stop may add
 	// work again; the member's settle is idempotent).
-	stopping  bool
+	stopping bool
+	// acks are records whose Ack was accepted and not sent yet
+	// (ackFlusher); acksOut counts those the flusher is sending now. A
+	// stopping run is drained only once both are none, so that REVOKED
+	// and the leave come after its acknowledgements reached Redis.
+	acks    []*Message
+	acksOut int
+	// handback are ids of records read and never handed to a worker,
+	// given back when the run stopped (beginStop); the flusher marks them
+	// long idle (XCLAIM … IDLE) so that the shard's next owner claims
+	// them first thing, before new entries, instead of a claim min idle
+	// later. A stopping run is drained only once they were sent.
+	handback []string
+	// fullRead: the last read of new entries filled its COUNT, so the
+	// next one will likely find entries at once and may carry the
+	// batch's acks (takeReadAcks).
+	fullRead bool
+	// stopped is closed when the run starts to stop (gracefully or
+	// fenced): retries in place waiting for their delay end at once.
+	stopped   chan struct{}
 	delivered string
 	ackedID   string
 	pending   int64
@@ -94,15 +113,24 @@ func newShardRun(core *memberCore, shard int, ownerEpoch int64) *shardRun {
 		handlerCtx:     hctx,
 		cancelHandlers: cancel,
 		idle:           make(chan struct{}, 1),
+		stopped:        make(chan struct{}),
 	}
 }
 
 // deliver hands a batch read from Redis to the workers. It reports false
-// when the run is closed: the batch is dropped and stays pending in Redis.
+// when the run is closed or stopping: the batch is dropped and stays
+// pending in Redis for the shard's next owner.
 func (r *shardRun) deliver(batch []*Message) bool {
 	r.mu.Lock()
-	if r.closed != nil {
+	if r.closed != nil || r.stopping {
+		back := r.closed == nil && r.core.flusher != nil
+		if back {
+			r.handBackLocked(batch)
+		}
 		r.mu.Unlock()
+		if back {
+			r.core.flusher.queued(r, true)
+		}
 		return false
 	}
 	r.queue = append(r.queue, batch...)
@@ -152,7 +180,14 @@ func (r *shardRun) finish(n int) (more bool) {
 		r.scheduled = false
 	}
 	notify := r.idleLocked()
+	// The read batch is done: its acks need not wait for the flusher's
+	// delay. After a full read the read loop, which reads again now,
+	// sends them with that read; else the flusher sends them at once.
+	flush := r.inflight == 0 && len(r.acks) > 0 && (!r.fullRead || r.stopping)
 	r.mu.Unlock()
+	if flush {
+		r.core.flusher.queued(r, true)
+	}
 	if notify {
 		r.core.notify(&runIdleMsg{run: r})
 	}
@@ -160,7 +195,8 @@ func (r *shardRun) finish(n int) (more bool) {
 }
 
 // idleLocked signals the read loop when the run has nothing in flight, and
-// reports whether the member must be told (the run is stopping).
+// reports whether the member must be told (the run is stopping and
+// drained).
 func (r *shardRun) idleLocked() (notifyMember bool) {
 	if r.inflight != 0 {
 		return false
@@ -169,16 +205,60 @@ func (r *shardRun) idleLocked() (notifyMember bool) {
 	case r.idle <- struct{}{}:
 	default:
 	}
-	return r.stopping
+	return r.stopping && r.drainedLocked()
 }
 
-// beginStop marks the run as stopping (graceful: queued records are still
-// handled and may be acknowledged). The member stops the shard actor, which
-// stops the read loop.
+// beginStop marks the run as stopping (graceful): records being handled
+// finish and may be acknowledged, while records read and not handed to a
+// worker yet are handed back at once (dropped here, they stay pending in
+// Redis for the shard's next owner), so that a revocation waits for the
+// running handlers only. The member stops the shard actor, which stops the
+// read loop.
 func (r *shardRun) beginStop() {
 	r.mu.Lock()
 	r.stopping = true
+	r.closeStoppedLocked()
+	dropped := len(r.queue)
+	r.handBackLocked(r.queue)
+	clear(r.queue)
+	r.queue = nil
+	r.inflight -= dropped
+	r.stats.inFlight.Add(-int64(dropped))
+	notify := r.idleLocked()
+	flush := len(r.acks) > 0 || len(r.handback) > 0
 	r.mu.Unlock()
+	if flush {
+		r.core.flusher.queued(r, true)
+	}
+	if notify {
+		r.core.notify(&runIdleMsg{run: r})
+	}
+}
+
+// handBackLocked queues msgs to be given back (see handback).
+func (r *shardRun) handBackLocked(msgs []*Message) {
+	if r.core.flusher == nil {
+		return // no flusher (unit tests of the run): they stay pending as they are
+	}
+	for _, m := range msgs {
+		r.handback = append(r.handback, m.ID)
+	}
+}
+
+// closeStoppedLocked closes the stopped channel once.
+func (r *shardRun) closeStoppedLocked() {
+	select {
+	case <-r.stopped:
+	default:
+		close(r.stopped)
+	}
+}
+
+// isStopping reports whether the run was asked to stop.
+func (r *shardRun) isStopping() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopping
 }
 
 // fence stops dispatch and ACKs at once: queued records are dropped (they
@@ -192,6 +272,12 @@ func (r *shardRun) fence(err error) {
 	}
 	r.fenced = true
 	r.stopping = true
+	r.closeStoppedLocked()
+	// Acks accepted and not sent are refused now: their records stay
+	// pending, as a synchronous Ack would have failed.
+	clear(r.acks)
+	r.acks = nil
+	r.handback = nil
 	dropped := len(r.queue)
 	clear(r.queue)
 	r.queue = nil
@@ -217,12 +303,17 @@ func (r *shardRun) closeGate(err error) {
 	r.mu.Unlock()
 }
 
-// drained reports whether nothing of the run is left in flight, or the
-// run was fenced (whose handlers are no longer waited for).
+// drained reports whether nothing of the run is left in flight and none
+// of its acks waits to be sent, or the run was fenced (whose handlers are
+// no longer waited for).
 func (r *shardRun) drained() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.fenced || r.inflight == 0
+	return r.drainedLocked()
+}
+
+func (r *shardRun) drainedLocked() bool {
+	return r.fenced || (r.inflight == 0 && len(r.acks) == 0 && len(r.handback) == 0 && r.acksOut == 0)
 }
 
 func (r *shardRun) inFlight() int {

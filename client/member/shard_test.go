@@ -2,48 +2,52 @@ package member
 
 import "testing"
 
-// TestStoppingRunReportsEveryIdle: a run that is stopping tells the member
-// each time it becomes idle, also when a read that returned after the stop
-// added work after an earlier idle report; a fenced run drops its queue.
-func TestStoppingRunReportsEveryIdle(t *testing.T) {
+// TestStoppingRunHandsBackQueuedRecords: a run that stops gracefully hands
+// back, at once, the records read and not handed to a worker (and any a
+// read returning after the stop brings), waits only for the record being
+// handled, and tells the member once it is idle; a fenced run drops its
+// queue and refuses ACKs.
+func TestStoppingRunHandsBackQueuedRecords(t *testing.T) {
 	tc := newTestCore(t, 1)
 	run := newShardRun(tc.memberCore, 0, 0)
-	handle := func() {
-		t.Helper()
-		if ms := run.take(1); len(ms) != 1 {
-			t.Fatalf("took %d records, want 1", len(ms))
-		}
-		run.finish(1)
+	if !run.deliver(batch(run, 3)) {
+		t.Fatal("a live run refused a batch")
+	}
+	if ms := run.take(1); len(ms) != 1 {
+		t.Fatalf("took %d records, want 1", len(ms))
 	}
 	run.beginStop()
-	run.deliver(batch(run, 1))
-	handle()
-	if n := tc.idles(); n != 1 {
-		t.Fatalf("%d idle reports after the first batch, want 1", n)
+	if n := run.inFlight(); n != 1 || run.drained() {
+		t.Fatalf("after the stop: %d in flight (drained %v), want the one being handled", n, run.drained())
 	}
-	run.deliver(batch(run, 2)) // a read that returned after the stop
-	handle()
-	if n := tc.idles(); n != 1 || run.drained() {
-		t.Fatalf("%d idle reports with a record in flight, want 1", n)
+	if run.take(1) != nil {
+		t.Fatal("a stopping run handed out a queued record")
 	}
-	handle()
-	if n := tc.idles(); n != 2 || !run.drained() {
-		t.Fatalf("%d idle reports once drained, want 2 (drained %v)", n, run.drained())
+	if run.deliver(batch(run, 2)) {
+		t.Fatal("a stopping run accepted a read that returned after the stop")
+	}
+	if n := tc.idles(); n != 0 {
+		t.Fatalf("%d idle reports with a record being handled, want 0", n)
+	}
+	run.finish(1)
+	if n := tc.idles(); n != 1 || !run.drained() {
+		t.Fatalf("%d idle reports once drained, want 1 (drained %v)", n, run.drained())
 	}
 
-	run.deliver(batch(run, 3))
-	run.fence(ErrFenced)
-	if !run.drained() || run.inFlight() != 0 || run.take(0) != nil {
-		t.Fatalf("fenced run kept work: inFlight %d", run.inFlight())
+	fenced := newShardRun(tc.memberCore, 1, 0)
+	fenced.deliver(batch(fenced, 3))
+	fenced.fence(ErrFenced)
+	if !fenced.drained() || fenced.inFlight() != 0 || fenced.take(0) != nil {
+		t.Fatalf("fenced run kept work: inFlight %d", fenced.inFlight())
 	}
-	if err := run.ackAllowed(); err != ErrFenced {
+	if err := fenced.ackAllowed(); err != ErrFenced {
 		t.Fatalf("ackAllowed after fence = %v", err)
 	}
-	if run.deliver(batch(run, 1)) {
+	if fenced.deliver(batch(fenced, 1)) {
 		t.Fatal("a fenced run accepted a batch")
 	}
 	select {
-	case <-run.handlerCtx.Done():
+	case <-fenced.handlerCtx.Done():
 	default:
 		t.Fatal("fence did not cancel the handlers' context")
 	}

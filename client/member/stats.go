@@ -24,6 +24,9 @@ type ShardStats struct {
 	// HandlerErrors counts failed handler calls; Retries the calls that
 	// were repeated in place (WithHandlerRetry).
 	HandlerErrors, Retries int64
+	// DeadLettered counts records moved to the dead-letter stream
+	// (WithDeadLetter).
+	DeadLettered int64
 	// LastID is the id of the last record read.
 	LastID string
 	// Lag is the number of entries of the shard not yet read by the group
@@ -36,7 +39,7 @@ type ShardStats struct {
 
 // shardCounters are the live counters behind ShardStats.
 type shardCounters struct {
-	inFlight, handled, acked, nacked, errors, retries atomic.Int64
+	inFlight, handled, acked, nacked, errors, retries, deadLettered atomic.Int64
 
 	mu       sync.Mutex
 	lastID   string
@@ -103,7 +106,7 @@ func (r *Runtime) Stats() []ShardStats {
 		out = append(out, ShardStats{
 			MemberID: k.member, Shard: k.shard, Owned: owned[k],
 			InFlight: max(c.inFlight.Load(), 0), Handled: c.handled.Load(), Acked: c.acked.Load(), Nacked: c.nacked.Load(),
-			HandlerErrors: c.errors.Load(), Retries: c.retries.Load(),
+			HandlerErrors: c.errors.Load(), Retries: c.retries.Load(), DeadLettered: c.deadLettered.Load(),
 			LastID: c.lastID, Lag: c.lag, LagKnown: c.lagKnown, LagAt: c.lagAt,
 		})
 		c.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -22,7 +23,9 @@ var (
 	// ErrPossiblyWritten: the XADD was sent and no answer came back (a
 	// connection error, a timeout, a cancelled context), so the record may
 	// be in the stream: publishing it again may write it twice. Errors not
-	// matching it are known not to have written the record.
+	// matching it are known not to have written the record: among them
+	// those that prove the XADD never left the client (a refused dial, no
+	// free connection in the pool, a closed client).
 	ErrPossiblyWritten = errors.New("possibly written")
 )
 
@@ -56,6 +59,17 @@ func (e *sentError) Unwrap() error { return e.err }
 // may succeed: the server did not execute it.
 var transientReplies = []string{"LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY", "OOM", "NOREPLICAS"}
 
+// notSent reports whether err proves the command never left the client:
+// no connection could be made (a refused or failed dial, a name that does
+// not resolve), none was free in the pool in time, or the client was
+// closed.
+func notSent(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed)
+}
+
 // classify wraps err in a *PublishError; nil stays nil.
 func classify(err error) error {
 	if err == nil {
@@ -73,6 +87,10 @@ func classify(err error) error {
 		errors.Is(err, ErrNotStarted), errors.Is(err, ErrClosed):
 	case errors.Is(err, ErrRoutingLeaseExpired):
 		c.Retryable = true
+	case errors.As(err, &sent) && notSent(err):
+		// No connection carried the XADD (the dial failed, the pool had
+		// none to give, the client was closed): it was never written.
+		c.Retryable = !errors.Is(err, redis.ErrClosed)
 	case errors.As(err, &sent) && errors.As(err, &reply):
 		// An error reply: Redis answered, so it did not write.
 		msg := reply.Error()

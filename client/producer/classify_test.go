@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -18,7 +19,27 @@ func (replyError) RedisError()     {}
 
 var _ redis.Error = replyError("")
 
+// refusedDial is the error go-redis returns for a command to a port where
+// nothing listens: the XADD never left the client.
+func refusedDial(t *testing.T) error {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	err = rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: "s", Values: []any{"f", "v"}}).Err()
+	if err == nil {
+		t.Fatal("XADD to a closed port succeeded")
+	}
+	return err
+}
+
 func TestClassify(t *testing.T) {
+	refused := refusedDial(t)
 	tests := []struct {
 		name                       string
 		err                        error
@@ -35,6 +56,9 @@ func TestClassify(t *testing.T) {
 		{"timeout after send", fmt.Errorf("x: %w", &sentError{context.DeadlineExceeded}), true, true, context.DeadlineExceeded},
 		{"loading reply", fmt.Errorf("x: %w", &sentError{replyError("LOADING Redis is loading")}), true, false, nil},
 		{"readonly reply", fmt.Errorf("x: %w", &sentError{replyError("READONLY You can't write")}), true, false, nil},
+		{"refused dial", fmt.Errorf("x: %w", &sentError{refused}), true, false, nil},
+		{"pool timeout", fmt.Errorf("x: %w", &sentError{redis.ErrPoolTimeout}), true, false, redis.ErrPoolTimeout},
+		{"client closed", fmt.Errorf("x: %w", &sentError{redis.ErrClosed}), false, false, redis.ErrClosed},
 		{"wrongtype reply", fmt.Errorf("x: %w", &sentError{replyError("WRONGTYPE Operation")}), false, false, nil},
 		{"refresh failed", fmt.Errorf("x: %w", io.ErrUnexpectedEOF), true, false, io.ErrUnexpectedEOF},
 		{"stream not found", fmt.Errorf("x: %w", ErrStreamNotFound), false, false, nil},

@@ -53,6 +53,8 @@ type config struct {
 	// empty sends none.
 	authorization string
 	authSet       int
+	// startWait: WithStartWait(true).
+	startWait bool
 }
 
 func defaultConfig() config {
@@ -162,6 +164,18 @@ func WithLogger(l *slog.Logger) Opt {
 		}
 		c.logger = l
 	})
+}
+
+// WithStartWait(true) makes Start wait for the coordinator instead of
+// failing at once while it cannot be reached or answers that it cannot
+// serve now (a transport error, 429, 503, a 5xx without an error body):
+// Start then retries with backoff (100ms doubling to 2s, plus jitter) until
+// it succeeds, ctx ends, or the coordinator answers something no retry
+// heals (an unknown stream or group, refused credentials, a stream without
+// shards), logging each failure at WARN (the first, then every tenth).
+// Bound the wait with Start's context. Default false.
+func WithStartWait(on bool) Opt {
+	return optFunc(func(c *config) { c.startWait = on })
 }
 
 // validate reports every problem of c at once.

@@ -84,11 +84,13 @@ func New(opts ...Opt) (*Producer, error) {
 }
 
 // Start fetches the routing and starts the background refresher. It fails
-// if the coordinator cannot be reached, answers an error (a
-// *CoordinatorError: an unknown stream is 404 STREAM_NOT_FOUND, matched by
-// errors.Is(err, ErrStreamNotFound)), or the stream has no shards
-// (ErrNoShards). A failed Start may be retried; a successful one may not be
-// repeated.
+// if the coordinator cannot be reached (with WithStartWait(true) it waits
+// for it instead, until ctx ends), answers an error (a *CoordinatorError:
+// an unknown stream is 404 STREAM_NOT_FOUND, matched by errors.Is(err,
+// ErrStreamNotFound); a 403 may mean a stream the credentials may not see
+// or one that does not exist, and the error says both), or the stream has
+// no shards (ErrNoShards). A failed Start may be retried; a successful one
+// may not be repeated.
 func (p *Producer) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -98,7 +100,7 @@ func (p *Producer) Start(ctx context.Context) error {
 	case stateClosed:
 		return fmt.Errorf("producer: start: %w", ErrClosed)
 	}
-	r, err := p.fetchRouting(ctx)
+	r, err := p.startRouting(ctx)
 	if err != nil {
 		return fmt.Errorf("producer: start %s (group %s): %w", p.cfg.prefix, p.cfg.group, err)
 	}

@@ -27,7 +27,7 @@ func TestHandlerPanicKeepsItsError(t *testing.T) {
 			panic(fmt.Errorf("record %s: %w", m.ID, errPoison))
 		}
 		panic("not an error")
-	}, member.WithHooks(member.Hooks{OnHandlerError: func(_ context.Context, he member.HandlerError) { got <- he.Err }}))
+	}, member.WithHooks(member.Hooks{OnHandlerError: func(_ context.Context, he *member.HandlerError) { got <- he.Err }}))
 	e.publish(0, 2, "p")
 	for i := range 2 {
 		var err error

@@ -48,7 +48,7 @@ func TestRetryInPlaceKeepsKeyOrder(t *testing.T) {
 				mu       sync.Mutex
 				calls    = map[int]int{}
 				done     []int // record numbers handled successfully, in order
-				hookErrs []member.HandlerError
+				hookErrs []*member.HandlerError
 			)
 			// handle is one call for one record; it fails while the
 			// record still has failures left.
@@ -64,7 +64,7 @@ func TestRetryInPlaceKeepsKeyOrder(t *testing.T) {
 				return n, true
 			}
 			opts := []member.Opt{member.WithMaxWorkers(4), member.WithBatch(8), member.WithClaimMinIdle(time.Minute),
-				member.WithHooks(member.Hooks{OnHandlerError: func(_ context.Context, he member.HandlerError) {
+				member.WithHooks(member.Hooks{OnHandlerError: func(_ context.Context, he *member.HandlerError) {
 					mu.Lock()
 					hookErrs = append(hookErrs, he)
 					mu.Unlock()
@@ -136,12 +136,13 @@ func TestRetryInPlaceKeepsKeyOrder(t *testing.T) {
 					t.Fatalf("OnHandlerError %+v, want Retry %v", he, tc.retry)
 				}
 			}
-			// The handler records a record done before its Ack returns, and
-			// the counters move as the handler finishes: read them once the
-			// last handler has, and the lag is known to be 0.
+			// The handler records a record done before its Ack returns, the
+			// counters move as the handler finishes, and Acked as the
+			// coalesced XACKs are answered: read them once the last handler
+			// has, its acks are in Redis, and the lag is known to be 0.
 			eventually(t, 5*time.Second, "caught up, nothing in flight", func() bool {
 				st := r.rt.Stats()
-				return len(st) == 1 && st[0].LagKnown && st[0].Lag == 0 && st[0].InFlight == 0
+				return len(st) == 1 && st[0].LagKnown && st[0].Lag == 0 && st[0].InFlight == 0 && st[0].Acked >= int64(wantDone)
 			})
 			stats := r.rt.Stats()
 			if len(stats) != 1 {

@@ -83,7 +83,7 @@ type CLI struct {
 	BaseID        string        `help:"Base of the member ids (default: POD_NAME, else the host name and process id)."`
 	Block         time.Duration `default:"1s" help:"XREADGROUP BLOCK time."`
 	ClaimMinIdle  time.Duration `default:"30s" help:"XAUTOCLAIM min idle time."`
-	LeaveTimeout  time.Duration `default:"30s" help:"Bound on draining and leaving after SIGTERM."`
+	LeaveTimeout  time.Duration `default:"25s" help:"Bound on all of the shutdown after SIGTERM (drain, leave, workers); 25s fits a 30s grace period."`
 	HealthListen  string        `name:"health-listen" placeholder:"ADDR" env:"RSCOORD_HEALTH_LISTEN" help:"host:port to serve GET /readyz (200 while every member is joined with a valid lease and a working Redis, else 503; the body is the members' status), GET /livez and GET /metrics on; empty: no listener."`
 	Probe         string        `placeholder:"URL" help:"Run nothing: GET URL (a running pod's /readyz) and exit 0 when it answers 200, 1 otherwise. A healthcheck for images without an HTTP client (compose.yaml)."`
 	LogLevel      slog.Level    `default:"info" env:"RSCOORD_LOG_LEVEL" help:"Lowest log level written to stderr: debug, info, warn or error."`

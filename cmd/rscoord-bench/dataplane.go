@@ -75,15 +75,20 @@ func (d *DataplaneCmd) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("dataplane consumer: %w", err)
 	}
+	prod.Target = targetDataplaneRatio
+	all := append([]bench.Comparison{prod}, cons...)
 	if d.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode([]bench.Comparison{prod, cons})
+		return enc.Encode(all)
 	}
-	fmt.Fprintf(out, "dataplane: %d records × %d rounds, %d shards, batch %d\n", d.Records, d.Rounds, shards, d.Batch)
-	for _, c := range []bench.Comparison{prod, cons} {
-		fmt.Fprintf(out, "  %s\n    subject  %9.0f records/s\n    baseline %9.0f records/s\n    ratio    %.2f×   target ≥ %.1f×: %s\n",
-			c.Name, c.Subject.PerSecond, c.Baseline.PerSecond, c.Ratio, targetDataplaneRatio, verdict(c.Ratio >= targetDataplaneRatio))
+	fmt.Fprintf(out, "dataplane: %d records × %d rounds, %d shards, batch %d, %d workers\n", d.Records, d.Rounds, shards, d.Batch, d.Workers)
+	for _, c := range all {
+		fmt.Fprintf(out, "  %s\n    subject  %9.0f records/s\n    baseline %9.0f records/s\n    ratio    %.2f×   target ≥ %.2f×: %s\n",
+			c.Name, c.Subject.PerSecond, c.Baseline.PerSecond, c.Ratio, c.Target, verdict(c.Ratio >= c.Target))
+		if len(c.RoundRatios) > 0 {
+			fmt.Fprintf(out, "    rounds   %s, median %.2f×: %s\n", ratioList(c.RoundRatios), c.MedianRatio, verdict(c.MedianRatio >= c.Target))
+		}
 	}
 	return nil
 }
@@ -111,4 +116,13 @@ func (d *DataplaneCmd) redis(ctx context.Context) (redis.UniversalClient, func()
 		os.RemoveAll(dir)
 	}
 	return redis.NewClient(&redis.Options{Addr: srv.Addr}), stop, nil
+}
+
+// ratioList formats ratios as "1.02× 0.97× …".
+func ratioList(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2f×", r)
+	}
+	return strings.Join(parts, " ")
 }

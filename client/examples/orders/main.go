@@ -101,7 +101,7 @@ func consume(ctx context.Context, log *slog.Logger, rdb redis.UniversalClient, c
 			OnRevoked: func(_ context.Context, c member.ShardChange) {
 				log.Info("revoked", "shards", c.Shards, "reason", c.Reason)
 			},
-			OnHandlerError: func(_ context.Context, e member.HandlerError) {
+			OnHandlerError: func(_ context.Context, e *member.HandlerError) {
 				log.Warn("handler failed", "records", len(e.Messages), "attempt", e.Attempt, "retry", e.Retry, "err", e.Err)
 			},
 		}))

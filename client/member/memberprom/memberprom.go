@@ -24,6 +24,7 @@ type Collector struct {
 
 	ready, state, owned, inFlight, lag           *prometheus.Desc
 	handled, acked, nacked, handlerErrors, retry *prometheus.Desc
+	deadLettered                                 *prometheus.Desc
 }
 
 // New returns a collector of rt's metrics.
@@ -45,13 +46,14 @@ func New(rt *member.Runtime) *Collector {
 		nacked:        d("records_nacked_total", "Records left pending (Nack, or given up after handler failures).", shard),
 		handlerErrors: d("handler_errors_total", "Failed handler calls.", shard),
 		retry:         d("handler_retries_total", "Handler calls repeated in place.", shard),
+		deadLettered:  d("records_dead_lettered_total", "Records moved to the dead-letter stream (WithDeadLetter).", shard),
 	}
 }
 
 // Describe sends every metric description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ready, c.state, c.owned, c.inFlight, c.lag,
-		c.handled, c.acked, c.nacked, c.handlerErrors, c.retry} {
+		c.handled, c.acked, c.nacked, c.handlerErrors, c.retry, c.deadLettered} {
 		ch <- d
 	}
 }
@@ -75,6 +77,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.nacked, prometheus.CounterValue, float64(s.Nacked), labels...)
 		ch <- prometheus.MustNewConstMetric(c.handlerErrors, prometheus.CounterValue, float64(s.HandlerErrors), labels...)
 		ch <- prometheus.MustNewConstMetric(c.retry, prometheus.CounterValue, float64(s.Retries), labels...)
+		ch <- prometheus.MustNewConstMetric(c.deadLettered, prometheus.CounterValue, float64(s.DeadLettered), labels...)
 	}
 }
 
