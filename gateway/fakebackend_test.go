@@ -98,7 +98,7 @@ func serveFake(t testing.TB, f *fakeBackend, opts fakeOptions) *coordtest.Server
 	srv := httptest.NewServer(gateway.New(f, gw))
 	t.Cleanup(srv.Close)
 	s := coordtest.Remote(t, srv.URL)
-	s.HTTP, s.Auth, s.Metrics = srv, authn, gw.Metrics
+	s.Auth, s.Metrics = authn, gw.Metrics
 	if authn != nil {
 		s.Authorization = coordtest.Basic(coordtest.UserAdmin, coordtest.Password(coordtest.UserAdmin))
 	}

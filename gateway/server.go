@@ -136,7 +136,11 @@ func New(coord Backend, opts Options) http.Handler {
 		opts.Metrics = metrics.New()
 	}
 	opts.Metrics.SetHeldSource(coord)
-	opts.Metrics.SetLiveSource(coord)
+	// A backend that publishes its members' live state lets the
+	// per-member gauges read it at scrape; a fake backend need not.
+	if live, ok := coord.(metrics.LiveSource); ok {
+		opts.Metrics.SetLiveSource(live)
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

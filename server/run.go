@@ -36,6 +36,8 @@ type run struct {
 	handler http.Handler
 	// lease is the cluster mode's etcd lease of this run.
 	lease clientv3.LeaseID
+	// memory reads shard memory for the collector; nil without --redis.
+	memory collector.Memory
 
 	closers closers
 	// release, when set, ends the run's context after its close.
@@ -139,6 +141,7 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 		}
 		ops := redisops.Wrap(rdb)
 		r.closers.push(func(context.Context) error { return ops.Close() })
+		r.memory = collector.RedisMemory(rdb)
 		streamRedis = ops
 		_, isCluster := rdb.(*redis.ClusterClient)
 		log.Info("redis configured", slog.Any("addresses", redactRedis(cfg.Redis)), slog.Bool("cluster", isCluster),
@@ -223,7 +226,8 @@ func (s *Server) background(r *run) {
 	collected := make(chan error, 1)
 	wg.Go(func() {
 		collected <- collector.Run(ctx, collector.Config{
-			Source: r.coord, Sink: r.metrics, Interval: s.cfg.MetricsInterval, Timeout: s.cfg.MetricsTimeout, Logger: s.log})
+			Source: r.coord, Sink: r.metrics, Memory: r.memory,
+			Interval: s.cfg.MetricsInterval, Timeout: s.cfg.MetricsTimeout, Logger: s.log})
 	})
 	r.closers.push(func(context.Context) error {
 		stop()
