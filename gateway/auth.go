@@ -44,21 +44,7 @@ func (s *server) authenticate(c *gin.Context) (auth.Principal, *authFailure) {
 		if !ok {
 			return auth.Principal{}, unauthorized("malformed Basic credentials")
 		}
-		// Every endpoint checks passwords, so the per-address failure limit
-		// applies everywhere; the per-username one only at login, so that
-		// nobody can lock a working client out by failing its name.
-		addr, err := s.loginAddr.Reserve(c.Request.Context(), c.ClientIP())
-		if err != nil {
-			return auth.Principal{}, passwordLimited(err, "too many failed password checks from this address; retry later")
-		}
-		defer addr.Release()
-		p, err := s.auth.CheckPassword(user, password)
-		if err != nil {
-			addr.Commit()
-			s.loginUser.Add(loginUserKey(c, user))
-			return auth.Principal{}, unauthorized("bad username or password")
-		}
-		return p, nil
+		return s.checkPassword(c, user, password)
 	case strings.EqualFold(scheme, "bearer"):
 		p, err := s.auth.VerifyToken(value)
 		if errors.Is(err, auth.ErrExpiredToken) {
@@ -80,10 +66,10 @@ func unauthorized(message string) *authFailure {
 	return &authFailure{code: protocol.CodeUnauthorized, message: message}
 }
 
-// passwordLimited is the 429 for a password check its failure limit
-// refused (err from [window.Limiter.Reserve]): message when the limit is
-// reached, another when the request ended while waiting for checks in
-// flight.
+// passwordLimited is the 429 of a password check that did not run or
+// failed past its limit: err is the limiter's [*window.LimitError] (its
+// Retry-After is the window's end, and message says which limit), or why
+// the request could not wait for its check.
 func passwordLimited(err error, message string) *authFailure {
 	var limited *window.LimitError
 	if errors.As(err, &limited) {

@@ -60,27 +60,9 @@ func (s *server) login(c *gin.Context) {
 			Roles: auth.Anonymous().Roles.Names()})
 		return
 	}
-	// The check holds its place under both limits before it runs, so
-	// that checks running at once cannot together pass either limit. The
-	// username first, always: a check holding the address's place never
-	// waits for another, so waits cannot go round in a circle.
-	user, err := s.loginUser.Reserve(c.Request.Context(), loginUserKey(c, req.Username))
-	if err != nil {
-		s.refuseAuth(c, passwordLimited(err, "too many failed logins for this user; retry later"))
-		return
-	}
-	defer user.Release()
-	addr, err := s.loginAddr.Reserve(c.Request.Context(), c.ClientIP())
-	if err != nil {
-		s.refuseAuth(c, passwordLimited(err, "too many failed logins from this address; retry later"))
-		return
-	}
-	defer addr.Release()
-	p, err := s.auth.CheckPassword(req.Username, req.Password)
-	if err != nil {
-		user.Commit()
-		addr.Commit()
-		s.refuseAuth(c, unauthorized("bad username or password"))
+	p, fail := s.checkPassword(c, req.Username, req.Password)
+	if fail != nil {
+		s.refuseAuth(c, fail)
 		return
 	}
 	tok, err := s.auth.Issue(p)

@@ -40,11 +40,11 @@ type Options struct {
 	AdminRateLimit  int
 	AdminRateWindow time.Duration
 	// LoginFailureLimit is how many failed password checks one username may
-	// have from one client address per LoginFailureWindow before its
-	// logins from there are refused with 429;
-	// LoginAddressFailureLimit the same per client address (which also
-	// refuses Basic credentials from that address on every endpoint). 0
-	// means no limit.
+	// have from one client address per LoginFailureWindow, and
+	// LoginAddressFailureLimit how many one client address may have, before
+	// further failures there are slowed and answered 429. Credentials that
+	// verify always pass. Both apply to logins and to Basic credentials on
+	// every endpoint. 0 means no limit.
 	LoginFailureLimit        int
 	LoginAddressFailureLimit int
 	LoginFailureWindow       time.Duration
@@ -102,6 +102,9 @@ type server struct {
 	logoutLimit *window.Limiter
 	loginUser   *window.Limiter
 	loginAddr   *window.Limiter
+	// slowChecks holds the one place for password checks past a failure
+	// limit (checkPassword).
+	slowChecks chan struct{}
 	// refusedAudit and refusedAuditAll limit the audit entries of requests
 	// refused before their handler: per client address, and overall.
 	refusedAudit     *window.Limiter
@@ -162,6 +165,7 @@ func New(coord Backend, opts Options) http.Handler {
 		logoutLimit:      window.New(opts.AdminRateLimit, opts.AdminRateWindow, 0, opts.Now),
 		loginUser:        window.New(opts.LoginFailureLimit, opts.LoginFailureWindow, opts.LoginFailureKeys, opts.Now),
 		loginAddr:        window.New(opts.LoginAddressFailureLimit, opts.LoginFailureWindow, opts.LoginFailureKeys, opts.Now),
+		slowChecks:       make(chan struct{}, 1),
 		refusedAudit:     window.New(refusedAuditPerAddress, time.Minute, 0, opts.Now),
 		refusedAuditAll:  window.New(refusedAuditOverall, time.Minute, 1, opts.Now),
 		refusedAuditWarn: window.New(1, time.Minute, 1, opts.Now),

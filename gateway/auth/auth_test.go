@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -42,7 +43,7 @@ func TestPasswords(t *testing.T) {
 		{"ops", "pw", true}, {"ops", "pw", true}, // the second from the cache
 		{"ops", "PW", false}, {"ops", "", false}, {"nobody", "pw", false}, {"", "", false},
 	} {
-		p, err := a.CheckPassword(tc.user, tc.password)
+		p, err := a.CheckPassword(context.Background(), tc.user, tc.password)
 		if (err == nil) != tc.ok {
 			t.Fatalf("%s/%s: %v", tc.user, tc.password, err)
 		}

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -53,6 +55,10 @@ type Authenticator struct {
 	cache *verifiedCache
 	// tokens remembers tokens whose signature checked out.
 	tokens *tokenCache
+	// checks holds one place per bcrypt comparison running: comparisons
+	// cost CPU, and however many requests bring passwords at once, at
+	// most this many compare them while heartbeats need the rest.
+	checks chan struct{}
 }
 
 // New checks cfg and returns an Authenticator.
@@ -70,7 +76,8 @@ func New(cfg Config) (*Authenticator, error) {
 		cfg.Now = time.Now
 	}
 	a := &Authenticator{users: map[string]User{}, secrets: [][]byte{append([]byte(nil), cfg.Secret...)},
-		revoked: cfg.Revocations, ttl: cfg.TokenTTL, now: cfg.Now}
+		revoked: cfg.Revocations, ttl: cfg.TokenTTL, now: cfg.Now,
+		checks: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))}
 	for i, old := range cfg.PreviousSecrets {
 		if len(old) < MinSecretBytes {
 			return nil, fmt.Errorf("auth: previous token secret %d must be at least %d bytes", i+1, MinSecretBytes)
@@ -121,23 +128,41 @@ func (a *Authenticator) TokenTTL() time.Duration { return a.ttl }
 // else [ErrBadCredentials]. A successful check is remembered (keyed by an
 // HMAC of the credentials under a per-process key) for a few minutes, so
 // that clients sending Basic on every call (the JVM starter) cost one
-// bcrypt comparison, not one per request.
-func (a *Authenticator) CheckPassword(username, password string) (Principal, error) {
-	now := a.now()
-	u, known := a.users[username]
-	if known && a.cache.hit(username, password, now) {
-		return u.principal(MethodBasic), nil
+// bcrypt comparison, not one per request. A comparison waits for one of
+// the server's places for them; when ctx ends first, the error wraps
+// ctx's.
+func (a *Authenticator) CheckPassword(ctx context.Context, username, password string) (Principal, error) {
+	if p, ok := a.Verified(username, password); ok {
+		return p, nil
 	}
+	u, known := a.users[username]
 	hash := a.dummy
 	if known {
 		hash = u.PasswordHash
 	}
+	select {
+	case a.checks <- struct{}{}:
+	case <-ctx.Done():
+		return Principal{}, fmt.Errorf("auth: wait to check a password: %w", ctx.Err())
+	}
 	err := bcrypt.CompareHashAndPassword(hash, []byte(password))
+	<-a.checks
 	if err != nil || !known {
 		return Principal{}, ErrBadCredentials
 	}
-	a.cache.remember(username, password, now)
+	a.cache.remember(username, password, a.now())
 	return u.principal(MethodBasic), nil
+}
+
+// Verified returns the principal of username when these credentials
+// checked out a short while ago, without comparing them again. It costs
+// no bcrypt work, so callers may ask it before any limit.
+func (a *Authenticator) Verified(username, password string) (Principal, bool) {
+	u, known := a.users[username]
+	if known && a.cache.hit(username, password, a.now()) {
+		return u.principal(MethodBasic), true
+	}
+	return Principal{}, false
 }
 
 // verifiedCache remembers credentials recently verified.
