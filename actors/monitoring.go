@@ -153,6 +153,10 @@ func (c *Coordinator) Health(ctx context.Context) protocol.Health {
 		h.Store = protocol.ComponentHealth{Status: protocol.HealthDegraded,
 			Message: fmt.Sprintf("%d groups failed closed: %v", len(failed), failed)}
 	}
+	if degraded, reason := c.env.store.Health(); degraded {
+		h.Status = protocol.HealthDegraded
+		h.Store = protocol.ComponentHealth{Status: protocol.HealthDegraded, Message: reason}
+	}
 	// Err also lets a failed store try to recover.
 	if err := c.env.store.Err(ctx); err != nil {
 		h.Status = protocol.HealthDegraded

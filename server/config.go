@@ -27,6 +27,12 @@ type Config struct {
 	// DataDir holds the Pebble store and, when they are not given, the
 	// token secret and the bootstrap admin.
 	DataDir string
+	// AcceptWALLoss opens a Pebble store whose write-ahead log is damaged
+	// past a torn last record, keeping what can be read: the loss is
+	// logged at ERROR and audited, and health stays DEGRADED
+	// (persistence.Options.AcceptWALLoss). Without it such a store refuses
+	// to open.
+	AcceptWALLoss bool
 	// Logger receives every log line; nil discards them.
 	Logger *slog.Logger
 	// Now is the coordinator's clock; nil is time.Now.

@@ -111,7 +111,7 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 			}
 		}()
 		r.store, r.lease = rep.WrapStore(es), rep.Node().Lease()
-	} else if r.store, err = persistence.OpenPebble(cfg.DataDir, persistence.Options{Logger: log}); err != nil {
+	} else if r.store, err = persistence.OpenPebble(cfg.DataDir, persistence.Options{Logger: log, AcceptWALLoss: cfg.AcceptWALLoss}); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	// The authenticator closes after the store, as it always has: its
