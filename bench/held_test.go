@@ -111,7 +111,7 @@ func TestRunHeldTinyOverH2C(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Group: assign.Config{
 		HeartbeatInterval: 400 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond,
 	}})
-	srv := gateway.NewHTTPServer(s.HTTP.Config.Handler, gateway.HTTPLimits{HTTP2: true}, slog.New(slog.DiscardHandler), nil)
+	srv := gateway.NewHTTPServer(s.Handler(), gateway.HTTPLimits{HTTP2: true}, slog.New(slog.DiscardHandler), nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -88,6 +88,14 @@ type Options struct {
 	Settings map[string]string
 	// Logger; default slog.Default.
 	Logger *slog.Logger
+	// TakeOver is the lease of this replica's previous registration, one
+	// this process gave up (a lost lease, see [Node.Lease]); 0: none. Join
+	// revokes it first, so that the registration and the owner keys bound
+	// to it go at once rather than when etcd lets the lease lapse, which
+	// after etcd regains its quorum is a whole TTL later: the replica
+	// serves again as soon as etcd does. Nothing serves from that lease
+	// any more: the caller stopped everything the previous node ran.
+	TakeOver clientv3.LeaseID
 }
 
 // EnsureDefaults fills zero fields.
@@ -196,6 +204,11 @@ func join(ctx context.Context, opts Options, clock leaseClock) (*Node, error) {
 	log := opts.Logger.With("replica", opts.ID)
 	if err := agree(ctx, opts); err != nil {
 		return nil, err
+	}
+	if opts.TakeOver != 0 {
+		if _, err := opts.Client.Revoke(ctx, opts.TakeOver); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, fmt.Errorf("cluster: revoke the previous lease of %s: %w", opts.ID, err)
+		}
 	}
 	start := clock.now()
 	grant, err := opts.Client.Grant(ctx, ttl)
@@ -372,6 +385,10 @@ func (n *Node) markDone() {
 
 // Self is this replica.
 func (n *Node) Self() Replica { return n.self }
+
+// Lease is this replica's etcd lease: [Options.TakeOver] of the next join
+// after this node's lease was lost.
+func (n *Node) Lease() clientv3.LeaseID { return n.lease }
 
 // Done closes when the lease is lost (or after Leave): every owner key this
 // replica held is gone or about to go, and its actors must stop.

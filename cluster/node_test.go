@@ -487,3 +487,41 @@ func TestOwnerKeyDeletedUnderTheHolder(t *testing.T) {
 		t.Fatalf("a's claim while b holds it: %v, want ErrHeld", err)
 	}
 }
+
+// A replica that gave its lease up (lost, as after a quorum loss) and
+// joins again names that lease: the join revokes it, so the old
+// registration and every owner key bound to it go at once instead of a
+// lease later, and the old node knows it is done.
+func TestJoinTakesOverItsPreviousLease(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	old := join(t, client(t, c), "r1", 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := old.Claim(ctx, "stream/orders"); err != nil {
+		t.Fatal(err)
+	}
+	opts := cluster.Options{Client: client(t, c), ID: "r1", AdvertiseURL: "http://r1.test:8080", LeaseTTL: 10 * time.Second}
+	if _, err := cluster.Join(ctx, opts); !errors.Is(err, cluster.ErrDuplicateID) {
+		t.Fatalf("join again without the previous lease: %v, want ErrDuplicateID", err)
+	}
+	opts.TakeOver = old.Lease()
+	again, err := cluster.Join(ctx, opts)
+	if err != nil {
+		t.Fatalf("join again taking the previous lease over: %v", err)
+	}
+	t.Cleanup(func() { _ = again.Leave(context.Background()) })
+	if _, held := again.Holder("stream/orders"); held {
+		eventually(t, 5*time.Second, "the old owner key gone", func() bool {
+			_, held := again.Holder("stream/orders")
+			return !held
+		})
+	}
+	if _, err := again.Claim(ctx, "stream/orders"); err != nil {
+		t.Fatalf("claim after the take-over: %v", err)
+	}
+	select {
+	case <-old.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node whose lease was revoked is not done")
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/server"
 )
 
 // Server is a running coordinator on a real Pebble directory and real HTTP.
@@ -31,8 +31,9 @@ type Server struct {
 	Dir   string
 	Store *persistence.PebbleStore
 	Coord *actors.Coordinator
-	HTTP  *httptest.Server
-	URL   string
+	// Server is the running server; nil for a Remote handle and after Stop.
+	Server *server.Server
+	URL    string
 	// Auth checks credentials; nil when authentication is off.
 	Auth *auth.Authenticator
 	// Metrics is the server's registry and observer.
@@ -118,7 +119,8 @@ func Basic(user, password string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }
 
-// Start opens dir (a fresh t.TempDir() when empty) and serves it. The
+// Start opens dir (a fresh t.TempDir() when empty) and serves it with
+// the production server (package server) on a free loopback port. The
 // server is stopped at the end of the test unless stopped before.
 func Start(t testing.TB, dir string, opts Options) *Server {
 	t.Helper()
@@ -132,30 +134,39 @@ func Start(t testing.TB, dir string, opts Options) *Server {
 	if _, fuzzing := t.(*testing.F); testing.Verbose() && !fuzzing {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	store, err := persistence.OpenPebble(dir, persistence.Options{Logger: log})
-	if err != nil {
-		t.Fatalf("open pebble at %s: %v", dir, err)
-	}
-	m := metrics.New()
-	coord, err := actors.Start(context.Background(), actors.Config{
-		Store: store, Group: opts.Group, AutoCreateGroups: opts.AutoCreateGroups, Logger: log, Now: opts.Now,
-		Observer: m, Redis: opts.Redis, ProducerRoutingLease: opts.ProducerRoutingLease,
-		DrainCheckInterval: opts.DrainCheckInterval, RetireRemovedShards: opts.RetireRemovedShards,
-		MaxHeldHeartbeats: opts.MaxHeldHeartbeats,
-	})
-	if err != nil {
-		store.Close()
-		t.Fatalf("start coordinator: %v", err)
-	}
-	s := &Server{t: t, Dir: dir, Store: store, Coord: coord, Metrics: m}
+	cfg := server.DefaultConfig()
+	cfg.Listen, cfg.DataDir, cfg.Logger, cfg.Now = "127.0.0.1:0", dir, log, opts.Now
+	cfg.Group = opts.Group.EnsureDefaults()
+	cfg.AutoCreateGroups = opts.AutoCreateGroups
+	cfg.Auth = false
 	if opts.Auth != nil {
-		s.Auth = newAuthenticator(t, dir, opts.Auth)
-		s.Authorization = Basic(UserAdmin, Password(UserAdmin))
+		cfg.Authenticator = newAuthenticator(t, dir, opts.Auth)
 	}
 	gw := opts.Gateway
-	gw.Logger, gw.Auth, gw.Metrics = log, s.Auth, m
-	s.HTTP = httptest.NewServer(gateway.New(coord, gw))
-	s.URL = s.HTTP.URL
+	if gw.BodyMemory == 0 {
+		gw.BodyMemory = cfg.Gateway.BodyMemory
+	}
+	cfg.Gateway, cfg.AnyHost = gw, true // LocalHostsOnly only when a test asks
+	cfg.StreamRedis, cfg.RetireRemovedShards, cfg.MaxHeldHeartbeats = opts.Redis, opts.RetireRemovedShards, opts.MaxHeldHeartbeats
+	if opts.ProducerRoutingLease > 0 {
+		cfg.ProducerRoutingLease = opts.ProducerRoutingLease
+	}
+	if opts.DrainCheckInterval > 0 {
+		cfg.DrainCheckInterval = opts.DrainCheckInterval
+	}
+	srv, err := server.Open(context.Background(), cfg)
+	if err != nil {
+		if cfg.Authenticator != nil {
+			cfg.Authenticator.Close()
+		}
+		t.Fatalf("start coordinator: %v", err)
+	}
+	store, _ := srv.Store().(*persistence.PebbleStore)
+	s := &Server{t: t, Dir: dir, Store: store, Coord: srv.Coordinator(), Server: srv, URL: srv.URL(),
+		Auth: srv.Authenticator(), Metrics: srv.Metrics()}
+	if opts.Auth != nil {
+		s.Authorization = Basic(UserAdmin, Password(UserAdmin))
+	}
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -193,24 +204,20 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // Stop shuts the server down in production order; calling it twice is fine.
 func (s *Server) Stop() {
-	if s.HTTP == nil || s.Coord == nil {
+	if s.Server == nil {
 		return
 	}
-	s.Coord.BeginShutdown()
-	s.HTTP.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Coord.Close(ctx); err != nil {
-		s.t.Errorf("close coordinator: %v", err)
+	if err := s.Server.Close(ctx); err != nil {
+		s.t.Errorf("stop coordinator: %v", err)
 	}
-	if err := s.Store.Close(); err != nil {
-		s.t.Errorf("close store: %v", err)
-	}
-	if err := s.Auth.Close(); err != nil {
-		s.t.Errorf("close authenticator: %v", err)
-	}
-	s.HTTP = nil
+	s.Server = nil
 }
+
+// Handler is the running server's HTTP handler (the gateway's), for
+// benchmarks that skip the network.
+func (s *Server) Handler() http.Handler { return s.Server.Handler() }
 
 // Do sends a request with body (marshalled to JSON unless it is a string or
 // []byte, sent as is) and returns the status and raw answer.

@@ -43,7 +43,7 @@ func BenchmarkHeartbeatHandler(b *testing.B) {
 					Username: coordtest.UserMember, Password: coordtest.Password(coordtest.UserMember)}, http.StatusOK, &login)
 				authorization = "Bearer " + login.AccessToken
 			}
-			handler := s.HTTP.Config.Handler
+			handler := s.Handler()
 			b.ReportAllocs()
 			cpu := processCPU(b)
 			i := 0

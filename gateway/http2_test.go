@@ -25,7 +25,7 @@ import (
 // (the test calls it, or the cleanup does).
 func serveHTTP(t *testing.T, s *coordtest.Server, limits gateway.HTTPLimits) (url string, srv *gateway.HTTPServer, stop func(context.Context) error) {
 	t.Helper()
-	srv = gateway.NewHTTPServer(s.HTTP.Config.Handler, limits, quietLog(), nil)
+	srv = gateway.NewHTTPServer(s.Handler(), limits, quietLog(), nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func (c *sizedConn) Read(p []byte) (int, error) {
 func TestHTTP2ReadsThroughABuffer(t *testing.T) {
 	s := coordtest.Start(t, "", coordtest.Options{})
 	ms := settledMembers(t, s, 2)
-	srv := gateway.NewHTTPServer(s.HTTP.Config.Handler, gateway.HTTPLimits{HTTP2: true}, quietLog(), nil)
+	srv := gateway.NewHTTPServer(s.Handler(), gateway.HTTPLimits{HTTP2: true}, quietLog(), nil)
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

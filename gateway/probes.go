@@ -18,7 +18,7 @@ const (
 	probeNotReady = "NOT_READY"
 )
 
-// readyTimeout bounds one readiness check, so a hung Redis makes the probe
+// readyTimeout bounds one readiness check, so a hung store makes the probe
 // answer 503 rather than time out.
 const readyTimeout = 2 * time.Second
 
@@ -27,9 +27,9 @@ func healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": probeUp})
 }
 
-// readyz is the readiness probe: 200 when the coordinator can serve (store
-// open, Redis reachable when configured, and Options.Ready, e.g. cluster
-// ownership, satisfied), else 503.
+// readyz is the readiness probe: 200 when the coordinator can serve
+// heartbeats (store open and Options.Ready, e.g. a certain cluster lease,
+// satisfied), else 503. Redis is in the health answer, not here.
 func (s *server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
 	defer cancel()

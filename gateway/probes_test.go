@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
@@ -16,7 +17,8 @@ import (
 )
 
 // TestProbes checks /healthz and /readyz: no credentials, no details, and
-// readiness following Redis and the extra check.
+// readiness following the extra check but not Redis, whose loss the
+// health answer reports instead.
 func TestProbes(t *testing.T) {
 	var notReady atomic.Bool
 	srv := redistest.Standalone(t)
@@ -47,12 +49,18 @@ func TestProbes(t *testing.T) {
 	notReady.Store(false)
 	probe("/readyz", http.StatusOK, `{"status":"READY"}`)
 
-	// Redis gone: not ready, and the body says nothing about why.
+	// Redis gone: still ready (heartbeats do not need it), and health
+	// says Redis is DOWN.
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	probe("/readyz", http.StatusServiceUnavailable, `{"status":"NOT_READY"}`)
+	probe("/readyz", http.StatusOK, `{"status":"READY"}`)
 	probe("/healthz", http.StatusOK, `{"status":"UP"}`)
+	var h protocol.Health
+	s.JSON(http.MethodGet, coordclient.MonitoringPath("health"), nil, http.StatusOK, &h)
+	if h.Redis.Status != protocol.HealthDown || h.Status != protocol.HealthDegraded {
+		t.Errorf("health with Redis gone: %+v, want redis DOWN and DEGRADED", h)
+	}
 }
 
 // TestProbesAnswerHEAD checks that the probes answer HEAD, which some load

@@ -2,12 +2,10 @@ package redisops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,32 +19,8 @@ type Client struct {
 
 var _ actors.StreamRedis = (*Client)(nil)
 
-// Timeouts of one Redis command: short, so that a provisioning against a
-// stopped Redis fails well inside the caller's request.
-const (
-	dialTimeout = 2 * time.Second
-	ioTimeout   = 2 * time.Second
-)
-
-// New connects lazily to addrs: one address is a standalone server,
-// several the seed nodes of a cluster. Close it when done.
-func New(addrs []string, username, password string) (*Client, error) {
-	if len(addrs) == 0 {
-		return nil, errors.New("redisops: no Redis address")
-	}
-	if len(addrs) == 1 {
-		return &Client{rdb: redis.NewClient(&redis.Options{
-			Addr: addrs[0], Username: username, Password: password,
-			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, MaxRetries: 1,
-		})}, nil
-	}
-	return &Client{rdb: redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: addrs, Username: username, Password: password,
-		DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, MaxRetries: 1,
-	})}, nil
-}
-
-// Wrap uses an existing client (tests). Close closes it.
+// Wrap uses rdb, a client the caller connected (redisconn.Open). Close
+// closes it.
 func Wrap(rdb redis.UniversalClient) *Client { return &Client{rdb: rdb} }
 
 // Close releases the connections.

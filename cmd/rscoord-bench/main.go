@@ -24,8 +24,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -35,12 +33,11 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/gin-gonic/gin"
 
-	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/bench"
 	"github.com/rscoord/rscoord/client/coordclient"
-	"github.com/rscoord/rscoord/gateway"
 	"github.com/rscoord/rscoord/persistence"
+	"github.com/rscoord/rscoord/server"
 )
 
 // CLI is the command line of rscoord-bench.
@@ -200,15 +197,15 @@ func printJSON(out io.Writer, v any) error {
 }
 
 // coordinator is a coordinator running in this process on a temporary
-// Pebble directory and a loopback port.
+// Pebble directory and a loopback port: the production server (package
+// server) with its HTTP limits, authentication off.
 type coordinator struct {
 	dir   string
 	group assign.Config
 	log   *slog.Logger
 	url   string
 	store *persistence.PebbleStore
-	coord *actors.Coordinator
-	srv   *http.Server
+	srv   *server.Server
 }
 
 // startCoordinator runs a coordinator on a new temporary directory; stop
@@ -229,40 +226,28 @@ func startCoordinator(ctx context.Context, group assign.Config) (*coordinator, e
 
 // start opens the store in c.dir and serves it on a new port.
 func (c *coordinator) start(ctx context.Context) error {
-	store, err := persistence.OpenPebble(c.dir, persistence.Options{Logger: c.log})
+	cfg := server.DefaultConfig()
+	cfg.Listen, cfg.DataDir, cfg.Logger, cfg.Auth = "127.0.0.1:0", c.dir, c.log, false
+	cfg.Group = c.group.EnsureDefaults()
+	srv, err := server.Open(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return err
 	}
-	coord, err := actors.Start(ctx, actors.Config{Store: store, Logger: c.log, Group: c.group})
-	if err != nil {
-		store.Close()
-		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		coord.Close(ctx)
-		store.Close()
-		return err
-	}
-	gin.SetMode(gin.ReleaseMode)
-	c.store, c.coord = store, coord
-	c.srv = &http.Server{Handler: gateway.New(coord, gateway.Options{Logger: c.log}), ReadHeaderTimeout: 10 * time.Second}
-	go c.srv.Serve(ln)
-	c.url = "http://" + ln.Addr().String()
+	c.srv, c.url = srv, srv.URL()
+	c.store, _ = srv.Store().(*persistence.PebbleStore)
 	return nil
 }
 
 // shutdown stops serving and closes the store, in production order, and
 // keeps the directory.
 func (c *coordinator) shutdown(ctx context.Context) error {
-	if c.coord == nil {
+	if c.srv == nil {
 		return nil
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	c.coord.BeginShutdown()
-	err := errors.Join(c.srv.Shutdown(sctx), c.coord.Close(sctx), c.store.Close())
-	c.coord, c.store, c.srv = nil, nil, nil
+	err := c.srv.Close(sctx)
+	c.srv, c.store = nil, nil
 	return err
 }
 

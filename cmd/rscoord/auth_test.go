@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"log/slog"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -102,56 +99,6 @@ func TestServeRefusesBadSecurityFlags(t *testing.T) {
 		res := runCLI(context.Background(), append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, args...)...)
 		if res.code != exitError || !strings.Contains(res.stderr, "serve: --") {
 			t.Errorf("%v: code %d stderr %q", args, res.code, res.stderr)
-		}
-	}
-}
-
-func TestHeldHeartbeatsLeaveConnectionsFree(t *testing.T) {
-	for _, tc := range []struct {
-		http2             bool
-		flag, conns, want int
-	}{
-		{flag: 0, conns: 4096, want: 3072},
-		{flag: 0, conns: 16, want: 12},
-		{flag: 0, conns: 1, want: 1},
-		{flag: 1000, conns: 4096, want: 1000},
-		// The file descriptor limit lowered the cap below the flag's room.
-		{flag: 4000, conns: 1024, want: 768},
-		// HTTP/2: held answers share connections, up to the streams of
-		// three quarters of the cap; by default 65536 at most.
-		{http2: true, flag: 0, conns: 4096, want: 65536},
-		{http2: true, flag: 0, conns: 100, want: 7500},
-		{http2: true, flag: 20000, conns: 1024, want: 20000},
-		{http2: true, flag: 20000, conns: 100, want: 7500},
-	} {
-		s := ServeCmd{MaxHeldHeartbeats: tc.flag, HTTP2: tc.http2, HTTP2MaxStreams: 100}
-		if got := s.maxHeld(tc.conns); got != tc.want {
-			t.Errorf("--http2=%v --max-held-heartbeats %d with %d connections: %d held, want %d", tc.http2, tc.flag, tc.conns, got, tc.want)
-		}
-	}
-}
-
-// An explicit --max-held-heartbeats above three quarters of the connection
-// cap is lowered with a warning naming both figures; one that fits is
-// taken silently.
-func TestHeldCapWarnsWhenLowered(t *testing.T) {
-	for _, tc := range []struct {
-		flag, conns int
-		warn        bool
-	}{
-		{flag: 0, conns: 4096},
-		{flag: 3000, conns: 4096},
-		{flag: 4000, conns: 4096, warn: true},
-	} {
-		var buf bytes.Buffer
-		s := ServeCmd{MaxHeldHeartbeats: tc.flag, HTTPMaxConnections: tc.conns}
-		got := s.heldCap(slog.New(slog.NewTextHandler(&buf, nil)))
-		if got != s.maxHeld(s.connectionCap()) {
-			t.Errorf("%+v: heldCap %d, maxHeld %d", tc, got, s.maxHeld(s.connectionCap()))
-		}
-		warned := strings.Contains(buf.String(), "--max-held-heartbeats lowered") && strings.Contains(buf.String(), "requested="+strconv.Itoa(tc.flag))
-		if warned != tc.warn {
-			t.Errorf("%+v: warned %v, want %v: %s", tc, warned, tc.warn, buf.String())
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Client is the HTTP client of the admin commands: a thin layer over the
-// wire layer (package coordclient) that names API paths by segments.
+// wire layer (package coordclient), whose path helpers name the API paths.
 // The zero value is not usable; build one with [NewClient].
 type Client struct {
 	base    string // server URL as checked by the wire layer
@@ -49,16 +49,16 @@ func NewClient(server string, timeout time.Duration) (*Client, error) {
 // body of docs/protocol.md §3 (the wire layer's one error type).
 type APIError = coordclient.Error
 
-// Do sends method to the API path made of segments (each one URL-escaped,
-// below /coord/v1), with in encoded as the JSON body when it is not nil.
+// Do sends method to the API path (escaped, below /coord/v1: one of
+// coordclient's path helpers), with in encoded as the JSON body when it is not nil.
 // A 2xx answer is decoded into out when out is not nil and returned raw, for
 // --json. Any other answer is returned as an error wrapping an *APIError.
-func (c *Client) Do(ctx context.Context, method string, segments []string, in, out any) ([]byte, error) {
-	return c.DoQuery(ctx, method, segments, nil, in, out)
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) ([]byte, error) {
+	return c.DoQuery(ctx, method, path, nil, in, out)
 }
 
 // DoQuery is [Client.Do] with query parameters.
-func (c *Client) DoQuery(ctx context.Context, method string, segments []string, query url.Values, in, out any) ([]byte, error) {
+func (c *Client) DoQuery(ctx context.Context, method, path string, query url.Values, in, out any) ([]byte, error) {
 	// Built per call: commands set the authorization after NewClient, and
 	// a CLI run makes a handful of calls.
 	wire, err := coordclient.New([]string{c.base}, coordclient.Options{
@@ -70,7 +70,6 @@ func (c *Client) DoQuery(ctx context.Context, method string, segments []string, 
 	if err != nil {
 		return nil, err
 	}
-	path := coordclient.Path(segments...)
 	if len(query) > 0 {
 		path += "?" + query.Encode()
 	}
@@ -87,8 +86,3 @@ func (c *Client) DoQuery(ctx context.Context, method string, segments []string, 
 // noCredentialsHint ends the message of a 401 answered to a request sent
 // without credentials.
 const noCredentialsHint = " (this command sent no credentials: set RSCOORD_USER and RSCOORD_PASSWORD, give --token, or run rscoord login first)"
-
-// url joins the server, the protocol base path and the escaped segments.
-func (c *Client) url(segments []string) string {
-	return c.base + coordclient.Path(segments...)
-}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -25,7 +26,7 @@ func TestClientURL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NewClient(%q): %v", tc.server, err)
 		}
-		if got := c.url(tc.segments); got != tc.want {
+		if got := c.base + coordclient.Path(tc.segments...); got != tc.want {
 			t.Errorf("url(%q, %q) = %s, want %s", tc.server, tc.segments, got, tc.want)
 		}
 	}

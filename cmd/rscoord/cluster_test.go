@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/cluster/replica"
+
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
@@ -160,7 +162,7 @@ func tryBeat(s *coordtest.Server, m *coordtest.Member) (protocol.HeartbeatRespon
 // heartbeat (X-Rscoord-Forwarded-By), if any.
 func tryBeatVia(s *coordtest.Server, m *coordtest.Member) (protocol.HeartbeatResponse, string, error) {
 	hb, h, err := tryBeatHeader(s, m)
-	return hb, h.Get(forwardedByHeader), err
+	return hb, h.Get(replica.ForwardedByHeader), err
 }
 
 // tryBeatHeader is tryBeat that also returns the answer's header.

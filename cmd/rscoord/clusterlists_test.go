@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/cluster/replica"
+
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/credtest"
 )
@@ -161,7 +163,7 @@ func TestClusterWideLists(t *testing.T) {
 	}
 	_ = frozen.proc.Wait(10 * time.Second)
 	if len(partial.MissingReplicas) != 1 || partial.MissingReplicas[0].ID != survivors[0] ||
-		!strings.Contains(partial.MissingReplicas[0].Error, "within") || took > fanOutTimeout+time.Second {
+		!strings.Contains(partial.MissingReplicas[0].Error, "within") || took > replica.FanOutTimeout+time.Second {
 		t.Fatalf("groups %v after the SIGSTOP of %s: missing %+v", took, survivors[0], partial.MissingReplicas)
 	}
 	t.Logf("after the SIGSTOP of %s: groups answered in %v, missing %+v", survivors[0], took, partial.MissingReplicas)

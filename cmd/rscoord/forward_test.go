@@ -133,7 +133,7 @@ func TestClusterForwarding(t *testing.T) {
 	resp.Body.Close()
 	var eb protocol.ErrorBody
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
-		json.Unmarshal(raw, &eb) != nil || eb.ErrorCode != protocol.CodeStoreUnavailable {
+		json.Unmarshal(raw, &eb) != nil || eb.ErrorCode != protocol.CodeReplicaNotOwner {
 		t.Fatalf("admin call %v after the owner's SIGKILL: %d Retry-After %q %s", time.Since(killed), resp.StatusCode, resp.Header.Get("Retry-After"), raw)
 	}
 	var statuses []protocol.Status

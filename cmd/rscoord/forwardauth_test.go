@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/cluster/replica"
+
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
@@ -120,7 +122,7 @@ func TestClusterForwardedClientAddressLimits(t *testing.T) {
 			t.Fatalf("from %s: %v", ip, err)
 		}
 		defer resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get(forwardedByHeader)
+		return resp.StatusCode, resp.Header.Get(replica.ForwardedByHeader)
 	}
 	for i := 0; i < 3; i++ {
 		if status, via := from("127.0.0.2"); status != http.StatusUnauthorized || via != forwarder {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -53,7 +54,7 @@ func (c *GroupGetCmd) Run(ctx context.Context, a *Admin) error {
 		return err
 	}
 	var resp protocol.GroupResponse
-	raw, err := a.Client.Do(ctx, http.MethodGet, []string{"streams", c.Prefix, "groups", c.Group}, nil, &resp)
+	raw, err := a.Client.Do(ctx, http.MethodGet, coordclient.GroupPath(c.Prefix, c.Group), nil, &resp)
 	if err != nil {
 		return fmt.Errorf("group get %s: %w", c.GroupRef, err)
 	}
@@ -82,7 +83,7 @@ func (c *GroupDeleteCmd) Run(ctx context.Context, a *Admin) error {
 	}
 	req := protocol.DeleteGroupRequest{RequestedBy: c.RequestedBy, Reason: c.Reason, Force: c.Force}
 	var resp protocol.GroupResponse
-	raw, err := a.Client.Do(ctx, http.MethodDelete, []string{"streams", c.Prefix, "groups", c.Group}, req, &resp)
+	raw, err := a.Client.Do(ctx, http.MethodDelete, coordclient.GroupPath(c.Prefix, c.Group), req, &resp)
 	if err != nil {
 		return fmt.Errorf("group delete %s: %w", c.GroupRef, err)
 	}
@@ -106,7 +107,7 @@ func (c *GroupMembersCmd) Run(ctx context.Context, a *Admin) error {
 		return err
 	}
 	var resp protocol.MembersResponse
-	path := []string{"monitoring", "streams", c.Prefix, "groups", c.Group, "members"}
+	path := coordclient.MonitoringGroupPath(c.Prefix, c.Group, "members")
 	raw, err := a.Client.Do(ctx, http.MethodGet, path, nil, &resp)
 	if err != nil {
 		return fmt.Errorf("group members %s: %w", c.GroupRef, err)
@@ -139,7 +140,7 @@ func (c *GroupAssignmentsCmd) Run(ctx context.Context, a *Admin) error {
 		return err
 	}
 	var resp protocol.AssignmentsResponse
-	path := []string{"monitoring", "streams", c.Prefix, "groups", c.Group, "assignments"}
+	path := coordclient.MonitoringGroupPath(c.Prefix, c.Group, "assignments")
 	raw, err := a.Client.Do(ctx, http.MethodGet, path, nil, &resp)
 	if err != nil {
 		return fmt.Errorf("group assignments %s: %w", c.GroupRef, err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -30,7 +31,7 @@ type streamRow struct {
 // Run lists every stream that has a consumer group: GET /monitoring/groups.
 func (c *StreamListCmd) Run(ctx context.Context, a *Admin) error {
 	var resp protocol.GroupsResponse
-	if _, err := a.Client.Do(ctx, http.MethodGet, []string{"monitoring", "groups"}, nil, &resp); err != nil {
+	if _, err := a.Client.Do(ctx, http.MethodGet, coordclient.MonitoringPath("groups"), nil, &resp); err != nil {
 		return fmt.Errorf("stream list: %w", err)
 	}
 	byPrefix := map[string]*streamRow{}
@@ -101,7 +102,7 @@ func (c *GroupListCmd) Run(ctx context.Context, a *Admin) error {
 		}
 	}
 	var resp protocol.GroupsResponse
-	if _, err := a.Client.Do(ctx, http.MethodGet, []string{"monitoring", "groups"}, nil, &resp); err != nil {
+	if _, err := a.Client.Do(ctx, http.MethodGet, coordclient.MonitoringPath("groups"), nil, &resp); err != nil {
 		return fmt.Errorf("group list: %w", err)
 	}
 	groups := []protocol.GroupResponse{}
@@ -155,7 +156,7 @@ func (c *GroupCreateCmd) Run(ctx context.Context, a *Admin) error {
 		req.InitialShardCount = &c.Shards
 	}
 	var resp protocol.GroupResponse
-	raw, err := a.Client.Do(ctx, http.MethodPost, []string{"streams", c.Prefix, "groups", c.Group}, req, &resp)
+	raw, err := a.Client.Do(ctx, http.MethodPost, coordclient.GroupPath(c.Prefix, c.Group), req, &resp)
 	if err != nil {
 		return fmt.Errorf("group create %s: %w", c.GroupRef, err)
 	}
@@ -178,7 +179,7 @@ func (c *ShardsCmd) Run(ctx context.Context, a *Admin) error {
 		return err
 	}
 	var resp protocol.ShardsResponse
-	raw, err := a.Client.Do(ctx, http.MethodGet, []string{"monitoring", "streams", c.Prefix, "groups", c.Group, "shards"}, nil, &resp)
+	raw, err := a.Client.Do(ctx, http.MethodGet, coordclient.MonitoringGroupPath(c.Prefix, c.Group, "shards"), nil, &resp)
 	if err != nil {
 		return fmt.Errorf("shards %s: %w", c.GroupRef, err)
 	}
@@ -213,7 +214,7 @@ func (c *OffsetsCmd) Run(ctx context.Context, a *Admin) error {
 		return err
 	}
 	var resp protocol.OffsetsResponse
-	raw, err := a.Client.Do(ctx, http.MethodGet, []string{"monitoring", "streams", c.Prefix, "groups", c.Group, "offsets"}, nil, &resp)
+	raw, err := a.Client.Do(ctx, http.MethodGet, coordclient.MonitoringGroupPath(c.Prefix, c.Group, "offsets"), nil, &resp)
 	if err != nil {
 		return fmt.Errorf("offsets %s: %w", c.GroupRef, err)
 	}
@@ -259,7 +260,7 @@ func (c *MessagesCmd) Run(ctx context.Context, a *Admin) error {
 	}
 	var resp protocol.MessagesResponse
 	raw, err := a.Client.DoQuery(ctx, http.MethodGet,
-		[]string{"monitoring", "streams", c.Prefix, "groups", c.Group, "shards", strconv.Itoa(c.Shard), "messages"}, q, nil, &resp)
+		coordclient.ShardMessagesPath(c.Prefix, c.Group, c.Shard), q, nil, &resp)
 	if err != nil {
 		return fmt.Errorf("messages %s shard %d: %w", c.GroupRef, c.Shard, err)
 	}
@@ -311,7 +312,7 @@ func (c *AuditCmd) Run(ctx context.Context, a *Admin) error {
 		q.Set("before", c.Before)
 	}
 	var page protocol.AuditPage
-	raw, err := a.Client.DoQuery(ctx, http.MethodGet, []string{"monitoring", "audit"}, q, nil, &page)
+	raw, err := a.Client.DoQuery(ctx, http.MethodGet, coordclient.MonitoringPath("audit"), q, nil, &page)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}

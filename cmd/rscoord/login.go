@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -165,7 +166,7 @@ func (c *LoginCmd) Run(ctx context.Context, in io.Reader, out io.Writer, stderr 
 	// that a proxy might log.
 	client.authorization = "Basic " + base64.StdEncoding.EncodeToString([]byte(c.User+":"+password))
 	var resp protocol.LoginResponse
-	if _, err := client.Do(ctx, http.MethodPost, []string{"auth", "login"}, nil, &resp); err != nil {
+	if _, err := client.Do(ctx, http.MethodPost, coordclient.LoginPath(), nil, &resp); err != nil {
 		return fmt.Errorf("login: %w", err)
 	}
 	if err := tokens.save(savedLogin{Server: client.base, Username: c.User, AccessToken: resp.AccessToken, ExpiresAt: resp.ExpiresAt}); err != nil {
@@ -193,7 +194,7 @@ func (c *LogoutCmd) Run(ctx context.Context, a *Admin) error {
 	}
 	if ok {
 		a.Client.authorization = "Bearer " + saved.AccessToken
-		_, err := a.Client.Do(ctx, http.MethodPost, []string{"auth", "logout"}, nil, nil)
+		_, err := a.Client.Do(ctx, http.MethodPost, coordclient.Path("auth", "logout"), nil, nil)
 		var apiErr *APIError
 		if err != nil && !(errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized) {
 			return fmt.Errorf("logout: %w (the token is kept; retry)", err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -71,7 +72,7 @@ func (c *StreamRollbackCmd) Run(ctx context.Context, a *Admin) error {
 	}
 	req := protocol.OperatorRequest{RequestedBy: c.RequestedBy, Reason: c.Reason}
 	var m protocol.Migration
-	raw, err := a.Client.Do(ctx, http.MethodPost, []string{"streams", c.Prefix, "groups", group, "migrations", c.ID, "rollback"}, req, &m)
+	raw, err := a.Client.Do(ctx, http.MethodPost, coordclient.RollbackPath(c.Prefix, group, c.ID), req, &m)
 	if err != nil {
 		return fmt.Errorf("stream rollback %s %s: %w", c.Prefix, c.ID, err)
 	}
@@ -101,7 +102,7 @@ func (c *StreamCompleteCmd) Run(ctx context.Context, a *Admin) error {
 	}
 	req := protocol.OperatorRequest{RequestedBy: c.RequestedBy, Reason: c.Reason}
 	var m protocol.Migration
-	raw, err := a.Client.Do(ctx, http.MethodPost, []string{"streams", c.Prefix, "migrations", c.ID, "complete"}, req, &m)
+	raw, err := a.Client.Do(ctx, http.MethodPost, coordclient.CompletePath(c.Prefix, c.ID), req, &m)
 	if err != nil {
 		return fmt.Errorf("stream complete %s %s: %w", c.Prefix, c.ID, err)
 	}
@@ -127,7 +128,7 @@ func groupOf(prefix, group string) (string, error) {
 
 func fetchMigrations(ctx context.Context, a *Admin, prefix, group string) (protocol.MigrationsResponse, []byte, error) {
 	var resp protocol.MigrationsResponse
-	raw, err := a.Client.Do(ctx, http.MethodGet, []string{"monitoring", "streams", prefix, "groups", group, "migrations"}, nil, &resp)
+	raw, err := a.Client.Do(ctx, http.MethodGet, coordclient.MonitoringGroupPath(prefix, group, "migrations"), nil, &resp)
 	return resp, raw, err
 }
 
@@ -141,7 +142,7 @@ func waitMigration(ctx context.Context, a *Admin, prefix, group, id string, poll
 	last := ""
 	for {
 		var m protocol.Migration
-		raw, err := a.Client.Do(ctx, http.MethodGet, []string{"streams", prefix, "groups", group, "migrations", id}, nil, &m)
+		raw, err := a.Client.Do(ctx, http.MethodGet, coordclient.MigrationPath(prefix, group, id), nil, &m)
 		if err != nil {
 			return fmt.Errorf("wait for migration %s: %w", id, err)
 		}

@@ -381,31 +381,3 @@ func TestCLIAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// blockingCloser is a store whose Close waits for release, as Close does
-// behind a write stuck in Pebble's write stall.
-type blockingCloser struct{ release chan struct{} }
-
-func (b blockingCloser) Close() error { <-b.release; return nil }
-
-// TestCloseStoreGivesUpOnAStuckWrite: shutdown waits for the store's Close
-// at most its bound, then says why it left the store open; a Close that
-// returns in time is waited for and its error kept.
-func TestCloseStoreGivesUpOnAStuckWrite(t *testing.T) {
-	stuck := blockingCloser{release: make(chan struct{})}
-	defer close(stuck.release) // the goroutine closeStore left behind ends
-	start := time.Now()
-	err := closeStore(stuck, 50*time.Millisecond)
-	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "not closed after 50ms") || took > 5*time.Second {
-		t.Fatalf("stuck close: err %v after %s", err, took)
-	}
-	closeErr := errors.New("close failed")
-	if err := closeStore(closerFunc(func() error { return closeErr }), time.Minute); !errors.Is(err, closeErr) {
-		t.Fatalf("close in time: %v, want its own error", err)
-	}
-}
-
-// closerFunc is a Close method of a function.
-type closerFunc func() error
-
-func (f closerFunc) Close() error { return f() }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -44,7 +45,7 @@ func (c *StreamCreateCmd) Run(ctx context.Context, a *Admin) error {
 	}
 	req := protocol.CreateRequest{InitialShardCount: c.Shards, RequestedBy: c.RequestedBy, Reason: c.Reason}
 	var resp protocol.StreamResponse
-	raw, err := a.Client.Do(ctx, http.MethodPost, []string{"streams", c.Prefix}, req, &resp)
+	raw, err := a.Client.Do(ctx, http.MethodPost, coordclient.StreamPath(c.Prefix), req, &resp)
 	var apiErr *APIError
 	if c.ExistOK && errors.As(err, &apiErr) && apiErr.Body.ErrorCode == protocol.CodeStreamPrefixAlreadyExists {
 		if a.JSON {
@@ -92,7 +93,7 @@ func (c *StreamScaleCmd) Run(ctx context.Context, a *Admin) error {
 	to := c.To
 	req := protocol.ScaleRequest{TargetShardCount: &to, RequestedBy: c.RequestedBy, Reason: c.Reason}
 	var resp protocol.ScaleResponse
-	raw, err := a.Client.Do(ctx, http.MethodPost, []string{"streams", c.Prefix, "scale"}, req, &resp)
+	raw, err := a.Client.Do(ctx, http.MethodPost, coordclient.StreamScalePath(c.Prefix), req, &resp)
 	if err != nil {
 		return fmt.Errorf("stream scale %s: %w", c.Prefix, err)
 	}
@@ -168,7 +169,7 @@ func (c *StreamStatusCmd) Run(ctx context.Context, a *Admin) error {
 		return fmt.Errorf("stream status: %w", err)
 	}
 	var resp protocol.GroupsResponse
-	if _, err := a.Client.Do(ctx, http.MethodGet, []string{"monitoring", "groups"}, nil, &resp); err != nil {
+	if _, err := a.Client.Do(ctx, http.MethodGet, coordclient.MonitoringPath("groups"), nil, &resp); err != nil {
 		return fmt.Errorf("stream status %s: %w", c.Prefix, err)
 	}
 	groups := []protocol.GroupResponse{}

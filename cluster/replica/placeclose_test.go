@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"context"
@@ -42,13 +42,13 @@ func TestReplicaCloseStopsItsLoops(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { coord.Close(context.Background()) })
-	rep := newReplica(cli, node, log, newFront("a", log, assign.Config{}, 0, nil))
+	rep := NewRunner(cli, node, log, newFront("a", log, assign.Config{}, 0, nil))
 	rep.keys = store
 	before := goleak.IgnoreCurrent()
-	if err := rep.place(ctx, coord, store, metrics.New()); err != nil {
+	if err := rep.Place(ctx, coord, store, metrics.New()); err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.close(context.Background()); err != nil {
+	if err := rep.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := goleak.Find(before); err != nil {

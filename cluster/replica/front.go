@@ -1,10 +1,11 @@
-package main
+package replica
 
 import (
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,14 +23,13 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/gateway"
 )
 
-// forwardedByHeader names the replica that forwarded a request, on the
+// ForwardedByHeader names the replica that forwarded a request, on the
 // forwarded request and on its answer. A request that carries it is never
 // forwarded again: two replicas with stale views of etcd would otherwise
 // bounce it between them.
-const forwardedByHeader = "X-Rscoord-Forwarded-By"
+const ForwardedByHeader = "X-Rscoord-Forwarded-By"
 
 // clientAddressHeader carries, on a forwarded request, the address of the
 // client the forwarding replica took it from, signed with the key every
@@ -66,7 +66,7 @@ func streamOf(path string) string {
 	return m[1]
 }
 
-// front is the HTTP handler of a cluster-mode replica for its whole life.
+// Front is the HTTP handler of a cluster-mode replica for its whole life.
 // A request about a stream this replica runs, and every request about no
 // stream, is answered by the coordinator's own handler; a request about a
 // stream another replica runs is forwarded to it with the caller's
@@ -75,7 +75,7 @@ func streamOf(path string) string {
 // docs/protocol.md §5.3) and everything else 503 STORE_UNAVAILABLE with
 // Retry-After. The probes are answered here while no coordinator runs:
 // live, not ready.
-type front struct {
+type Front struct {
 	self string
 	// advertise is this replica's advertise URL, named in protocol.OwnerURLHeader
 	// on the answers about the streams it runs; "" names none.
@@ -88,12 +88,10 @@ type front struct {
 	// peers signs and checks clientAddressHeader; nil: never trusted.
 	peers *peerKey
 
-	// server is the listener's HTTP server: the metrics of every run
-	// report its connections against its caps.
-	server *gateway.HTTPServer
-
-	rep   atomic.Pointer[replica]      // nil between two joins
+	rep   atomic.Pointer[Runner]       // nil between two joins
 	owner atomic.Pointer[ownerHandler] // set while the coordinator runs
+	// detached says why no coordinator runs (nil: joining).
+	detached atomic.Pointer[detachedReason]
 
 	// buffers are the proxies' copy buffers: without a pool each
 	// forwarded answer allocates (and zeroes) 32 KiB of its own.
@@ -133,26 +131,60 @@ type ownerHandler struct {
 	mu        sync.RWMutex
 }
 
-func newFront(self string, log *slog.Logger, group assign.Config, ownerTimeout time.Duration, peers *peerKey) *front {
+// FrontConfig configures a replica's front.
+type FrontConfig struct {
+	// Self is this replica's id, AdvertiseURL the URL other replicas and
+	// clients reach it at (named in protocol.OwnerURLHeader).
+	Self, AdvertiseURL string
+	Logger             *slog.Logger
+	// Group gives the intervals of the RETRY answers.
+	Group assign.Config
+	// OwnerTimeout bounds how long a forwarded request waits for the
+	// owner's answer headers.
+	OwnerTimeout time.Duration
+	// Secret is the token secret every replica shares: forwarded client
+	// addresses are signed with a key derived from it. Nil: none trusted.
+	Secret []byte
+}
+
+// NewFront is the front of a replica; it routes nothing until Attach.
+func NewFront(cfg FrontConfig) *Front {
+	f := newFront(cfg.Self, cfg.Logger, cfg.Group, cfg.OwnerTimeout, newPeerKey(cfg.Secret))
+	f.advertise = strings.TrimSuffix(cfg.AdvertiseURL, "/")
+	return f
+}
+
+// Attach makes the front route through r from now on; the returned
+// detach stops that, unless another Runner was attached since.
+func (f *Front) Attach(r *Runner) (detach func()) {
+	f.rep.Store(r)
+	return func() { f.rep.CompareAndSwap(r, nil) }
+}
+
+// IsHeartbeat reports whether path is the heartbeat route.
+func IsHeartbeat(path string) bool { return heartbeatPath.MatchString(path) }
+
+func newFront(self string, log *slog.Logger, group assign.Config, ownerTimeout time.Duration, peers *peerKey) *Front {
 	dialer := &net.Dialer{Timeout: time.Second, KeepAlive: 15 * time.Second}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = dialer.DialContext
 	tr.ResponseHeaderTimeout = ownerTimeout
 	tr.MaxIdleConnsPerHost = 256
-	return &front{self: self, log: log, group: group.EnsureDefaults(), transport: tr, peers: peers, proxies: map[string]*httputil.ReverseProxy{}}
+	return &Front{self: self, log: log, group: group.EnsureDefaults(), transport: tr, peers: peers, proxies: map[string]*httputil.ReverseProxy{}}
 }
 
-// serveOwner makes h answer from now on, counting the requests another
-// replica forwarded in forwarded.
-func (f *front) serveOwner(h http.Handler, forwarded prometheus.Counter) *ownerHandler {
+// ServeOwner makes h answer from now on, counting the requests another
+// replica forwarded in forwarded. drop stops sending requests to h and
+// waits, at most until ctx ends, for those it is serving.
+func (f *Front) ServeOwner(h http.Handler, forwarded prometheus.Counter) (drop func(ctx context.Context) error) {
 	o := &ownerHandler{h: h, forwarded: forwarded}
 	f.owner.Store(o)
-	return o
+	return func(ctx context.Context) error { return f.dropOwner(ctx, o) }
 }
 
 // dropOwner stops sending requests to o and waits, at most until ctx
 // ends, for those it is serving.
-func (f *front) dropOwner(ctx context.Context, o *ownerHandler) error {
+func (f *Front) dropOwner(ctx context.Context, o *ownerHandler) error {
 	f.owner.CompareAndSwap(o, nil)
 	drained := make(chan struct{})
 	go func() {
@@ -167,9 +199,9 @@ func (f *front) dropOwner(ctx context.Context, o *ownerHandler) error {
 	}
 }
 
-func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = f.clientAddress(r)
-	forwardedBy := r.Header.Get(forwardedByHeader)
+	forwardedBy := r.Header.Get(ForwardedByHeader)
 	prefix := streamOf(r.URL.Path)
 	if prefix == "" && r.URL.Path == grafanaMessagesPath {
 		prefix = streamOf(protocol.BasePath + "/streams/" + r.URL.Query().Get("streamPrefix"))
@@ -177,14 +209,14 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rep := f.rep.Load()
 	if prefix != "" {
 		if rep == nil {
-			f.unsure(w, r, fmt.Sprintf("replica %s is not in the cluster right now (joining)", f.self))
+			f.unsureDetached(w, r)
 			return
 		}
 		creates := r.Method == http.MethodPost && r.URL.Path == protocol.BasePath+"/streams/"+prefix
 		local, to, err := rep.route(r, prefix, forwardedBy != "", creates)
 		switch {
 		case err != nil:
-			f.unsure(w, r, err.Error())
+			f.unsure(w, r, codeOf(err), err.Error())
 		case local && heartbeatPath.MatchString(r.URL.Path):
 			f.serveHeartbeat(w, r, forwardedBy, rep, prefix)
 		case local:
@@ -214,10 +246,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveLocal answers with the coordinator's handler, or RETRY / 503 while
 // it does not run. owned: the request is about a stream this replica runs,
 // whose answer names it in protocol.OwnerURLHeader.
-func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy string, owned bool) {
+func (f *Front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy string, owned bool) {
 	o := f.owner.Load()
 	if o == nil || !o.mu.TryRLock() {
-		f.unsure(w, r, fmt.Sprintf("the coordinator of replica %s is not running (starting or stopping)", f.self))
+		f.unsureDetached(w, r)
 		return
 	}
 	defer o.mu.RUnlock()
@@ -242,18 +274,31 @@ func (f *front) serveLocal(w http.ResponseWriter, r *http.Request, forwardedBy s
 // A heartbeat about a stream this replica did not run when it came in,
 // and still does not (one the store does not hold, see replica.route), is
 // answered as it is: that answer grants nothing.
-func (f *front) serveHeartbeat(w http.ResponseWriter, r *http.Request, forwardedBy string, rep *replica, prefix string) {
+func (f *Front) serveHeartbeat(w http.ResponseWriter, r *http.Request, forwardedBy string, rep *Runner, prefix string) {
 	servedBefore := rep.isServing(prefix)
 	// Keep the start of the body: a RETRY echoes its requestId.
 	r, err := keepHeartbeatHead(r)
 	if err != nil {
-		f.unsure(w, r, err.Error())
+		f.unsure(w, r, protocol.CodeStoreUnavailable, err.Error())
 		return
 	}
+	// The answer waits what the heartbeat asks to be held and the
+	// forwarding bound more, never longer: a store write that etcd does
+	// not commit in that time (no quorum, or this replica cut off from
+	// it) is answered RETRY now rather than after the store's timeout.
+	// The write goes on; its outcome is unknown to the member, as after a
+	// lost answer.
+	ctx, cancel := context.WithTimeoutCause(r.Context(), f.heartbeatWait(r)+f.forwardBound(), errStoreSlow)
+	defer cancel()
+	r = r.WithContext(ctx)
 	answer := &bufferedAnswer{under: w, header: http.Header{}}
 	f.serveLocal(answer, r, forwardedBy, true)
+	if errors.Is(context.Cause(ctx), errStoreSlow) {
+		f.unsure(w, r, protocol.CodeReplicaLeaseUncertain, fmt.Sprintf("replica %s did not answer within %v: its etcd store did not commit in time", f.self, f.forwardBound()))
+		return
+	}
 	if served := rep.runs(prefix); !rep.node.Valid() || served != servedBefore {
-		f.unsure(w, r, fmt.Sprintf("replica %s is no longer certain to run stream %q (its etcd lease)", f.self, prefix))
+		f.unsure(w, r, protocol.CodeReplicaLeaseUncertain, fmt.Sprintf("replica %s is no longer certain to run stream %q (its etcd lease)", f.self, prefix))
 		return
 	}
 	for k, v := range answer.header {
@@ -292,19 +337,25 @@ func (b *bufferedAnswer) Write(p []byte) (int, error) {
 
 // forward sends the request to the replica at advertise, which runs its
 // stream, and its answer back.
-func (f *front) forward(w http.ResponseWriter, r *http.Request, advertise string) {
+func (f *Front) forward(w http.ResponseWriter, r *http.Request, advertise string) {
 	p, err := f.proxy(advertise)
 	if err != nil {
-		f.unsure(w, r, err.Error())
+		f.unsure(w, r, protocol.CodeReplicaNotOwner, err.Error())
 		return
 	}
 	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/heartbeat") && heartbeatPath.MatchString(r.URL.Path) {
 		// Keep the start of the body: the answer RETRY echoes its requestId
 		// when the owner cannot be reached.
 		if r, err = keepHeartbeatHead(r); err != nil {
-			f.unsure(w, r, err.Error())
+			f.unsure(w, r, protocol.CodeStoreUnavailable, err.Error())
 			return
 		}
+		// A heartbeat waits for the owner what it asks to be held and the
+		// forwarding bound more, never longer: a frozen owner must not
+		// hold a member's heartbeat for a part of its lease that matters.
+		ctx, cancel := context.WithTimeoutCause(r.Context(), f.heartbeatWait(r)+f.forwardBound(), errOwnerSlow)
+		defer cancel()
+		r = r.WithContext(ctx)
 	}
 	p.ServeHTTP(w, r)
 }
@@ -330,7 +381,7 @@ func keepHeartbeatHead(r *http.Request) (*http.Request, error) {
 
 // clientAddress drops clientAddressHeader from r and, when its signature
 // is a replica's, returns r with the client address it names.
-func (f *front) clientAddress(r *http.Request) *http.Request {
+func (f *Front) clientAddress(r *http.Request) *http.Request {
 	v := r.Header.Get(clientAddressHeader)
 	if v == "" {
 		return r
@@ -351,7 +402,7 @@ func (f *front) clientAddress(r *http.Request) *http.Request {
 type bufferedBodyKey struct{}
 
 // proxy is the reverse proxy to one replica, made once per advertise URL.
-func (f *front) proxy(advertise string) (*httputil.ReverseProxy, error) {
+func (f *Front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if p, ok := f.proxies[advertise]; ok {
@@ -367,21 +418,25 @@ func (f *front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
-			pr.Out.Header.Set(forwardedByHeader, f.self)
+			pr.Out.Header.Set(ForwardedByHeader, f.self)
 			pr.Out.Header.Del(clientAddressHeader)
 			if signed, ok := f.peers.sign(pr.In.RemoteAddr, time.Now()); ok {
 				pr.Out.Header.Set(clientAddressHeader, signed)
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Set(forwardedByHeader, f.self)
+			resp.Header.Set(ForwardedByHeader, f.self)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(context.Cause(r.Context()), errOwnerSlow) {
+				f.unsure(w, r, protocol.CodeReplicaNotOwner, fmt.Sprintf("the owner %s did not answer within %v", advertise, f.forwardBound()))
+				return
+			}
 			if r.Context().Err() != nil {
 				return // the caller went away: nobody reads an answer
 			}
-			f.unsure(w, r, fmt.Sprintf("the owner %s did not answer: %v", advertise, err))
+			f.unsure(w, r, protocol.CodeReplicaNotOwner, fmt.Sprintf("the owner %s did not answer: %v", advertise, err))
 		},
 		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelDebug),
 	}
@@ -389,15 +444,16 @@ func (f *front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 	return p, nil
 }
 
-// unsure answers a request that nobody can serve right now: a heartbeat
-// RETRY in a 200 (the member keeps its shards and heartbeats again, here
-// or at its next coordinator URL), anything else 503 with Retry-After.
-func (f *front) unsure(w http.ResponseWriter, r *http.Request, why string) {
-	w.Header().Set(forwardedByHeader, f.self)
+// unsure answers a request that this replica cannot serve right now,
+// with code saying why (docs/protocol.md §5.7): a heartbeat RETRY in a 200
+// (the member keeps its shards and heartbeats again, here or at its next
+// coordinator URL), anything else 503 with Retry-After.
+func (f *Front) unsure(w http.ResponseWriter, r *http.Request, code protocol.ErrorCode, why string) {
+	w.Header().Set(ForwardedByHeader, f.self)
 	m := heartbeatPath.FindStringSubmatch(r.URL.Path)
 	if r.Method != http.MethodPost || m == nil {
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, protocol.NewErrorBody(protocol.CodeStoreUnavailable, why+"; retry, or another coordinator URL"))
+		writeJSON(w, http.StatusServiceUnavailable, protocol.NewErrorBody(code, why+"; retry, or another coordinator URL"))
 		return
 	}
 	var req protocol.HeartbeatRequest
@@ -411,7 +467,59 @@ func (f *front) unsure(w http.ResponseWriter, r *http.Request, why string) {
 	}
 	resp := assign.RetryResponse(&req, f.group)
 	resp.Message = why
+	resp.ErrorCode = code
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// unsureDetached answers a request while no coordinator runs here, with
+// the reason the server last set (SetDetached).
+func (f *Front) unsureDetached(w http.ResponseWriter, r *http.Request) {
+	d := f.detached.Load()
+	if d == nil {
+		d = &detachedReason{code: protocol.CodeReplicaJoining, why: "joining the cluster"}
+	}
+	f.unsure(w, r, d.code, fmt.Sprintf("replica %s runs no coordinator right now (%s)", f.self, d.why))
+}
+
+// detachedReason is why no coordinator runs on this replica.
+type detachedReason struct {
+	code protocol.ErrorCode
+	why  string
+}
+
+// SetDetached says why no coordinator runs here while none does: code
+// CodeReplicaJoining while the replica joins, CodeReplicaLeaseUncertain
+// after it lost its lease and until it joined again.
+func (f *Front) SetDetached(code protocol.ErrorCode, why string) {
+	f.detached.Store(&detachedReason{code: code, why: why})
+}
+
+// errOwnerSlow ends a forwarded heartbeat the owner did not answer within
+// the forwarding bound.
+var errOwnerSlow = errors.New("the owner did not answer within the forwarding bound")
+
+// errStoreSlow ends a heartbeat this replica did not answer within the
+// forwarding bound.
+var errStoreSlow = errors.New("the heartbeat was not answered within the forwarding bound")
+
+// forwardBound is how much longer than it asks to be held a forwarded
+// heartbeat waits for the owner: min(1 s, member lease / 6), well inside
+// the member's lease.
+func (f *Front) forwardBound() time.Duration {
+	return min(time.Second, f.group.MemberLease/6)
+}
+
+// heartbeatWait is how long the forwarded heartbeat r asks to be held
+// (waitMs), at most the heartbeat interval, as the owner holds it.
+func (f *Front) heartbeatWait(r *http.Request) time.Duration {
+	head, _ := r.Context().Value(bufferedBodyKey{}).([]byte)
+	var req struct {
+		WaitMs int64 `json:"waitMs"`
+	}
+	if json.Unmarshal(head, &req) != nil || req.WaitMs <= 0 {
+		return 0
+	}
+	return min(time.Duration(req.WaitMs)*time.Millisecond, f.group.HeartbeatInterval)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

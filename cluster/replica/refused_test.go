@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"context"
@@ -43,9 +43,9 @@ func TestClusterEveryRefusedWriteDropsItsStream(t *testing.T) {
 		}
 	}
 	node := joinTestNode(t, cli, root, "a")
-	rep := newReplica(cli, node, log, newFront("a", log, assign.Config{}, 0, nil))
+	rep := NewRunner(cli, node, log, newFront("a", log, assign.Config{}, 0, nil))
 	es, err := persistence.OpenEtcd(ctx, persistence.EtcdOptions{Client: cli, Prefix: root + "data/", Logger: log,
-		Fence: storeFence(node)})
+		Fence: StoreFence(node)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +56,11 @@ func TestClusterEveryRefusedWriteDropsItsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = rep.close(context.Background())
+		_ = rep.Close(context.Background())
 		_ = coord.Close(context.Background())
 		_ = es.Close()
 	})
-	if err := rep.place(ctx, coord, store, metrics.New()); err != nil {
+	if err := rep.Place(ctx, coord, store, metrics.New()); err != nil {
 		t.Fatal(err)
 	}
 	// fresh reports whether stream i runs here on the fence its owner key

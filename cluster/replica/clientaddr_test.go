@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"io"
@@ -69,7 +69,7 @@ func TestForwardedClientAddress(t *testing.T) {
 	})
 	answering := func(key *peerKey) *httptest.Server {
 		f := newFront("owner", log, cfg, time.Second, key)
-		f.serveOwner(echo, prometheus.NewCounter(prometheus.CounterOpts{Name: "forwarded"}))
+		f.ServeOwner(echo, prometheus.NewCounter(prometheus.CounterOpts{Name: "forwarded"}))
 		s := httptest.NewServer(f)
 		t.Cleanup(s.Close)
 		return s

@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"context"
@@ -10,30 +10,37 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/rscoord/rscoord/gateway/auth"
 )
 
-// etcdRevocations keeps the tokens revoked by logout in etcd, under
+// Revocations keeps the tokens revoked by logout in etcd, under
 // <etcd prefix>revoked-tokens/<token id>, so that every replica refuses a
 // token revoked through any of them, also after a failover. Each key holds
 // the token's expiry (unix seconds) and is bound to an etcd lease that
 // outlives the token by a minute, so etcd forgets it once it no longer
 // matters. A revocation adds a key and never changes one: it needs no
 // fence, and a deposed owner that still records one does no harm.
-type etcdRevocations struct {
+type Revocations struct {
 	cli    *clientv3.Client
 	prefix string
 	log    *slog.Logger
 }
 
+// Rememberer takes the revocations read from etcd (auth.Revocations).
+type Rememberer interface {
+	Remember(id string, exp time.Time)
+}
+
+// NewRevocations keeps the revocations of the coordinator cluster under
+// root (its etcd prefix) through cli.
+func NewRevocations(cli *clientv3.Client, root string, log *slog.Logger) *Revocations {
+	return &Revocations{cli: cli, prefix: root + revokedTokensDir, log: log}
+}
+
 // revokedTokensDir is the key space of revocations under the etcd prefix.
 const revokedTokensDir = "revoked-tokens/"
 
-var _ auth.SharedRevocations = (*etcdRevocations)(nil)
-
 // Put stores a revocation under a lease that ends a minute after exp.
-func (e *etcdRevocations) Put(ctx context.Context, id string, exp time.Time) error {
+func (e *Revocations) Put(ctx context.Context, id string, exp time.Time) error {
 	ttl := int64(time.Until(exp)/time.Second) + 60
 	lease, err := e.cli.Grant(ctx, ttl)
 	if err != nil {
@@ -45,9 +52,9 @@ func (e *etcdRevocations) Put(ctx context.Context, id string, exp time.Time) err
 	return nil
 }
 
-// load remembers every stored revocation in r and returns the etcd
+// Load remembers every stored revocation in r and returns the etcd
 // revision it read at.
-func (e *etcdRevocations) load(ctx context.Context, r *auth.Revocations) (int64, error) {
+func (e *Revocations) Load(ctx context.Context, r Rememberer) (int64, error) {
 	resp, err := e.cli.Get(ctx, e.prefix, clientv3.WithPrefix())
 	if err != nil {
 		return 0, fmt.Errorf("load revoked tokens from etcd: %w", err)
@@ -58,7 +65,7 @@ func (e *etcdRevocations) load(ctx context.Context, r *auth.Revocations) (int64,
 	return resp.Header.Revision, nil
 }
 
-func (e *etcdRevocations) remember(r *auth.Revocations, key string, value []byte) {
+func (e *Revocations) remember(r Rememberer, key string, value []byte) {
 	unix, err := strconv.ParseInt(string(value), 10, 64)
 	id := strings.TrimPrefix(key, e.prefix)
 	if err != nil || id == "" {
@@ -68,10 +75,10 @@ func (e *etcdRevocations) remember(r *auth.Revocations, key string, value []byte
 	r.Remember(id, time.Unix(unix, 0))
 }
 
-// follow remembers in r the revocations other replicas store after
+// Follow remembers in r the revocations other replicas store after
 // revision rev, until ctx ends. When the watch breaks (etcd compacted past
 // it, or lost quorum) it loads everything again and watches from there.
-func (e *etcdRevocations) follow(ctx context.Context, r *auth.Revocations, rev int64) {
+func (e *Revocations) Follow(ctx context.Context, r Rememberer, rev int64) {
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for resp := range e.cli.Watch(wctx, e.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
@@ -96,7 +103,7 @@ func (e *etcdRevocations) follow(ctx context.Context, r *auth.Revocations, rev i
 			case <-time.After(time.Second):
 			}
 			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			next, err := e.load(lctx, r)
+			next, err := e.Load(lctx, r)
 			cancel()
 			if err == nil {
 				rev = next
@@ -107,26 +114,4 @@ func (e *etcdRevocations) follow(ctx context.Context, r *auth.Revocations, rev i
 			}
 		}
 	}
-}
-
-// sharedRevocations opens the revocations of the cluster mode: every one
-// stored in etcd is loaded before it returns (so a new owner refuses what
-// the last one revoked), and later ones are followed until the returned
-// stop is called.
-func (r *replica) sharedRevocations(ctx context.Context, etcdPrefix string) (*auth.Revocations, func(), error) {
-	e := &etcdRevocations{cli: r.cli, prefix: etcdPrefix + revokedTokensDir, log: r.log}
-	revs := auth.OpenSharedRevocations(e, 0, nil)
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	rev, err := e.load(lctx, revs)
-	cancel()
-	if err != nil {
-		return nil, func() {}, err
-	}
-	fctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.follow(fctx, revs, rev)
-	}()
-	return revs, func() { stop(); <-done }, nil
 }

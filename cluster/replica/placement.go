@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"context"
@@ -16,11 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/rscoord/rscoord/actors"
-	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
-	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -60,19 +57,19 @@ const reconcileEvery = 2 * time.Second
 // store does not hold (claimed for a request that was to create it).
 const unknownStreamGrace = 10 * time.Second
 
-// replica is this process's place in the cluster mode: the etcd client,
+// Runner is this process's place in the cluster mode: the etcd client,
 // the cluster node, and the streams it runs. It claims the streams placed
 // on it (rendezvous hashing over the live replicas), loads each after its
 // claim, and drops each before releasing it: a stream runs on one replica
 // at a time, and its writes are fenced by its owner key.
-type replica struct {
+type Runner struct {
 	cli   *clientv3.Client
 	node  *cluster.Node
 	log   *slog.Logger
-	front *front
+	front *Front
 
 	// coord and store are set while the coordinator runs.
-	coord atomic.Pointer[actors.Coordinator]
+	coord atomic.Pointer[coordinatorRef]
 	store persistence.Store
 	// keys lists the stored streams by their keys (the gauges).
 	keys  streamKeys
@@ -108,19 +105,42 @@ type replica struct {
 	leaveErr, closeErr   error
 }
 
-func newReplica(cli *clientv3.Client, node *cluster.Node, log *slog.Logger, f *front) *replica {
-	return &replica{cli: cli, node: node, log: log, front: f, refused: map[string]struct{}{}, refusedSignal: make(chan struct{}, 1), serving: map[string]time.Time{}}
+// Coordinator is what the placement loop needs of the coordinator
+// (actors.Coordinator): it loads a claimed stream's actors and stops them
+// before the claim is released.
+type Coordinator interface {
+	AddStream(ctx context.Context, prefix string) error
+	DropStream(ctx context.Context, prefix string) error
+	Streams() []string
+}
+
+// coordinatorRef holds a Coordinator in an atomic.Pointer.
+type coordinatorRef struct{ Coordinator }
+
+// Metrics is what a Runner publishes to (gateway/metrics.Metrics): its
+// placement counter and the cluster gauges.
+type Metrics interface {
+	Registry() *prometheus.Registry
+	SetClusterReplicasLive(n int)
+	SetClusterGroupsUnowned(n int)
+	SetClusterStoreUnreadable()
+}
+
+// NewRunner is this process's place in the cluster on node, whose etcd
+// client cli it closes in Close; f is the front it routes for.
+func NewRunner(cli *clientv3.Client, node *cluster.Node, log *slog.Logger, f *Front) *Runner {
+	return &Runner{cli: cli, node: node, log: log, front: f, refused: map[string]struct{}{}, refusedSignal: make(chan struct{}, 1), serving: map[string]time.Time{}}
 }
 
 // isServing reports whether the stream's actors run here.
-func (r *replica) isServing(prefix string) bool {
+func (r *Runner) isServing(prefix string) bool {
 	r.smu.RLock()
 	defer r.smu.RUnlock()
 	_, ok := r.serving[prefix]
 	return ok
 }
 
-func (r *replica) setServing(prefix string, on bool) {
+func (r *Runner) setServing(prefix string, on bool) {
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	if on {
@@ -132,16 +152,24 @@ func (r *replica) setServing(prefix string, on bool) {
 
 // servingSince is when the stream was claimed; ok false if it does not run
 // here.
-func (r *replica) servingSince(prefix string) (time.Time, bool) {
+func (r *Runner) servingSince(prefix string) (time.Time, bool) {
 	r.smu.RLock()
 	defer r.smu.RUnlock()
 	t, ok := r.serving[prefix]
 	return t, ok
 }
 
+// coordinator is the coordinator Place was given, nil before.
+func (r *Runner) coordinator() Coordinator {
+	if ref := r.coord.Load(); ref != nil {
+		return ref.Coordinator
+	}
+	return nil
+}
+
 // refusedWrite is told by the store of every write of a stream etcd
 // refused: this replica no longer owns the stream, whose actors stop.
-func (r *replica) refusedWrite(prefix string) {
+func (r *Runner) refusedWrite(prefix string) {
 	r.rmu.Lock()
 	r.refused[prefix] = struct{}{}
 	r.rmu.Unlock()
@@ -153,7 +181,7 @@ func (r *replica) refusedWrite(prefix string) {
 
 // takeRefused returns, sorted, and forgets the streams refusedWrite
 // collected.
-func (r *replica) takeRefused() []string {
+func (r *Runner) takeRefused() []string {
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
 	out := slices.Sorted(maps.Keys(r.refused))
@@ -164,7 +192,7 @@ func (r *replica) takeRefused() []string {
 // dropRefused drops each stream whose write etcd refused, if it runs here.
 // Checked under r.mu: a refusal seen while ensure loads the stream is
 // acted on once ensure has marked it served, not lost.
-func (r *replica) dropRefused(ctx context.Context) {
+func (r *Runner) dropRefused(ctx context.Context) {
 	for _, p := range r.takeRefused() {
 		r.mu.Lock()
 		if r.isServing(p) {
@@ -180,7 +208,7 @@ func (r *replica) dropRefused(ctx context.Context) {
 // to the placement loop to drop, as after a refused write: its writes
 // would be refused, but a heartbeat that writes nothing would still be
 // answered from it while another replica may have claimed and loaded it.
-func (r *replica) runs(prefix string) bool {
+func (r *Runner) runs(prefix string) bool {
 	if !r.isServing(prefix) {
 		return false
 	}
@@ -192,7 +220,7 @@ func (r *replica) runs(prefix string) bool {
 }
 
 // live reports whether id is a registered replica.
-func (r *replica) live(id string) bool {
+func (r *Runner) live(id string) bool {
 	return slices.ContainsFunc(r.node.Replicas(), func(rep cluster.Replica) bool { return rep.ID == id })
 }
 
@@ -200,14 +228,14 @@ func (r *replica) live(id string) bool {
 // by another replica (to), or nowhere right now (err: the caller answers
 // RETRY / 503). A request another replica forwarded is never forwarded
 // again: two replicas with different views of etcd would bounce it.
-func (r *replica) route(req *http.Request, prefix string, forwarded, creates bool) (local bool, to cluster.Replica, err error) {
+func (r *Runner) route(req *http.Request, prefix string, forwarded, creates bool) (local bool, to cluster.Replica, err error) {
 	ctx := req.Context()
 	if !r.node.Valid() {
-		return false, to, fmt.Errorf("replica %s is not certain of its etcd lease", r.node.Self().ID)
+		return false, to, refuse(protocol.CodeReplicaLeaseUncertain, "replica %s is not certain of its etcd lease", r.node.Self().ID)
 	}
 	if r.isServing(prefix) {
 		if !r.runs(prefix) {
-			return false, to, fmt.Errorf("replica %s no longer holds the owner key of stream %q", r.node.Self().ID, prefix)
+			return false, to, refuse(protocol.CodeReplicaNotOwner, "replica %s no longer holds the owner key of stream %q", r.node.Self().ID, prefix)
 		}
 		return true, to, nil
 	}
@@ -217,21 +245,21 @@ func (r *replica) route(req *http.Request, prefix string, forwarded, creates boo
 	switch {
 	case held && holder.ID != self:
 		if !r.live(holder.ID) {
-			return false, to, fmt.Errorf("the owner %s of stream %q is gone (ownership is moving)", holder.ID, prefix)
+			return false, to, refuse(protocol.CodeReplicaNotOwner, "the owner %s of stream %q is gone (ownership is moving)", holder.ID, prefix)
 		}
 		if forwarded {
-			return false, to, fmt.Errorf("stream %q is owned by %s, not by this replica (ownership is moving)", prefix, holder.ID)
+			return false, to, refuse(protocol.CodeReplicaNotOwner, "stream %q is owned by %s, not by this replica (ownership is moving)", prefix, holder.ID)
 		}
 		return false, holder, nil
 	}
 	placed, ok := r.node.PlacedOn(unit)
 	switch {
 	case !ok:
-		return false, to, errors.New("no live replica")
+		return false, to, refuse(protocol.CodeReplicaNotOwner, "no live replica")
 	case placed.ID != self && held:
-		return false, to, fmt.Errorf("stream %q is moving from this replica to %s", prefix, placed.ID)
+		return false, to, refuse(protocol.CodeReplicaNotOwner, "stream %q is moving from this replica to %s", prefix, placed.ID)
 	case placed.ID != self && forwarded:
-		return false, to, fmt.Errorf("stream %q is placed on %s, not on this replica (ownership is moving)", prefix, placed.ID)
+		return false, to, refuse(protocol.CodeReplicaNotOwner, "stream %q is placed on %s, not on this replica (ownership is moving)", prefix, placed.ID)
 	case placed.ID != self:
 		return false, placed, nil
 	}
@@ -249,18 +277,50 @@ func (r *replica) route(req *http.Request, prefix string, forwarded, creates boo
 	}
 	if !creates {
 		if stored, err := r.stored(ctx, prefix); err != nil || !stored {
+			if err != nil {
+				err = &refusal{code: protocol.CodeReplicaLeaseUncertain, err: err}
+			}
 			return err == nil, to, err
 		}
 	}
 	if err := r.ensure(ctx, prefix); err != nil {
-		return false, to, err
+		code := protocol.CodeReplicaLeaseUncertain // etcd did not answer the claim or the load
+		if errors.Is(err, cluster.ErrHeld) {
+			code = protocol.CodeReplicaNotOwner
+		}
+		return false, to, &refusal{code: code, err: err}
 	}
 	return true, to, nil
 }
 
+// refusal is why a replica cannot serve a request about a stream now,
+// with the error code that tells the client another replica may
+// (docs/protocol.md §5.7).
+type refusal struct {
+	code protocol.ErrorCode
+	err  error
+}
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+// refuse is a refusal with code, its message formatted.
+func refuse(code protocol.ErrorCode, format string, args ...any) error {
+	return &refusal{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// codeOf is the error code of a refusal; CodeReplicaNotOwner for any
+// other error of routing.
+func codeOf(err error) protocol.ErrorCode {
+	if r, ok := errors.AsType[*refusal](err); ok {
+		return r.code
+	}
+	return protocol.CodeReplicaNotOwner
+}
+
 // stored reports whether the store holds the stream (its key alone is
 // read).
-func (r *replica) stored(ctx context.Context, prefix string) (bool, error) {
+func (r *Runner) stored(ctx context.Context, prefix string) (bool, error) {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	prefixes, err := r.keys.StreamPrefixes(lctx)
@@ -283,13 +343,13 @@ func (r *replica) stored(ctx context.Context, prefix string) (bool, error) {
 // it): its answer was RETRY, so the state it holds was never told, the
 // same as any unknown outcome; and after a new claim its create revision
 // no longer matches.
-func (r *replica) ensure(ctx context.Context, prefix string) error {
+func (r *Runner) ensure(ctx context.Context, prefix string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.isServing(prefix) {
 		return nil
 	}
-	coord := r.coord.Load()
+	coord := r.coordinator()
 	if coord == nil {
 		return errors.New("the coordinator of this replica is not running")
 	}
@@ -311,18 +371,18 @@ func (r *replica) ensure(ctx context.Context, prefix string) error {
 }
 
 // drop stops the stream's actors and then releases its owner key.
-func (r *replica) drop(ctx context.Context, prefix, why string) {
+func (r *Runner) drop(ctx context.Context, prefix, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dropLocked(ctx, prefix, why)
 }
 
 // dropLocked is drop; the caller holds r.mu.
-func (r *replica) dropLocked(ctx context.Context, prefix, why string) {
+func (r *Runner) dropLocked(ctx context.Context, prefix, why string) {
 	r.setServing(prefix, false)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if coord := r.coord.Load(); coord != nil {
+	if coord := r.coordinator(); coord != nil {
 		if err := coord.DropStream(cctx, prefix); err != nil {
 			// Its writes are fenced: once the key is gone none lands.
 			r.log.Warn("stream actors did not stop in time", slog.String("stream", prefix), slog.Any("error", err))
@@ -335,7 +395,7 @@ func (r *replica) dropLocked(ctx context.Context, prefix, why string) {
 	r.log.Info("stream released", slog.String("stream", prefix), slog.String("reason", why))
 }
 
-func (r *replica) moved(direction string) {
+func (r *Runner) moved(direction string) {
 	if r.moves != nil {
 		r.moves.WithLabelValues(direction).Inc()
 	}
@@ -346,14 +406,14 @@ func (r *replica) moved(direction string) {
 // change of the replicas or owner keys, on a refused write and every
 // reconcileEvery, it claims the streams placed here and releases the
 // others.
-func (r *replica) place(ctx context.Context, coord *actors.Coordinator, store persistence.Store, m *metrics.Metrics) error {
+func (r *Runner) Place(ctx context.Context, coord Coordinator, store persistence.Store, m Metrics) error {
 	r.store = store
 	r.moves = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rscoord_cluster_placement_moves_total",
 		Help: "Streams (each with all its groups) this replica claimed or released (cluster mode)."}, []string{"direction"})
 	if err := m.Registry().Register(r.moves); err != nil {
 		return err
 	}
-	r.coord.Store(coord)
+	r.coord.Store(&coordinatorRef{coord})
 	ctx, r.stopLoops = context.WithCancel(ctx)
 	r.loops.Go(func() { r.publishGauges(ctx, m) })
 	r.loops.Go(func() {
@@ -376,7 +436,7 @@ func (r *replica) place(ctx context.Context, coord *actors.Coordinator, store pe
 }
 
 // reconcile is one round of placement.
-func (r *replica) reconcile(ctx context.Context) {
+func (r *Runner) reconcile(ctx context.Context) {
 	if !r.node.Valid() {
 		return
 	}
@@ -418,7 +478,7 @@ func (r *replica) reconcile(ctx context.Context) {
 		// under r.mu, so that a claim in progress is not taken for one.
 		r.mu.Lock()
 		since, serving := r.servingSince(p)
-		if coord := r.coord.Load(); coord != nil && slices.Contains(r.node.Held(), u) &&
+		if coord := r.coordinator(); coord != nil && slices.Contains(r.node.Held(), u) &&
 			(!serving || time.Since(since) > unknownStreamGrace) && !slices.Contains(coord.Streams(), p) {
 			r.dropLocked(ctx, p, "claimed for a stream the store does not hold")
 		}
@@ -451,7 +511,7 @@ func (r *replica) reconcile(ctx context.Context) {
 // this replica lives, so a stream placed here is claimed (adopting the
 // key) and any other is released. Strays are listed under r.mu, so that a
 // claim in progress (ensure) is not taken for one.
-func (r *replica) settleStrays(ctx context.Context, known map[string]bool) {
+func (r *Runner) settleStrays(ctx context.Context, known map[string]bool) {
 	var adopt []string
 	r.mu.Lock()
 	for _, u := range r.node.Strays() {
@@ -487,7 +547,7 @@ func (r *replica) settleStrays(ctx context.Context, known map[string]bool) {
 // actors may still write (refused now, a certain outcome) and read until
 // they stop, and the store uses the client until it closes; close closes
 // it after that. Later calls return the first call's error.
-func (r *replica) leave(ctx context.Context) error {
+func (r *Runner) Leave(ctx context.Context) error {
 	r.leaveOnce.Do(func() {
 		if r.stopLoops != nil {
 			r.stopLoops()
@@ -507,158 +567,9 @@ func (r *replica) leave(ctx context.Context) error {
 // close leaves the cluster (leave), if that has not been done, and closes
 // the etcd client: call it once the coordinator and the store are closed.
 // Later calls return the first call's error.
-func (r *replica) close(ctx context.Context) error {
+func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
-		r.closeErr = errors.Join(r.leave(ctx), r.cli.Close())
+		r.closeErr = errors.Join(r.Leave(ctx), r.cli.Close())
 	})
 	return r.closeErr
-}
-
-// view is GET /coord/v1/monitoring/cluster: the registered replicas, the
-// streams each holds, and every group with the replica that runs it.
-func (r *replica) view(ctx context.Context) (protocol.ClusterResponse, error) {
-	streams, err := r.store.LoadStreams(ctx)
-	if err != nil {
-		return protocol.ClusterResponse{}, err
-	}
-	holders := r.node.Holders()
-	out := protocol.ClusterResponse{Store: "etcd", Replicas: []protocol.ClusterReplica{}, Groups: []protocol.ClusterGroup{}}
-	owned := map[string]int{}
-	for _, rec := range streams {
-		groups, err := r.store.LoadGroups(ctx, rec.StreamPrefix)
-		if err != nil {
-			return protocol.ClusterResponse{}, err
-		}
-		owner, ok := holders[streamUnit(rec.StreamPrefix)]
-		for _, g := range groups {
-			cg := protocol.ClusterGroup{StreamPrefix: rec.StreamPrefix, ConsumerGroup: g.Name}
-			if ok {
-				cg.Owner, cg.OwnerURL = owner.ID, owner.AdvertiseURL
-				owned[owner.ID]++
-			}
-			out.Groups = append(out.Groups, cg)
-		}
-	}
-	describe := func(rep cluster.Replica, live bool) protocol.ClusterReplica {
-		c := protocol.ClusterReplica{ID: rep.ID, AdvertiseURL: rep.AdvertiseURL, Live: live, Role: protocol.RoleStandby,
-			Units: []string{}, GroupsOwned: owned[rep.ID]}
-		for unit, h := range holders {
-			if h.ID == rep.ID {
-				c.Units = append(c.Units, unit)
-			}
-		}
-		slices.Sort(c.Units)
-		if len(c.Units) > 0 {
-			c.Role = protocol.RoleOwner
-		}
-		return c
-	}
-	seen := map[string]bool{}
-	for _, rep := range r.node.Replicas() {
-		seen[rep.ID] = true
-		out.Replicas = append(out.Replicas, describe(rep, true))
-	}
-	for _, h := range holders {
-		if !seen[h.ID] {
-			seen[h.ID] = true
-			out.Replicas = append(out.Replicas, describe(h, false))
-		}
-	}
-	slices.SortFunc(out.Replicas, func(a, b protocol.ClusterReplica) int { return strings.Compare(a.ID, b.ID) })
-	out.Self = describe(r.node.Self(), r.live(r.node.Self().ID))
-	return out, nil
-}
-
-// publishGauges keeps the cluster gauges current until ctx ends: live
-// replicas, and groups that no live replica runs (all of them while this
-// replica's lease is not certain).
-func (r *replica) publishGauges(ctx context.Context, m *metrics.Metrics) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		m.SetClusterReplicasLive(len(r.node.Replicas()))
-		vctx, cancel := context.WithTimeout(ctx, time.Second)
-		if unowned, err := r.unownedGroups(vctx); err == nil {
-			m.SetClusterGroupsUnowned(unowned)
-		} else {
-			m.SetClusterStoreUnreadable()
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// unownedGroups counts the groups of the streams that no live replica
-// runs, as this replica sees them. It reads the streams' keys only and the
-// owner keys this replica watches anyway; only the groups of a stream
-// nobody runs (moving, or all of them while this replica's lease is not
-// certain) are read, to count them.
-func (r *replica) unownedGroups(ctx context.Context) (int, error) {
-	prefixes, err := r.keys.StreamPrefixes(ctx)
-	if err != nil {
-		return 0, err
-	}
-	valid := r.node.Valid()
-	holders := r.node.Holders()
-	live := map[string]bool{}
-	for _, rep := range r.node.Replicas() {
-		live[rep.ID] = true
-	}
-	unowned := 0
-	for _, p := range prefixes {
-		if h, ok := holders[streamUnit(p)]; valid && ok && live[h.ID] {
-			continue
-		}
-		groups, err := r.store.LoadGroups(ctx, p)
-		if err != nil {
-			return 0, err
-		}
-		unowned += len(groups)
-	}
-	return unowned, nil
-}
-
-// fencedStore is the etcd store of a replica: it tells the replica of
-// every write etcd refused because the stream's owner key is gone, so
-// that the stream's actors stop at the first refused write.
-type fencedStore struct {
-	persistence.Store
-	refused func(prefix string)
-}
-
-func (s *fencedStore) check(prefix string, err error) {
-	if errors.Is(err, persistence.ErrNotOwner) {
-		s.refused(prefix)
-	}
-}
-
-func (s *fencedStore) SaveStream(ctx context.Context, rec persistence.StreamRecord, expected uint64) (uint64, error) {
-	rev, err := s.Store.SaveStream(ctx, rec, expected)
-	s.check(rec.StreamPrefix, err)
-	return rev, err
-}
-
-func (s *fencedStore) SaveGroup(ctx context.Context, g *assign.Group, changes *persistence.Changes, expected uint64) (uint64, error) {
-	rev, err := s.Store.SaveGroup(ctx, g, changes, expected)
-	s.check(g.StreamPrefix, err)
-	return rev, err
-}
-
-func (s *fencedStore) DeleteGroup(ctx context.Context, streamPrefix, name string, expected uint64) error {
-	err := s.Store.DeleteGroup(ctx, streamPrefix, name, expected)
-	s.check(streamPrefix, err)
-	return err
-}
-
-// PruneAudit enforces audit retention on the wrapped store.
-func (s *fencedStore) PruneAudit(ctx context.Context, retention persistence.AuditRetention, now time.Time) (int, error) {
-	p, ok := s.Store.(auditPruner)
-	if !ok {
-		return 0, nil
-	}
-	return p.PruneAudit(ctx, retention, now)
 }

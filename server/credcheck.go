@@ -1,9 +1,10 @@
-package main
+package server
 
 import (
 	"net/http"
 	"strings"
 
+	"github.com/rscoord/rscoord/cluster/replica"
 	"github.com/rscoord/rscoord/gateway/auth"
 )
 
@@ -12,7 +13,7 @@ import (
 // replica shares the users file and the token secret, so a replica knows
 // that on its own. A request that certainly fails authentication is
 // answered by the replica it reached (401), without the etcd read that
-// routing a stream nobody holds costs (replica.route).
+// routing a stream nobody holds costs (the placement routing of cluster/replica).
 //
 // Basic credentials count as possibly good when well formed: their
 // password is checked by the gateway only, where the per-address failure
@@ -27,7 +28,7 @@ type credentialCheck struct {
 
 // credible reports whether r's credentials may be good.
 func (c credentialCheck) credible(r *http.Request) bool {
-	if c.authn == nil || (!c.memberAuth && heartbeatPath.MatchString(r.URL.Path)) {
+	if c.authn == nil || (!c.memberAuth && replica.IsHeartbeat(r.URL.Path)) {
 		return true
 	}
 	scheme, value := auth.SplitAuthorization(r.Header.Get("Authorization"))

@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"bytes"
@@ -17,7 +17,6 @@ import (
 	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
-	"github.com/rscoord/rscoord/gateway"
 )
 
 // Cluster-wide lists. Each replica's coordinator knows only the groups of
@@ -26,14 +25,18 @@ import (
 // other registered replica (and any replica that still holds an owner key)
 // for theirs, with the caller's credentials and a signed client address,
 // marked X-Rscoord-Forwarded-By so that the others answer only their own
-// part. A replica that does not answer within fanOutTimeout, or answers
+// part. A replica that does not answer within FanOutTimeout, or answers
 // anything but 200, is named in the answer instead of failing it
 // (docs/protocol.md §5.4).
 
-// fanOutTimeout bounds how long a cluster-wide list waits for the other
+// FanOutTimeout bounds how long a cluster-wide list waits for the other
 // replicas: a dead replica refuses at once, a frozen one is named missing
 // after this.
-const fanOutTimeout = 2 * time.Second
+const FanOutTimeout = 2 * time.Second
+
+// requestIDHeader is the gateway's request id header (gateway.RequestIDHeader):
+// the parts of a list carry the caller's id into every replica's log.
+const requestIDHeader = "X-Request-Id"
 
 // maxFanOutBody bounds one replica's part of a list.
 const maxFanOutBody = 64 << 20
@@ -82,7 +85,7 @@ var clusterLists = map[string]listMerge{
 // one: every registered replica and every replica holding an owner key
 // (one that died keeps its keys until its lease lapses: its streams are
 // then missing, and named so), sorted by id, with the units each holds.
-func (r *replica) fanOutTargets() ([]cluster.Replica, map[string][]string) {
+func (r *Runner) fanOutTargets() ([]cluster.Replica, map[string][]string) {
 	self := r.node.Self().ID
 	units := map[string][]string{}
 	seen := map[string]bool{self: true}
@@ -111,7 +114,7 @@ func (r *replica) fanOutTargets() ([]cluster.Replica, map[string][]string) {
 // every other replica's. A local answer other than 200 (credentials, a bad
 // query, a coordinator not running) is the answer, and nobody else is
 // asked: a refused caller costs the others nothing.
-func (f *front) fanOut(w http.ResponseWriter, r *http.Request, rep *replica, merge listMerge) {
+func (f *Front) fanOut(w http.ResponseWriter, r *http.Request, rep *Runner, merge listMerge) {
 	local := &bufferedResponse{header: http.Header{}}
 	f.serveLocal(local, r, "", false)
 	if local.status != http.StatusOK {
@@ -119,7 +122,7 @@ func (f *front) fanOut(w http.ResponseWriter, r *http.Request, rep *replica, mer
 		return
 	}
 	targets, units := rep.fanOutTargets()
-	ctx, cancel := context.WithTimeout(r.Context(), fanOutTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), FanOutTimeout)
 	defer cancel()
 	type answer struct {
 		body []byte
@@ -167,24 +170,24 @@ func (f *front) fanOut(w http.ResponseWriter, r *http.Request, rep *replica, mer
 
 // ask sends r, as it came, to the replica t and returns its 200 answer's
 // body; any other answer is an error saying what came.
-func (f *front) ask(ctx context.Context, r *http.Request, t cluster.Replica) ([]byte, error) {
+func (f *Front) ask(ctx context.Context, r *http.Request, t cluster.Replica) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(t.AdvertiseURL, "/")+r.URL.RequestURI(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("advertise URL %q: %w", t.AdvertiseURL, err)
 	}
-	for _, h := range []string{"Authorization", "Accept", gateway.RequestIDHeader} {
+	for _, h := range []string{"Authorization", "Accept", requestIDHeader} {
 		if v := r.Header.Values(h); len(v) > 0 {
 			req.Header[h] = v
 		}
 	}
-	req.Header.Set(forwardedByHeader, f.self)
+	req.Header.Set(ForwardedByHeader, f.self)
 	if signed, ok := f.peers.sign(r.RemoteAddr, time.Now()); ok {
 		req.Header.Set(clientAddressHeader, signed)
 	}
 	resp, err := f.transport.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil && r.Context().Err() == nil {
-			return nil, fmt.Errorf("no answer within %v", fanOutTimeout)
+			return nil, fmt.Errorf("no answer within %v", FanOutTimeout)
 		}
 		return nil, fmt.Errorf("no answer: %w", err)
 	}
@@ -192,7 +195,7 @@ func (f *front) ask(ctx context.Context, r *http.Request, t cluster.Replica) ([]
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFanOutBody+1))
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("answer not read within %v", fanOutTimeout)
+		return nil, fmt.Errorf("answer not read within %v", FanOutTimeout)
 	case err != nil:
 		return nil, fmt.Errorf("reading its answer: %w", err)
 	case len(body) > maxFanOutBody:

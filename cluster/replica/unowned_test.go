@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func TestGroupsUnownedGauge(t *testing.T) {
 		}
 	}
 	a, b := joinTestNode(t, cliA, root, "a"), joinTestNode(t, cliB, root, "b")
-	rep := newReplica(cliA, a, slog.New(slog.DiscardHandler), nil)
+	rep := NewRunner(cliA, a, slog.New(slog.DiscardHandler), nil)
 	rep.store, rep.keys = store, store
 	m := metrics.New()
 	gctx, stop := context.WithCancel(ctx)

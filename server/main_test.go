@@ -1,0 +1,9 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/rscoord/rscoord/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
