@@ -13,6 +13,11 @@ const (
 	AuditScale             AuditOperation = "SCALE"
 	AuditRollback          AuditOperation = "ROLLBACK"
 	AuditCompleteMigration AuditOperation = "COMPLETE_MIGRATION"
+	// AuditRegisterGroup (ours): a group registered on the fly by a
+	// member's join or a producer's routing request (auto-create), not by
+	// an admin route. Its entry names the principal; it has no request
+	// fields of its own.
+	AuditRegisterGroup AuditOperation = "REGISTER_GROUP"
 )
 
 // Audit outcomes.
