@@ -67,13 +67,13 @@ func (c *Coordinator) heartbeat(ctx context.Context, prefix, group, memberID str
 			// member retries its join at the heartbeat interval.
 			return none, assign.RetryBecause(perr.Code, perr.Message)
 		}
-		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+		c.env.warn.Warn("heartbeat answered RETRY", prefix+"\x00"+group, slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		return none, assign.Retry()
 	}
 	answer, err := c.askHeartbeat(ctx, pid, req)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+			c.env.warn.Warn("heartbeat answered RETRY", prefix+"\x00"+group, slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		}
 		return none, assign.Retry()
 	}
