@@ -118,6 +118,7 @@ func (s *server) authorize(perm auth.Permission) gin.HandlerFunc {
 			return
 		}
 		c.Set(principalKey, p)
+		trustConnection(c.Writer, c.Request)
 		stream := c.Param("prefix")
 		switch {
 		case stream == "" && !p.Allowed(perm):
