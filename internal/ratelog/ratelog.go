@@ -74,6 +74,21 @@ func (l *Logger) Log(ctx context.Context, level slog.Level, msg, key string, arg
 	l.log.Log(ctx, level, msg, args...)
 }
 
+// LogAttrs is Log with attributes.
+func (l *Logger) LogAttrs(ctx context.Context, level slog.Level, msg, key string, attrs ...slog.Attr) {
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	write, suppressed := l.admit(msg, key)
+	if !write {
+		return
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int("suppressed", suppressed), slog.Duration("suppressedWithin", l.interval))
+	}
+	l.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
 // admit decides whether a line of msg and key is written now, and how
 // many were held back before it.
 func (l *Logger) admit(msg, key string) (write bool, suppressed int) {

@@ -2,6 +2,7 @@ package ratelog
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -108,5 +109,20 @@ func TestDisabledLevelIsNotCounted(t *testing.T) {
 	l.Warn("x", "k")
 	if len(l.causes) != 0 || out.buf.Len() != 0 {
 		t.Error("a warning below the handler's level was remembered or written")
+	}
+}
+
+func TestLogAttrsHoldsBackLikeWarn(t *testing.T) {
+	var out lines
+	var clk clock
+	l := New(slog.New(slog.NewTextHandler(&out, nil)), time.Minute, clk.now)
+	for range 100 {
+		l.LogAttrs(context.Background(), slog.LevelWarn, "audit", "10.0.0.1\x00401", slog.Int("status", 401))
+	}
+	clk.advance(time.Minute)
+	l.LogAttrs(context.Background(), slog.LevelWarn, "audit", "10.0.0.1\x00401", slog.Int("status", 401))
+	got := out.all()
+	if len(got) != 2 || !strings.Contains(got[0], "status=401") || !strings.Contains(got[1], "suppressed=99") {
+		t.Errorf("lines %q, want two, the second with suppressed=99", got)
 	}
 }
