@@ -180,7 +180,7 @@ func (c *Coordinator) Scale(ctx context.Context, prefix string, req protocol.Sca
 
 // Migrations lists the stream's migrations as seen by one group.
 func (c *Coordinator) Migrations(ctx context.Context, prefix, group string) (protocol.MigrationsResponse, error) {
-	if _, err := c.lookup(ctx, prefix, group, false); err != nil {
+	if _, err := c.lookup(ctx, prefix, group, nil); err != nil {
 		return protocol.MigrationsResponse{}, err
 	}
 	return askReply[protocol.MigrationsResponse](ctx, c, c.env.dir.stream(prefix), &migrationsMsg{})
@@ -209,7 +209,7 @@ func (c *Coordinator) Rollback(ctx context.Context, prefix, group, id string, re
 	if err := requireRequestedBy(req.RequestedBy); err != nil {
 		return protocol.Migration{}, err
 	}
-	if _, err := c.lookup(ctx, prefix, group, false); err != nil {
+	if _, err := c.lookup(ctx, prefix, group, nil); err != nil {
 		return protocol.Migration{}, err
 	}
 	return askReply[protocol.Migration](ctx, c, c.env.dir.stream(prefix), &rollbackMsg{id: id, req: req})

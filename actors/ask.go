@@ -92,16 +92,16 @@ func askReply[T any](ctx context.Context, c *Coordinator, pid *actor.PID, msg an
 
 func groupAsk[T any](ctx context.Context, c *Coordinator, prefix, group string, msg any) (T, error) {
 	var zero T
-	pid, err := c.lookup(ctx, prefix, group, false)
+	pid, err := c.lookup(ctx, prefix, group, nil)
 	if err != nil {
 		return zero, err
 	}
 	return askReply[T](ctx, c, pid, msg)
 }
 
-// lookup finds a group actor, registering the group first when register is
-// set and its stream exists.
-func (c *Coordinator) lookup(ctx context.Context, prefix, group string, register bool) (*actor.PID, error) {
+// lookup finds a group actor, registering the group first on the fly when
+// fly is set and its stream exists.
+func (c *Coordinator) lookup(ctx context.Context, prefix, group string, fly *onTheFly) (*actor.PID, error) {
 	if err := validateNames(prefix, group); err != nil {
 		return nil, err
 	}
@@ -116,13 +116,13 @@ func (c *Coordinator) lookup(ctx context.Context, prefix, group string, register
 		return pid, nil
 	case stream == nil:
 		return nil, streamNotFound(prefix)
-	case !register:
+	case fly == nil:
 		return nil, groupNotFound(prefix, group)
 	}
 	if err := c.mutating(); err != nil {
 		return nil, err
 	}
-	v, err := askReply[ensured](ctx, c, stream, &ensureGroupMsg{name: group})
+	v, err := askReply[ensured](ctx, c, stream, &ensureGroupMsg{name: group, fly: fly})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/ratelog"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -66,6 +67,31 @@ type Config struct {
 	// all, an HTTP connection kept busy: the bound must leave connections
 	// for joins, reports and admin calls. Default 65536.
 	MaxHeldHeartbeats int
+
+	// MaxGroupsPerStream bounds the groups of one stream: past it, a
+	// caller without ADMIN on the stream has no group registered on the
+	// fly (a join or producer routing with AutoCreateGroups) and is
+	// refused GROUP_LIMIT_REACHED. Each group is durable, is provisioned
+	// on every shard in Redis and has its own metric series. Admin
+	// creates are not limited. Default [DefaultMaxGroupsPerStream].
+	MaxGroupsPerStream int
+	// MaxGroupRegistrationsPerPrincipal bounds the groups one principal
+	// without ADMIN has registered on the fly, across streams, within
+	// GroupRegistrationWindow; past it, GROUP_LIMIT_REACHED. It keeps one
+	// credential from taking a stream's whole MaxGroupsPerStream. The
+	// count is kept in memory: a restart starts it again. Default
+	// [DefaultMaxGroupRegistrationsPerPrincipal].
+	MaxGroupRegistrationsPerPrincipal int
+	// GroupRegistrationWindow is the window of
+	// MaxGroupRegistrationsPerPrincipal. Default
+	// [DefaultGroupRegistrationWindow].
+	GroupRegistrationWindow time.Duration
+	// WarnInterval is how often, at most, one cause of a repeated warning
+	// is logged (a second process heartbeating with a live member's id,
+	// refused registrations): the first is logged at once, later ones at
+	// most once per interval with the number held back. Default
+	// [ratelog.DefaultInterval].
+	WarnInterval time.Duration
 }
 
 // DefaultMaxHeldHeartbeats is [Config.MaxHeldHeartbeats] when unset.
@@ -101,6 +127,18 @@ func (c Config) EnsureDefaults() Config {
 	if c.MaxHeldHeartbeats == 0 {
 		c.MaxHeldHeartbeats = DefaultMaxHeldHeartbeats
 	}
+	if c.MaxGroupsPerStream == 0 {
+		c.MaxGroupsPerStream = DefaultMaxGroupsPerStream
+	}
+	if c.MaxGroupRegistrationsPerPrincipal == 0 {
+		c.MaxGroupRegistrationsPerPrincipal = DefaultMaxGroupRegistrationsPerPrincipal
+	}
+	if c.GroupRegistrationWindow == 0 {
+		c.GroupRegistrationWindow = DefaultGroupRegistrationWindow
+	}
+	if c.WarnInterval == 0 {
+		c.WarnInterval = ratelog.DefaultInterval
+	}
 	return c
 }
 
@@ -122,6 +160,18 @@ func (c Config) Validate() error {
 	}
 	if c.MaxHeldHeartbeats < 0 {
 		errs = append(errs, fmt.Errorf("max held heartbeats %d must not be negative", c.MaxHeldHeartbeats))
+	}
+	if c.MaxGroupsPerStream < 0 {
+		errs = append(errs, fmt.Errorf("max groups per stream %d must not be negative", c.MaxGroupsPerStream))
+	}
+	if c.MaxGroupRegistrationsPerPrincipal < 0 {
+		errs = append(errs, fmt.Errorf("max group registrations per principal %d must not be negative", c.MaxGroupRegistrationsPerPrincipal))
+	}
+	if c.GroupRegistrationWindow < 0 {
+		errs = append(errs, fmt.Errorf("group registration window %v must not be negative", c.GroupRegistrationWindow))
+	}
+	if c.WarnInterval < 0 {
+		errs = append(errs, fmt.Errorf("warn interval %v must not be negative", c.WarnInterval))
 	}
 	if c.ProducerRoutingLease < 0 {
 		errs = append(errs, fmt.Errorf("producer routing lease %v must not be negative", c.ProducerRoutingLease))

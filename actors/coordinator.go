@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/ratelog"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -57,6 +58,8 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cfg: cfg, store: cfg.Store, system: system, log: logger,
 		dir: newDirectory(), failed: newFailedGroups(), obs: cfg.Observer,
 		closing: closing, stopClosing: stopClosing, groupCoolDown: groupRestartWindow,
+		warn:   ratelog.New(logger, cfg.WarnInterval, cfg.Now),
+		budget: newRegistrationBudget(cfg.MaxGroupRegistrationsPerPrincipal, cfg.GroupRegistrationWindow),
 	}, routed: map[string]int64{}, running: map[string]chan struct{}{}, stopping: map[string]chan struct{}{}}
 	if cfg.Placed {
 		logger.Info("coordinator started; streams are added as this replica claims them", slog.String("coordinatorId", cfg.CoordinatorID))

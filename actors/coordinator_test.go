@@ -349,7 +349,7 @@ func TestHeartbeatToAStoppedGroupActorFailsAtOnce(t *testing.T) {
 	if _, err := c.CreateStream(ctx, "orders", protocol.CreateRequest{RequestedBy: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	pid, err := c.lookup(ctx, "orders", "orders", false)
+	pid, err := c.lookup(ctx, "orders", "orders", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/ratelog"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -25,6 +26,10 @@ type env struct {
 	dir    *directory
 	failed *failedGroups
 	obs    Observer
+	// warn logs repeated warnings once per cause and interval.
+	warn *ratelog.Logger
+	// budget counts the groups each principal registered on the fly.
+	budget *registrationBudget
 	// terminating is set once shutdown has begun: no heartbeat is held
 	// any more.
 	terminating atomic.Bool

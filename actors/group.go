@@ -473,11 +473,15 @@ func (a *groupActor) finish(kind string, res assign.Result) {
 			slog.Any("fenced", ev.Fenced), slog.Any("pruned", ev.Pruned),
 			slog.Int64("groupEpoch", a.g.GroupEpoch))
 	}
+	// A misconfigured fleet repeats these at its heartbeat rate: logged
+	// once per group and interval, with the number held back.
 	if ev.DuplicateMember {
-		a.log().Warn("a second process heartbeats with a live member's id; answered RETRY")
+		a.env.warn.Warn("a second process heartbeats with a live member's id; answered RETRY",
+			a.prefix+"\x00"+a.name, slog.String("stream", a.prefix), slog.String("group", a.name))
 	}
 	if ev.StaleIncarnation {
-		a.log().Warn("another incarnation heartbeats with a member's id; fenced alone")
+		a.env.warn.Warn("another incarnation heartbeats with a member's id; fenced alone",
+			a.prefix+"\x00"+a.name, slog.String("stream", a.prefix), slog.String("group", a.name))
 	}
 	if len(ev.Released) > 0 {
 		a.log().Info("shards released after the holder's lease lapsed", slog.Any("members", ev.Released))

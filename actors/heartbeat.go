@@ -45,9 +45,10 @@ func (c *Coordinator) heartbeat(ctx context.Context, prefix, group, memberID str
 	if c.Terminating() {
 		return none, assign.Retry()
 	}
-	register := c.env.cfg.AutoCreateGroups && req.MemberEpoch == protocol.EpochJoin
+	var fly *onTheFly
 	lctx := ctx
-	if register {
+	if c.env.cfg.AutoCreateGroups && req.MemberEpoch == protocol.EpochJoin {
+		fly = &onTheFly{by: callerOf(ctx), via: viaJoin}
 		// Registering a group provisions its shard streams in Redis; a
 		// member is not kept waiting on a slow Redis for that: RETRY, and
 		// the registration goes on for its next join.
@@ -55,19 +56,24 @@ func (c *Coordinator) heartbeat(ctx context.Context, prefix, group, memberID str
 		lctx, cancel = context.WithTimeout(ctx, registerWait)
 		defer cancel()
 	}
-	pid, err := c.lookup(lctx, prefix, group, register)
+	pid, err := c.lookup(lctx, prefix, group, fly)
 	if err != nil {
 		var perr *protocol.Error
 		if errors.As(err, &perr) && (perr.Code == protocol.CodeStreamNotFound || perr.Code == protocol.CodeGroupNotFound) {
 			return none, assign.Unknown(perr.Code, perr.Message)
 		}
-		c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+		if errors.As(err, &perr) && perr.Code == protocol.CodeGroupLimitReached {
+			// The stream actor logged the refusal (rate limited); a
+			// member retries its join at the heartbeat interval.
+			return none, assign.RetryBecause(perr.Code, perr.Message)
+		}
+		c.env.warn.Warn("heartbeat answered RETRY", prefix+"\x00"+group, slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		return none, assign.Retry()
 	}
 	answer, err := c.askHeartbeat(ctx, pid, req)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.env.log.Warn("heartbeat answered RETRY", slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+			c.env.warn.Warn("heartbeat answered RETRY", prefix+"\x00"+group, slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
 		}
 		return none, assign.Retry()
 	}

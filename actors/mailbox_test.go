@@ -25,7 +25,7 @@ func TestAnswersNotHeldPassHeldWork(t *testing.T) {
 			t.Fatalf("join %s: %+v", id, joined[id])
 		}
 	}
-	pid, err := c.lookup(ctx, "orders", "orders", false)
+	pid, err := c.lookup(ctx, "orders", "orders", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestHeartbeatOfAGoneAskerIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := c.Heartbeat(ctx, "orders", "orders", "a", join("a"))
-	pid, err := c.lookup(ctx, "orders", "orders", false)
+	pid, err := c.lookup(ctx, "orders", "orders", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,9 @@ type (
 		// mustCreate makes an existing group an error (admin create)
 		// instead of a success (auto-registration).
 		mustCreate bool
+		// fly is set for a registration no admin route asked for: it is
+		// limited unless its caller is ADMIN, and audited here.
+		fly *onTheFly
 	}
 	groupDeletedMsg struct{ name string }
 	scaleMsg        struct{ req protocol.ScaleRequest }

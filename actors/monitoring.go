@@ -39,7 +39,11 @@ func (c *Coordinator) Consumption(ctx context.Context, prefix, group string) (pr
 // caller may register one (mayRegister: the gateway's judgement of its
 // roles); otherwise it is GROUP_NOT_FOUND.
 func (c *Coordinator) ProducerRouting(ctx context.Context, prefix, group string, mayRegister bool) (protocol.ProducerRoutingResponse, error) {
-	pid, err := c.lookup(ctx, prefix, group, c.env.cfg.AutoCreateGroups && mayRegister)
+	var fly *onTheFly
+	if c.env.cfg.AutoCreateGroups && mayRegister {
+		fly = &onTheFly{by: callerOf(ctx), via: viaRouting}
+	}
+	pid, err := c.lookup(ctx, prefix, group, fly)
 	if err != nil {
 		return protocol.ProducerRoutingResponse{}, err
 	}

@@ -45,7 +45,7 @@ func (c *Coordinator) readShards(ctx context.Context, prefix, group string) ([]s
 // without reading Redis, and the live shard count. It fails when the group
 // is unknown or Redis is not configured.
 func (c *Coordinator) readableShards(ctx context.Context, prefix, group string) ([]shardRead, int, error) {
-	if _, err := c.lookup(ctx, prefix, group, false); err != nil {
+	if _, err := c.lookup(ctx, prefix, group, nil); err != nil {
 		return nil, 0, err
 	}
 	if c.env.cfg.Redis == nil {

@@ -64,6 +64,7 @@ type streamActor struct {
 type registration struct {
 	to         *actor.PID
 	mustCreate bool
+	fly        *onTheFly
 }
 
 // groupSupervision restarts a failing group actor, alone, from its
@@ -278,15 +279,21 @@ func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) {
 		ctx.Respond(reply[ensured]{err: err})
 		return
 	}
+	_, inFlight := s.registering[m.name]
+	if s.groups[m.name] == nil && !inFlight {
+		if err := s.admitRegistration(m.name, m.fly); err != nil {
+			ctx.Respond(reply[ensured]{err: err})
+			return
+		}
+	}
 	if s.groups[m.name] != nil || s.env.cfg.Redis == nil {
-		ctx.Respond(s.registerNow(ctx, m.name, m.mustCreate))
+		ctx.Respond(s.registerNow(ctx, m.name, m.mustCreate, m.fly))
 		return
 	}
 	if s.registering == nil {
 		s.registering = map[string][]registration{}
 	}
-	waiting, inFlight := s.registering[m.name]
-	s.registering[m.name] = append(waiting, registration{to: ctx.Sender(), mustCreate: m.mustCreate})
+	s.registering[m.name] = append(s.registering[m.name], registration{to: ctx.Sender(), mustCreate: m.mustCreate, fly: m.fly})
 	if !inFlight {
 		s.provisionGroup(ctx, m.name)
 	}
@@ -308,7 +315,7 @@ func (s *streamActor) provisionGroup(ctx actor.Context, name string) {
 		for _, w := range waiting {
 			r := reply[ensured]{err: err}
 			if err == nil {
-				r = s.registerNow(ctx, name, w.mustCreate)
+				r = s.registerNow(ctx, name, w.mustCreate, w.fly)
 			}
 			if w.to != nil {
 				ctx.Send(w.to, r)
@@ -319,7 +326,9 @@ func (s *streamActor) provisionGroup(ctx actor.Context, name string) {
 
 // registerNow answers an existing group, else creates it (its shard
 // streams are provisioned already).
-func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate bool) reply[ensured] {
+//
+// A registration on the fly (fly set) is audited before it is saved.
+func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate bool, fly *onTheFly) reply[ensured] {
 	if pid := s.groups[name]; pid != nil {
 		if mustCreate {
 			return reply[ensured]{err: protocol.Errorf(protocol.CodeGroupAlreadyExists,
@@ -343,6 +352,11 @@ func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate boo
 	if mig := s.activeMigration(); mig != nil {
 		g.ActiveMigration = &mig.Migration
 	}
+	if fly != nil {
+		if err := s.auditRegistration(sctx, name, fly); err != nil {
+			return reply[ensured]{err: err}
+		}
+	}
 	start := time.Now()
 	rev, err := s.env.store.SaveGroup(sctx, g, nil, 0)
 	s.env.obs.StoreWrite("group", time.Since(start), err)
@@ -357,7 +371,11 @@ func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate boo
 	}
 	summary := g.Summary()
 	pid := s.spawnGroup(ctx, name, &persistence.GroupRecord{StreamPrefix: s.prefix, Name: name, Group: g, Revision: rev})
-	s.log().Info("group registered", slog.String("group", name), slog.Bool("requested", mustCreate))
+	if fly != nil {
+		s.log().Info("group registered on the fly", slog.String("group", name), slog.String("principal", fly.by.Principal), slog.String("via", string(fly.via)))
+	} else {
+		s.log().Info("group registered", slog.String("group", name), slog.Bool("requested", mustCreate))
+	}
 	return reply[ensured]{value: ensured{pid: pid, created: true, summary: summary}}
 }
 

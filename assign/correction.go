@@ -1,6 +1,8 @@
 package assign
 
 import (
+	"math"
+
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -27,6 +29,36 @@ import (
 //     that it blocks others until the member reports it released. That is
 //     the safe direction: it delays a hand-off, it never grants anything.
 
+// A report above the group's version is believed only as far as a lost
+// history could have reached. The store loses only the writes after the
+// backup it was restored from (or its last durable write), and every
+// version the group answers is written first; so versions nobody here
+// issued can only come from before this process loaded the group. That
+// history is bounded by Config.MaxCorrectionStep past the version loaded:
+// correctionCap. Once a correction moved the group there, later reports
+// above it move nothing: a member no longer pushes the version up by a
+// whole step with each heartbeat, only once per load, however often it
+// reports. Versions the group issues itself are never above its own.
+
+// withinCorrection reports whether a positive-epoch report of version v,
+// above the group's version, is one a lost history could have issued: at
+// most correctionCap, or, before the cap is set (a group no Restore
+// prepared, nor corrected yet), at most one step past the group's version.
+func withinCorrection(g *Group, v int64, cfg Config) bool {
+	if g.correctionCap > 0 {
+		return v <= g.correctionCap
+	}
+	return v-g.MetadataVersion <= cfg.MaxCorrectionStep
+}
+
+// capAfter is version plus step, at most the largest version.
+func capAfter(version, step int64) int64 {
+	if version > math.MaxInt64-step {
+		return math.MaxInt64
+	}
+	return version + step
+}
+
 // needsSync reports whether a heartbeat of live member m with a positive
 // epoch is answered SYNC_METADATA.
 func needsSync(g *Group, m *Member, req *protocol.HeartbeatRequest) bool {
@@ -44,6 +76,9 @@ func needsSync(g *Group, m *Member, req *protocol.HeartbeatRequest) bool {
 func (o *op) syncMetadata(m *Member, req *protocol.HeartbeatRequest) answer {
 	g := o.g
 	if req.MetadataVersion > g.MetadataVersion {
+		if g.correctionCap == 0 {
+			g.correctionCap = capAfter(g.MetadataVersion, o.cfg.MaxCorrectionStep)
+		}
 		g.MetadataVersion = req.MetadataVersion + 1
 		o.groupChange()
 	}

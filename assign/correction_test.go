@@ -293,3 +293,48 @@ func TestStoreWentBackSeveralVersions(t *testing.T) {
 		})
 	}
 }
+
+// TestCorrectionMovesTheGroupOncePerLoad: a member reporting a whole step
+// past the group's version with every heartbeat moves it once, not once
+// per heartbeat: what a lost history could have reached is bounded from
+// the version loaded (correctionCap), whichever way the cap was set.
+func TestCorrectionMovesTheGroupOncePerLoad(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxCorrectionStep = 1000
+	for _, tc := range []struct {
+		name    string
+		restore bool
+	}{
+		{"restored from the store", true},
+		{"never restored", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, _, now := stable(t, 4, "a", "b")
+			if tc.restore {
+				Restore(g, now, cfg)
+			}
+			base := g.MetadataVersion
+			a := g.Members["a"]
+			moved := 0
+			for i := range 100 {
+				now = now.Add(time.Millisecond)
+				before := g.MetadataVersion
+				res := Heartbeat(g, hb("a", a.Epoch, g.MetadataVersion+cfg.MaxCorrectionStep, a.Current), now, cfg)
+				switch {
+				case g.MetadataVersion != before:
+					moved++
+				case res.Response.Status != protocol.StatusInvalidRequest || res.Persist:
+					t.Fatalf("report %d past the cap: %s persist %v", i, res.Response.Status, res.Persist)
+				}
+			}
+			if moved != 1 || g.MetadataVersion > base+cfg.MaxCorrectionStep+1 {
+				t.Fatalf("moved %d times to %d from %d; want once, to at most %d", moved, g.MetadataVersion, base, base+cfg.MaxCorrectionStep+1)
+			}
+			// The other member still syncs to the group's version.
+			b := g.Members["b"]
+			if r := Heartbeat(g, hb("b", b.Epoch, b.MetadataVersion, b.Current), now, cfg).Response; r.Status != protocol.StatusSyncMetadata || r.MetadataVersion != g.MetadataVersion {
+				t.Fatalf("b after the refused reports: %s v%d", r.Status, r.MetadataVersion)
+			}
+		})
+	}
+}

@@ -48,6 +48,9 @@ func Restore(g *Group, now time.Time, cfg Config) Result {
 	o := begin(g, now, cfg)
 	g.idx = nil // the caller may have edited the group (a load, a repair)
 	g.loaded = !g.created
+	// What a lost history could have reached is bounded from the version
+	// loaded (correction.go).
+	g.correctionCap = capAfter(g.MetadataVersion, o.cfg.MaxCorrectionStep)
 	for _, m := range g.Members {
 		// A member decoded from a record is unconfirmed already (the zero
 		// value); a caller restoring a group it kept in memory gets the

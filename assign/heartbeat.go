@@ -96,10 +96,12 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 		}
 		return answerStale, m
 	}
-	if e > 0 && req.MetadataVersion > g.MetadataVersion && req.MetadataVersion-g.MetadataVersion > o.cfg.MaxCorrectionStep {
-		// A version no coordinator of this group issued within a bounded
-		// step: a client bug or a forged report. Moving the group there
-		// would leave it unusable for everyone; refuse this member alone.
+	if e > 0 && req.MetadataVersion > g.MetadataVersion && !withinCorrection(g, req.MetadataVersion, o.cfg) {
+		// A version no coordinator of this group issued, nor a history
+		// the store lost (correction.go): a client bug or a forged
+		// report. Moving the group there would leave it unusable for
+		// everyone, or let one member push it up at its heartbeat rate;
+		// refuse this member alone.
 		return answerTooFar, m
 	}
 	if needsSync(g, m, req) {

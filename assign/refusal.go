@@ -25,6 +25,14 @@ func (r Refusal) Refused() bool { return r.Status != "" }
 // its lease bounds how long it reads without an OK.
 func Retry() Refusal { return Refusal{Status: protocol.StatusRetry} }
 
+// RetryBecause is RETRY with code and message saying why, for a refusal
+// the member can do nothing about but wait (a join whose group may not be
+// registered now: GROUP_LIMIT_REACHED). The member heartbeats again after
+// the normal interval.
+func RetryBecause(code protocol.ErrorCode, message string) Refusal {
+	return Refusal{Status: protocol.StatusRetry, Code: code, Message: message}
+}
+
 // Invalid is INVALID_REQUEST with errorCode INVALID_REQUEST and problem as
 // its message (docs/protocol.md §9.7): a heartbeat refused before it
 // reaches a group (Validate; a stream prefix or group name that is not

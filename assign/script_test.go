@@ -106,6 +106,10 @@ func (s *script) do(line string) string {
 		s.clients[arg(1)] = c
 		return s.beat(c, false)
 	case "beat":
+		if len(cmd) > 2 && cmd[2] == "refused" {
+			// An answer the member does not apply: it stops (INVALID_REQUEST).
+			return strings.Replace(s.beat(s.client(arg(1)), true), "(answer lost)", "(refused: the member stops)", 1)
+		}
 		return s.beat(s.client(arg(1)), len(cmd) > 2 && cmd[2] == "lose")
 	case "send":
 		c := s.client(arg(1))

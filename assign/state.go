@@ -129,6 +129,11 @@ type Group struct {
 	// store, which may have gone back (a restored backup): a member may
 	// then carry an epoch from a history this group no longer has.
 	created, loaded bool
+	// correctionCap is the highest metadataVersion a member's report may
+	// move the group to in this process (correction.go): what a history
+	// the store lost could have reached. 0 until set, by Restore or by the
+	// first correction. Not durable.
+	correctionCap int64
 }
 
 // NewGroup creates an EMPTY group named name on the stream streamPrefix with

@@ -162,6 +162,11 @@ func (s *server) recordAudit(c *gin.Context, op protocol.AuditOperation, start t
 		s.log.LogAttrs(ctx, level, "audit entry NOT stored", attrs...)
 		return
 	}
+	if refusedBeforeHandler(status) {
+		// Refused credentials repeat at the client's rate: their entries are stored, their lines logged once per address and status a minute.
+		s.refusedLog.LogAttrs(ctx, level, "audit", e.ClientAddress+"\x00"+strconv.Itoa(status), attrs...)
+		return
+	}
 	s.log.LogAttrs(ctx, level, "audit", attrs...)
 }
 

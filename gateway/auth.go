@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/internal/window"
@@ -103,6 +104,7 @@ func (s *server) authorize(perm auth.Permission) gin.HandlerFunc {
 			return
 		}
 		c.Set(principalKey, p)
+		trustConnection(c.Writer, c.Request)
 		stream := c.Param("prefix")
 		switch {
 		case stream == "" && !p.Allowed(perm):
@@ -115,6 +117,8 @@ func (s *server) authorize(perm auth.Permission) gin.HandlerFunc {
 			s.forbid(c, "these credentials may not heartbeat as this member id")
 			return
 		}
+		// The coordinator names the caller in what it registers on the fly, and limits it unless ADMIN.
+		c.Request = c.Request.WithContext(actors.WithCaller(c.Request.Context(), actors.Caller{Principal: p.Username, Admin: p.AllowedOn(auth.PermAdmin, stream)}))
 		c.Next()
 	}
 }

@@ -53,6 +53,17 @@ type HTTPLimits struct {
 	// MaxConcurrentStreams caps the requests in flight on one HTTP/2
 	// connection.
 	MaxConcurrentStreams int
+	// MaxUnauthenticatedStreams caps the requests in flight on one
+	// connection until a request on it authenticated (authgate.go);
+	// MaxUnauthenticatedHandlers caps them across all such connections.
+	// Past either, a request is answered 503 at once, with no body.
+	MaxUnauthenticatedStreams  int
+	MaxUnauthenticatedHandlers int
+	// UnauthenticatedWriteTimeout replaces WriteTimeout for requests of a
+	// connection no request authenticated on yet, until the request
+	// itself authenticates: an answer nobody reads (an HTTP/2 window
+	// never opened) holds its handler that long at most.
+	UnauthenticatedWriteTimeout time.Duration
 }
 
 // Defaults of [HTTPLimits], also the defaults of rscoord serve's flags.
@@ -88,6 +99,13 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 	if l.MaxConcurrentStreams <= 0 {
 		l.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if l.MaxUnauthenticatedStreams <= 0 {
+		l.MaxUnauthenticatedStreams = DefaultMaxUnauthenticatedStreams
+	}
+	if l.MaxUnauthenticatedHandlers <= 0 {
+		l.MaxUnauthenticatedHandlers = DefaultMaxUnauthenticatedHandlers
+	}
+	def(&l.UnauthenticatedWriteTimeout, min(DefaultUnauthenticatedWriteTimeout, l.WriteTimeout))
 	return l
 }
 
@@ -115,16 +133,19 @@ func NewHTTPServer(handler http.Handler, limits HTTPLimits, log *slog.Logger, ev
 	limits = limits.withDefaults()
 	conns := connlimit.New(limits.MaxConnections, evicted)
 	held := &heldConns{max: limits.MaxHeldConnections}
+	gate := newAuthGate(limits)
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           gate.wrap(handler),
 		ReadHeaderTimeout: limits.ReadHeaderTimeout,
 		ReadTimeout:       limits.ReadTimeout,
 		WriteTimeout:      limits.WriteTimeout,
 		IdleTimeout:       limits.IdleTimeout,
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
 		ConnState:         conns.ConnState,
-		ConnContext:       held.connContext,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return gate.connContext(held.connContext(ctx, c), c)
+		},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if limits.HTTP2 {
 		// The HTTP/2 connection reports StateActive while a stream is

@@ -13,6 +13,7 @@ import (
 	"github.com/rscoord/rscoord/gateway/auth"
 	"github.com/rscoord/rscoord/gateway/internal/window"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/ratelog"
 )
 
 // Options configures the HTTP handler. Zero values of the limits turn them
@@ -107,8 +108,11 @@ type server struct {
 	slowChecks chan struct{}
 	// refusedAudit and refusedAuditAll limit the audit entries of requests
 	// refused before their handler: per client address, and overall.
-	refusedAudit     *window.Limiter
-	refusedAuditAll  *window.Limiter
+	refusedAudit    *window.Limiter
+	refusedAuditAll *window.Limiter
+	// refusedLog writes the log lines of refused requests' audit entries
+	// once per client address and status a minute.
+	refusedLog       *ratelog.Logger
 	refusedAuditWarn *window.Limiter
 	// bodies is the large-body budget (Options.BodyMemory).
 	bodies *bodyMemory
@@ -169,6 +173,7 @@ func New(coord Backend, opts Options) http.Handler {
 		refusedAudit:     window.New(refusedAuditPerAddress, time.Minute, 0, opts.Now),
 		refusedAuditAll:  window.New(refusedAuditOverall, time.Minute, 1, opts.Now),
 		refusedAuditWarn: window.New(1, time.Minute, 1, opts.Now),
+		refusedLog:       ratelog.New(opts.Logger, time.Minute, opts.Now),
 		bodies:           newBodyMemory(opts.BodyMemory, opts.BodyMemoryWait),
 		profiles:         newProfiles(),
 		origins:          http.NewCrossOriginProtection(),

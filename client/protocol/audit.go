@@ -16,6 +16,11 @@ const (
 	// AuditAcceptWALLoss is not an admin call: the store opened without
 	// acknowledged writes its write-ahead log lost (--accept-wal-loss).
 	AuditAcceptWALLoss AuditOperation = "ACCEPT_WAL_LOSS"
+	// AuditRegisterGroup (ours): a group registered on the fly by a
+	// member's join or a producer's routing request (auto-create), not by
+	// an admin route. Its entry names the principal; it has no request
+	// fields of its own.
+	AuditRegisterGroup AuditOperation = "REGISTER_GROUP"
 )
 
 // Audit outcomes.

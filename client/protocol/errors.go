@@ -39,7 +39,13 @@ const (
 	// CodeMemberIDInUse (ours): another live process holds this member
 	// id (its instanceId differs). Carried by a join's RETRY heartbeat
 	// answer (errorCode), never as an HTTP status of its own.
-	CodeMemberIDInUse          ErrorCode = "MEMBER_ID_IN_USE"
+	CodeMemberIDInUse ErrorCode = "MEMBER_ID_IN_USE"
+	// CodeGroupLimitReached (ours): the group does not exist and may not
+	// be registered on the fly: its stream holds the most groups callers
+	// without ADMIN may have registered, or these credentials registered
+	// the most groups of their window. A join's RETRY heartbeat answer
+	// carries it (errorCode); producer routing answers it as a 409.
+	CodeGroupLimitReached      ErrorCode = "GROUP_LIMIT_REACHED"
 	CodeCoordinatorTerminating ErrorCode = "COORDINATOR_TERMINATING"
 	CodeStoreUnavailable       ErrorCode = "STORE_UNAVAILABLE"
 	CodeInternal               ErrorCode = "INTERNAL_ERROR"
@@ -84,7 +90,8 @@ func (c ErrorCode) HTTPStatus() int {
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case CodeGroupAlreadyExists, CodeStreamPrefixAlreadyExists, CodeActiveMigrationExists,
-		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers, CodeMemberLimitReached, CodeMemberIDInUse:
+		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers, CodeMemberLimitReached, CodeMemberIDInUse,
+		CodeGroupLimitReached:
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -48,7 +48,7 @@ func errorCodes() []protocol.ErrorCode {
 		protocol.CodeMetadataSyncInProgress, protocol.CodeGroupHasActiveMembers, protocol.CodeRollbackNotAllowed,
 		protocol.CodePayloadTooLarge, protocol.CodeUnsupportedMediaType, protocol.CodeRateLimitExceeded,
 		protocol.CodeRedisNotConfigured, protocol.CodeRedisStreamProvisioningFailed, protocol.CodeCoordinatorTerminating,
-		protocol.CodeStoreUnavailable, protocol.CodeRedisUnavailable, protocol.CodeMemberLimitReached, protocol.CodeMemberIDInUse,
+		protocol.CodeStoreUnavailable, protocol.CodeRedisUnavailable, protocol.CodeMemberLimitReached, protocol.CodeMemberIDInUse, protocol.CodeGroupLimitReached,
 		protocol.CodeInternal}
 }
 
