@@ -64,6 +64,16 @@ func For(t testing.TB, within, every time.Duration, cond func() error) {
 	}
 }
 
+// Stays checks cond at once and then every every for d, and reports false
+// at the first check that fails: a state a test expects to last (a
+// migration held, a member kept out) is checked all along its span, not
+// once at its end.
+func Stays(d, every time.Duration, cond func() bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return !WaitContext(ctx, every, func() bool { return !cond() })
+}
+
 // Hold keeps the caller for d, or less if ctx ends first; it reports
 // whether the whole d passed. Use it for a span a test means to last (a
 // fault kept on, a load kept running), never to wait for something to

@@ -69,3 +69,28 @@ func TestHoldEndsWithItsContext(t *testing.T) {
 		t.Errorf("Hold with a cancelled context took %v", took)
 	}
 }
+
+func TestStays(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		failAt int32 // the check at which cond fails; 0: never
+		want   bool
+	}{
+		{"holds all along", 0, true},
+		{"fails at once", 1, false},
+		{"fails at the third check", 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var checks atomic.Int32
+			got := poll.Stays(50*time.Millisecond, time.Millisecond, func() bool {
+				return tc.failAt == 0 || checks.Add(1) < tc.failAt
+			})
+			if got != tc.want {
+				t.Fatalf("Stays = %v, want %v", got, tc.want)
+			}
+			if !tc.want && checks.Load() != tc.failAt {
+				t.Errorf("%d checks, want Stays to stop at the first that fails (%d)", checks.Load(), tc.failAt)
+			}
+		})
+	}
+}
