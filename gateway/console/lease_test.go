@@ -64,8 +64,7 @@ func openConsole(t *testing.T, s *coordtest.Server) context.Context {
 		{"type the password", chromedp.SendKeys(chromedp.ID("password"), coordtest.Password(coordtest.UserReader))},
 		{"sign in", chromedp.Click(chromedp.ID("signin-button"))},
 		{"see the group", chromedp.WaitVisible(group)},
-		{"pick the group", chromedp.Click(group)},
-		{"see four shards", chromedp.WaitVisible(chromedp.CSS(`#assignment tbody tr:nth-child(4)`))},
+		{"pick the group and see four shards", pickGroup("orders/orders", 4)},
 	} {
 		if err := chromedp.Do(ctx, step.do); err != nil {
 			body, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
