@@ -18,6 +18,7 @@ import (
 // place) runs against the real coordinator and real Redis until it has
 // counted all of them. The totals it wrote must add up.
 func TestOrdersExampleRuns(t *testing.T) {
+	t.Parallel() // each builds a binary of its own: the two builds overlap
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is needed to build the example: %v", err)

@@ -41,6 +41,7 @@ var serverOnly = []string{
 // also checks that the client module's go directive is no newer than its
 // dependencies need, and logs the module count of both graphs.
 func TestClientModuleLeavesServerOut(t *testing.T) {
+	t.Parallel() // each builds a binary of its own: the two builds overlap
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is needed to build a user module: %v", err)

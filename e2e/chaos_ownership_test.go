@@ -5,6 +5,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // injectOwnership runs one of the ownership faults (fault number i of
@@ -36,7 +38,7 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		d := chaosLease + r.between(1500*time.Millisecond, 3*time.Second)
 		t.Logf("fault %d: %s holds a handler; SIGSTOP it for %v", i, inc.label(), d)
 		fz := freeze{stop: r.sigstop(inc)}
-		time.Sleep(d)
+		poll.Hold(t.Context(), d)
 		r.proxies[p].forget()
 		fz.cont = time.Now().UnixNano()
 		if err := inc.proc.Signal(syscall.SIGCONT); err != nil {
@@ -66,12 +68,18 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		// A loaded machine may take seconds to start the process: the
 		// time counts from its first refused join.
 		after := before
-		deadline := time.Now().Add(15 * time.Second)
-		for after <= before && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			after = r.scrapeMetric(metricDuplicates)
+		poll.Wait(15*time.Second, 50*time.Millisecond, func() bool { after = r.scrapeMetric(metricDuplicates); return after > before })
+		// For d the duplicate keeps asking and is never granted a shard:
+		// checked all along, so a grant fails the fault at once.
+		granted := func() bool {
+			for _, e := range readJSONLines[ownershipEvent](t, dup.ownership) {
+				if e.Event == "start" {
+					return true
+				}
+			}
+			return false
 		}
-		time.Sleep(d)
+		poll.Stays(d, 100*time.Millisecond, func() bool { return !granted() })
 		after = r.scrapeMetric(metricDuplicates)
 		if err := dup.proc.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -105,14 +113,12 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		repl := r.startPod(p)
 		startNs := repl.startNs()
 		t.Logf("fault %d: SIGSTOP %s, start %s with its member ids", i, old.label(), repl.label())
-		deadline := time.Now().Add(chaosLease + 15*time.Second)
-		for !repl.bothStartedAfter(t, startNs) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !repl.bothStartedAfter(t, startNs) {
+		if !poll.Wait(chaosLease+15*time.Second, 50*time.Millisecond, func() bool { return repl.bothStartedAfter(t, startNs) }) {
 			t.Errorf("fault %d (%s): %s did not take over the member ids of the frozen %s", i, kind, repl.label(), old.label())
 		}
-		time.Sleep(r.between(200*time.Millisecond, time.Second))
+		// The frozen one stays frozen a little longer, beside its
+		// replacement at work.
+		poll.Hold(t.Context(), r.between(200*time.Millisecond, time.Second))
 		r.proxies[p].forget()
 		fz.cont = time.Now().UnixNano()
 		if err := old.proc.Signal(syscall.SIGCONT); err != nil {
@@ -122,17 +128,25 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		// Its members expired while frozen; thawed, each is fenced.
 		r.allowedFences += chaosPerPod
 		t.Logf("fault %d: SIGCONT %s after %v, beside %s", i, old.label(), time.Duration(fz.cont-fz.stop).Round(time.Millisecond), repl.label())
-		deadline = time.Now().Add(5 * time.Second)
-		after := r.scrapeMetric(metricStale)
-		for after <= before && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			after = r.scrapeMetric(metricStale)
-		}
+		after := before
+		poll.Wait(5*time.Second, 50*time.Millisecond, func() bool { after = r.scrapeMetric(metricStale); return after > before })
 		if after <= before {
 			t.Errorf("fault %d (%s): the thawed %s was not counted as a stale incarnation (%s %v → %v)", i, kind, old.label(), metricStale, before, after)
 		}
 		r.staleFences += max(after-before, 0)
-		time.Sleep(time.Second) // it keeps asking, and is kept out
+		// It keeps asking for a second, and is kept out all along: no
+		// window of its own opens after the thaw.
+		regranted := func() bool {
+			for _, e := range readJSONLines[ownershipEvent](t, old.ownership) {
+				if e.Event == "start" && e.AtNanos > fz.cont {
+					return true
+				}
+			}
+			return false
+		}
+		if !poll.Stays(time.Second, 100*time.Millisecond, func() bool { return !regranted() }) {
+			t.Errorf("fault %d (%s): the thawed %s was granted a shard beside %s, which holds its member ids", i, kind, old.label(), repl.label())
+		}
 		if err := old.proc.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -175,9 +189,8 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		// rebalance deadline), then behave again; after the first fence
 		// no new refusals start (the rebalance it causes would start
 		// another round: see hbProxy.refuseOpen).
-		deadline := time.Now().Add(chaosRebalance + chaosLease + 10*time.Second)
 		refused, fenced := 0, 0
-		for time.Now().Before(deadline) {
+		poll.Wait(chaosRebalance+chaosLease+10*time.Second, 50*time.Millisecond, func() bool {
 			refused, fenced = 0, 0
 			for q := range chaosPods {
 				if q != p {
@@ -185,11 +198,8 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 					refused, fenced = refused+n-before[q], fenced+f-fencedBefore[q]
 				}
 			}
-			if refused > 0 && r.nothingKept(p) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return refused > 0 && r.nothingKept(p)
+		})
 		for q := range chaosPods {
 			if q != p {
 				r.proxies[q].setRefuse(false)
@@ -229,10 +239,7 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		repl := r.startPod(p)
 		startNs := repl.startNs()
 		from = time.Now()
-		deadline := time.Now().Add(10 * time.Second)
-		for r.proxies[p].joinDropCount()-before < chaosPerPod && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		poll.Wait(10*time.Second, 20*time.Millisecond, func() bool { return r.proxies[p].joinDropCount()-before >= chaosPerPod })
 		r.proxies[p].setDropJoin(false)
 		dropped := r.proxies[p].joinDropCount() - before
 		if dropped == 0 {
@@ -272,7 +279,11 @@ func (r *chaosRun) injectOwnership(i int, kind string) (startedBy *incarnation, 
 		r.proxies[q].forget()
 		repl := r.startPod(q)
 		startNs := repl.startNs()
-		time.Sleep(delay + time.Second) // the rebalance after the join, copied
+		// The rebalance after the join, copied: once the new members
+		// read (a loaded machine may take seconds to start the pod), the
+		// copies of the heartbeats that led there arrive delay later.
+		poll.Wait(chaosLease+15*time.Second, 50*time.Millisecond, func() bool { return repl.bothStartedAfter(t, startNs) })
+		poll.Hold(t.Context(), delay+200*time.Millisecond)
 		r.proxies[p].setLateCopy(0)
 		sent, fenced := r.proxies[p].lateStats()
 		sent, fenced = sent-sentBefore, fenced-fencedBefore
@@ -348,14 +359,7 @@ func nthLine(inc *incarnation, msg string, n int) string {
 
 // waitLines waits until inc printed at least n lines with message msg.
 func waitLines(inc *incarnation, msg string, n int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for countLines(inc, msg) < n {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+	return poll.Wait(limit, 10*time.Millisecond, func() bool { return countLines(inc, msg) >= n })
 }
 
 // logMsg is the "msg" of a JSON log line, else "".

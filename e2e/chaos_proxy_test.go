@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // errDropped makes the proxy's error handler close the connection without
@@ -323,7 +324,9 @@ func (p *hbProxy) modify(resp *http.Response) error {
 		return errDropped
 	}
 	if delay > 0 {
-		time.Sleep(delay)
+		// The answer is held up in the network; a member that gives up
+		// on it ends the wait.
+		poll.Hold(resp.Request.Context(), delay)
 	}
 	return nil
 }

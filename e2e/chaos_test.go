@@ -22,6 +22,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -218,7 +219,10 @@ func (r *chaosRun) run(nFaults int) string {
 	if d, ok := r.waitRecovered(time.Now(), 30*time.Second, nil); !ok {
 		t.Fatalf("the group never became STABLE at the start (%v)", d)
 	}
-	time.Sleep(time.Second)
+	// Every pod at work before the first fault.
+	for _, inc := range r.live {
+		awaitLines(t, inc.events, 20, 30*time.Second)
+	}
 
 	// The schedule: kinds from a seeded shuffle (each kind once before any
 	// repeats), targets and durations drawn from the same source.
@@ -234,7 +238,8 @@ func (r *chaosRun) run(nFaults int) string {
 	kinds = kinds[:nFaults]
 	for i, kind := range kinds {
 		r.inject(i, kind)
-		time.Sleep(r.between(300*time.Millisecond, 1200*time.Millisecond))
+		// A seeded gap of steady traffic before the next fault.
+		poll.Hold(t.Context(), r.between(300*time.Millisecond, 1200*time.Millisecond))
 	}
 
 	// Faults are over: stop publishing, then wait for every record.
@@ -297,22 +302,25 @@ func chaosFreePort(t *testing.T) int {
 // dir, so a restart keeps its state and its URL.
 func (r *chaosRun) startCoordinator() {
 	t := r.t
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var err error
+	// The port (or the store's lock) may not be free yet right after a
+	// kill: a start that exits at once is tried again, for 10 s.
+	if !poll.Wait(10*time.Second, 200*time.Millisecond, func() bool {
 		p := proctest.Start(t, "coordinator", r.b.coordinator, []string{"serve",
 			"--listen", fmt.Sprintf("127.0.0.1:%d", r.coordPort), "--data-dir", filepath.Join(r.dir, "coord"),
 			"--users", usersFile(t), "--log-format", "json", "--member-lease", memberLease, "--heartbeat-interval", heartbeatInterval,
 			"--rebalance-timeout", chaosRebalance.String()}, adminEnv()...)
-		_, err := p.WaitForLine(30*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) })
+		_, err = p.WaitForLine(30*time.Second, func(l string) bool { return strings.Contains(l, `"rscoord listening"`) })
 		if err == nil {
 			r.coord = p
-			return
+			return true
 		}
-		// The port (or the store's lock) may not be free yet right after a kill.
-		if !p.Exited() || time.Now().After(deadline) {
+		if !p.Exited() {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return false
+	}) {
+		t.Fatal(err)
 	}
 }
 
@@ -366,7 +374,7 @@ func (r *chaosRun) inject(i int, kind string) {
 			t.Fatal(err)
 		}
 		r.coord.Wait(10 * time.Second)
-		time.Sleep(down)
+		poll.Hold(t.Context(), down)
 		r.startCoordinator()
 		from = time.Now()
 	case faultConsumerKill:
@@ -381,7 +389,7 @@ func (r *chaosRun) inject(i int, kind string) {
 		from = time.Now()
 		inc.proc.Wait(10 * time.Second)
 		r.proxies[p].forget()
-		time.Sleep(down)
+		poll.Hold(t.Context(), down)
 		startedBy = r.startPod(p)
 		since = startedBy.startNs()
 	case faultConsumerStop:
@@ -392,7 +400,7 @@ func (r *chaosRun) inject(i int, kind string) {
 		d := chaosLease + r.between(1500*time.Millisecond, 3*time.Second)
 		t.Logf("fault %d: SIGSTOP %s for %v", i, inc.label(), d)
 		fz := freeze{stop: r.sigstop(inc)}
-		time.Sleep(d)
+		poll.Hold(t.Context(), d)
 		r.proxies[p].forget()
 		fz.cont = time.Now().UnixNano()
 		if err := inc.proc.Signal(syscall.SIGCONT); err != nil {
@@ -425,7 +433,7 @@ func (r *chaosRun) inject(i int, kind string) {
 		d := r.between(500*time.Millisecond, 5*time.Second)
 		t.Logf("fault %d: drop every heartbeat answer to pod-0 for %v", i, d)
 		r.proxies[0].set(true, 0)
-		time.Sleep(d)
+		poll.Hold(t.Context(), d)
 		r.proxies[0].set(false, 0)
 		from = time.Now()
 	case faultHBDelay:
@@ -433,7 +441,7 @@ func (r *chaosRun) inject(i int, kind string) {
 		delay := r.between(200*time.Millisecond, 1500*time.Millisecond)
 		t.Logf("fault %d: delay every heartbeat answer to pod-0 by %v for %v", i, delay, d)
 		r.proxies[0].set(false, delay)
-		time.Sleep(d)
+		poll.Hold(t.Context(), d)
 		r.proxies[0].set(false, 0)
 		from = time.Now()
 	case faultRedisRestart:
@@ -457,7 +465,7 @@ func (r *chaosRun) inject(i int, kind string) {
 		}
 		w.toMs = time.Now().UnixMilli() + 1
 		r.crashes = append(r.crashes, w)
-		time.Sleep(down)
+		poll.Hold(t.Context(), down)
 		if err := s.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -524,25 +532,29 @@ func (r *chaosRun) waitRecovered(from time.Time, limit time.Duration, extra func
 			want[fmt.Sprintf("pod-%d-m%d", p, m)] = true
 		}
 	}
-	deadline := from.Add(limit)
-	for time.Now().Before(deadline) {
+	ctx, cancel := context.WithDeadline(context.Background(), from.Add(limit))
+	defer cancel()
+	var took time.Duration
+	ok := poll.WaitContext(ctx, 25*time.Millisecond, func() bool {
+		took = time.Since(from)
 		var g protocol.GroupResponse
-		if r.getJSON(protocol.BasePath+"/streams/orders/groups/orders", &g) == nil && g.State == protocol.GroupStable {
-			ok := true
-			n := 0
-			for m, c := range g.TargetAssignmentSummary {
-				if c > 0 {
-					n++
-					ok = ok && want[m] && g.CurrentAssignmentSummary[m] == c
-				}
-			}
-			if ok && n == len(want) && r.everyShardRead() && (extra == nil || extra()) {
-				return time.Since(from), true
+		if r.getJSON(protocol.BasePath+"/streams/orders/groups/orders", &g) != nil || g.State != protocol.GroupStable {
+			return false
+		}
+		ok := true
+		n := 0
+		for m, c := range g.TargetAssignmentSummary {
+			if c > 0 {
+				n++
+				ok = ok && want[m] && g.CurrentAssignmentSummary[m] == c
 			}
 		}
-		time.Sleep(25 * time.Millisecond)
+		return ok && n == len(want) && r.everyShardRead() && (extra == nil || extra())
+	})
+	if !ok {
+		took = time.Since(from)
 	}
-	return time.Since(from), false
+	return took, ok
 }
 
 // everyShardRead reports whether the ownership logs of the live pods show
@@ -607,17 +619,13 @@ const (
 // keeps failing for 5 s, or lacks the counter, fails the run: read as 0 it
 // would turn the fence check into one that always holds.
 func (r *chaosRun) scrapeMetric(name string) float64 {
+	var v float64
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var v float64
-		if v, err = r.tryScrape(name); err == nil {
-			return v
-		}
-		if time.Now().After(deadline) {
-			r.t.Errorf("scrape %s: %v", name, err)
-			return 0
-		}
+	if !poll.Wait(5*time.Second, 100*time.Millisecond, func() bool { v, err = r.tryScrape(name); return err == nil }) {
+		r.t.Errorf("scrape %s: %v", name, err)
+		return 0
 	}
+	return v
 }
 
 func (r *chaosRun) tryScrape(name string) (float64, error) {
@@ -681,8 +689,7 @@ func (r *chaosRun) checkHandled(published string) (nPublished, nHandled, handlin
 		EventID string `json:"eventId"`
 	}
 	var missing []string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Wait(60*time.Second, 250*time.Millisecond, func() bool {
 		seen := map[string]bool{}
 		handlings = 0
 		for _, inc := range r.incs {
@@ -703,11 +710,8 @@ func (r *chaosRun) checkHandled(published string) (nPublished, nHandled, handlin
 				missing = append(missing, id)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return len(missing) == 0
+	})
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		t.Errorf("%d of %d published records were never handled, e.g. %v", len(missing), nPublished, missing[:min(5, len(missing))])

@@ -16,6 +16,7 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -85,17 +86,19 @@ func clusterOwner(url string) string {
 // asking through every replica in ask.
 func awaitNewOwner(t *testing.T, gone string, ask []*replica) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	owner := ""
+	if !poll.Wait(30*time.Second, 50*time.Millisecond, func() bool {
 		for _, r := range ask {
 			if o := clusterOwner(r.url); o != "" && o != gone {
-				return o
+				owner = o
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no new owner after %s", gone)
 	}
-	t.Fatalf("no new owner after %s", gone)
-	return ""
+	return owner
 }
 
 // The cluster mode end to end: 3 replicas on a 3-member etcd, 3 consumer
@@ -105,6 +108,7 @@ func awaitNewOwner(t *testing.T, gone string, ask []*replica) string {
 // window, no two windows of a shard overlap, and no member fails closed
 // (no ownership window closes) with a member lease of 6 s.
 func TestClusterModeSurvivesOwnerKills(t *testing.T) {
+	t.Parallel()
 	const (
 		shards  = 8
 		records = 20000
@@ -157,11 +161,7 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 	}
 	// Settled: every pod reads a shard and no window opened or closed for 2 s.
 	var settled int64
-	for deadline := time.Now().Add(60 * time.Second); settled == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the pods did not settle on the shards within 60 s")
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !poll.Wait(60*time.Second, 200*time.Millisecond, func() bool {
 		var last int64
 		all := true
 		for _, p := range pods {
@@ -176,6 +176,9 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 		if all && time.Since(time.Unix(0, last)) > 2*time.Second {
 			settled = time.Now().UnixNano()
 		}
+		return settled != 0
+	}) {
+		t.Fatal("the pods did not settle on the shards within 60 s")
 	}
 
 	published := filepath.Join(dir, "published.jsonl")
@@ -184,8 +187,10 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 		"--count", fmt.Sprint(records), "--rate", "2000", "--batch", "50", "--published-log", published,
 	}, memberEnv()...)
 
-	// The owner dies mid-run, comes back as a stand-by; then the new owner dies.
-	time.Sleep(2 * time.Second)
+	// The owner dies mid-run (a tenth of the records published), comes
+	// back as a stand-by; then, with another tenth published, the new
+	// owner dies.
+	awaitLines(t, published, records/10, 60*time.Second)
 	owner := awaitNewOwner(t, "", replicas)
 	var killed []string
 	kill := func(name string) {
@@ -213,7 +218,7 @@ func TestClusterModeSurvivesOwnerKills(t *testing.T) {
 			r.start(t, b.coordinator, 1)
 		}
 	}
-	time.Sleep(2 * time.Second)
+	awaitLines(t, published, lineCount(t, published)+records/10, 60*time.Second)
 	// Placement may have moved the stream back to the restarted replica:
 	// kill whoever runs it now.
 	kill(awaitNewOwner(t, "", replicas))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -73,14 +74,15 @@ type pod struct {
 	end int64
 }
 
-// TestConsumersSurviveKillAndStop publishes 20,000 records over a
+// TestConsumersSurviveKillAndStop publishes 12,000 records over a
 // 3-master cluster to 3 consumer pods; one pod is SIGKILLed mid-run and
 // one is stopped gracefully. Every published record must be handled at
 // least once, and no shard may be read by two members at overlapping times.
 func TestConsumersSurviveKillAndStop(t *testing.T) {
+	t.Parallel()
 	const (
 		shards  = 8
-		records = 20000
+		records = 12000
 	)
 	ctx := context.Background()
 	b := build(t)
@@ -101,14 +103,18 @@ func TestConsumersSurviveKillAndStop(t *testing.T) {
 		"--count", fmt.Sprint(records), "--rate", "2500", "--batch", "50", "--published-log", published,
 	}, memberEnv()...)
 
-	// Mid-run faults: kill pod-0 outright, then stop pod-1 gracefully.
-	time.Sleep(3 * time.Second)
+	// Mid-run faults, once the pods are at work: kill pod-0 outright,
+	// then, once the others handled more since, stop pod-1 gracefully
+	// (while pod-0's shards wait for its lease to run out).
+	awaitLines(t, published, records/5, 60*time.Second)
+	awaitLines(t, pods[0].events, 100, 30*time.Second)
 	if err := pods[0].proc.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	pods[0].end = time.Now().UnixNano()
 	pods[0].proc.Wait(10 * time.Second)
-	time.Sleep(2 * time.Second)
+	awaitLines(t, published, records*2/5, 60*time.Second)
+	awaitLines(t, pods[1].events, lineCount(t, pods[1].events)+100, 30*time.Second)
 	if err := pods[1].proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +136,7 @@ func TestConsumersSurviveKillAndStop(t *testing.T) {
 	var missing []string
 	perPod := map[string]int{}
 	total := 0
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	poll.Wait(90*time.Second, 250*time.Millisecond, func() bool {
 		seen := map[string]bool{}
 		total = 0
 		for _, p := range pods {
@@ -148,11 +153,8 @@ func TestConsumersSurviveKillAndStop(t *testing.T) {
 				missing = append(missing, id)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return len(missing) == 0
+	})
 	if len(missing) > 0 {
 		t.Errorf("%d of %d published records were never handled, e.g. %v", len(missing), records, missing[:min(5, len(missing))])
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -39,43 +40,36 @@ func TestPodJoinConvergesWithinRoundTrips(t *testing.T) {
 	for i := range 3 {
 		pods = append(pods, startDefaultPod(t, b.consumer, url, rs.Addr, dir, fmt.Sprintf("pod-%d", i)))
 	}
-	settle := time.Now().Add(60 * time.Second)
-	for {
+	if !poll.Wait(60*time.Second, 50*time.Millisecond, func() bool {
 		a := assignments(t, s)
-		if len(a.TargetAssignment) == 6 && converged(a) { // 3 pods × 2 members
-			break
-		}
-		if time.Now().After(settle) {
-			t.Fatalf("3 pods never settled: %+v", assignments(t, s))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(a.TargetAssignment) == 6 && converged(a) // 3 pods × 2 members
+	}) {
+		t.Fatalf("3 pods never settled: %+v", assignments(t, s))
 	}
 	// Let the members park their steady heartbeats at some point of their
-	// 3 s hold.
-	time.Sleep(1200 * time.Millisecond)
+	// 3 s hold: the join then comes in the middle of it, where a member
+	// that waited for its next heartbeat would take longer than the limit.
+	poll.Hold(t.Context(), 1200*time.Millisecond)
 
 	joiner := startDefaultPod(t, b.consumer, url, rs.Addr, dir, "pod-3")
 	pods = append(pods, joiner)
 	var joined time.Time
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var a protocol.AssignmentsResponse
+	var took time.Duration
+	if !poll.Wait(30*time.Second, 10*time.Millisecond, func() bool {
 		now := time.Now()
-		a := assignments(t, s)
+		a = assignments(t, s)
 		if joined.IsZero() && hasMemberOf(a, joiner.name) {
 			joined = now
 		}
-		if !joined.IsZero() && len(a.TargetAssignment) == 8 && converged(a) {
-			took := now.Sub(joined)
-			t.Logf("every member owns its target %v after the fourth pod joined", took)
-			if took > joinConvergeLimit {
-				t.Fatalf("converged %v after the join, want within %v", took, joinConvergeLimit)
-			}
-			break
-		}
-		if now.After(deadline) {
-			t.Fatalf("never converged after the join: %+v", a)
-		}
-		time.Sleep(10 * time.Millisecond)
+		took = now.Sub(joined)
+		return !joined.IsZero() && len(a.TargetAssignment) == 8 && converged(a)
+	}) {
+		t.Fatalf("never converged after the join: %+v", a)
+	}
+	t.Logf("every member owns its target %v after the fourth pod joined", took)
+	if took > joinConvergeLimit {
+		t.Fatalf("converged %v after the join, want within %v", took, joinConvergeLimit)
 	}
 	stopPods(t, pods)
 	checkPodLogs(t, pods)

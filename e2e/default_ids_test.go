@@ -19,6 +19,7 @@ import (
 // handled inside its own member's window and no shard is read by two
 // members at once.
 func TestThreeDefaultPodsOnOneHost(t *testing.T) {
+	t.Parallel()
 	const (
 		shards  = 8
 		records = 3000

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestDeprecatedAfterHoldsTheMigrationActive: a scale request's
@@ -15,6 +16,7 @@ import (
 // that time even when the routing lease has passed and every shard is
 // drained; then it proceeds as usual.
 func TestDeprecatedAfterHoldsTheMigrationActive(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Standalone(t).Client()
 	s := reshardServer(t, rdb, shortLease, true)
 	s.CreateStream("orders", 4)
@@ -27,9 +29,13 @@ func TestDeprecatedAfterHoldsTheMigrationActive(t *testing.T) {
 	}, http.StatusAccepted, &resp)
 	id := resp.Migrations[0].ReshardingID
 
-	time.Sleep(shortLease + 4*drainCheck)
-	m := migration(t, s, "orders", "orders", id)
-	if m.State != protocol.MigrationActive || !strings.Contains(m.Detail, "deprecatedAfter") {
+	// ACTIVE all along the lease and the drain checks after it; by then
+	// deprecatedAfter is what it waits for.
+	var m protocol.Migration
+	if !poll.Stays(shortLease+4*drainCheck, drainCheck/2, func() bool {
+		m = migration(t, s, "orders", "orders", id)
+		return m.State == protocol.MigrationActive
+	}) || !strings.Contains(m.Detail, "deprecatedAfter") {
 		t.Fatalf("before deprecatedAfter the migration is %s (%s), want ACTIVE waiting for it", m.State, m.Detail)
 	}
 	awaitMigration(t, s, "orders", "orders", id, protocol.MigrationDeprecated, reshardLimit)

@@ -24,6 +24,7 @@ import (
 // dir, and the members carry on with the epochs it forgot: no
 // INVALID_REQUEST, no fence, no shard moved.
 func TestCoordinatorKilledAfterEpochCatchUps(t *testing.T) {
+	t.Parallel()
 	b := build(t)
 	dir := filepath.Join(t.TempDir(), "coord")
 	coord, url := startCoordinator(t, b.coordinator, dir)

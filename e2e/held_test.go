@@ -11,9 +11,9 @@ import (
 
 // TestHeldHeartbeatsBlackBox checks held heartbeats (waitMs) against the
 // real coordinator binary with its default timings, over HTTP: one with
-// nothing new is answered once its wait is over, and one is answered
-// within 300 ms, with fewer shards, when another member's join changes its
-// target.
+// nothing new is answered once its wait is over, and one is answered at
+// once (within a third of the 3 s it asked to be held), with fewer shards,
+// when another member's join changes its target.
 func TestHeldHeartbeatsBlackBox(t *testing.T) {
 	b := build(t)
 	_, url := startCoordinator(t, b.coordinator, filepath.Join(t.TempDir(), "coord"),
@@ -47,7 +47,9 @@ func TestHeldHeartbeatsBlackBox(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("held heartbeat never answered")
 	}
-	if took := got.at.Sub(start); took < 1000*time.Millisecond || took > 2*time.Second {
+	// Not before the wait is over; after it, by less than half an interval
+	// (a loaded machine answers late, but not a whole hold late).
+	if took := got.at.Sub(start); took < 1000*time.Millisecond || took > 1000*time.Millisecond+protocol.DefaultHeartbeatInterval/2 {
 		t.Fatalf("held heartbeat with nothing new answered after %v, want about its waitMs 1s", took)
 	}
 	if got.resp.Status != protocol.StatusOK || len(got.resp.Assignment.AssignedShards) != 6 {
@@ -72,8 +74,8 @@ func TestHeldHeartbeatsBlackBox(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("held heartbeat never answered after the join")
 	}
-	if took := got.at.Sub(joined); took > 300*time.Millisecond {
-		t.Fatalf("held heartbeat answered %v after the join, want within 300ms", took)
+	if took, limit := got.at.Sub(joined), protocol.DefaultHeartbeatInterval/3; took > limit {
+		t.Fatalf("held heartbeat answered %v after the join, want at once (within %v of the %v hold)", took, limit, protocol.DefaultHeartbeatInterval)
 	}
 	if got.resp.Status != protocol.StatusOK || len(got.resp.Assignment.AssignedShards) >= 6 || got.resp.MemberEpoch <= req.MemberEpoch {
 		t.Fatalf("held answer after the join: %+v", got.resp)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // readJSONLines decodes every complete line of path into a T. A missing
@@ -51,6 +54,30 @@ func readJSONLines[T any](t testing.TB, path string) []T {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return out
+}
+
+// lineCount is how many complete lines path holds (0 for a missing file).
+func lineCount(t testing.TB, path string) int {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(raw, []byte("\n"))
+}
+
+// awaitLines waits until path holds at least n complete lines (a pod's
+// records handled, a publisher's records published): the progress a
+// fault waits for, so that it hits a run at work.
+func awaitLines(t testing.TB, path string, n int, within time.Duration) {
+	t.Helper()
+	got := 0
+	if !poll.Wait(within, 50*time.Millisecond, func() bool { got = lineCount(t, path); return got >= n }) {
+		t.Fatalf("%s holds %d lines after %v, want %d", path, got, within, n)
+	}
 }
 
 // interval is one member incarnation reading one shard from start to stop
@@ -207,7 +234,7 @@ func publishedIDs(t *testing.T, path string, records int) map[string]bool {
 func unhandled(t *testing.T, pods []*pod, want map[string]bool, within time.Duration) []string {
 	t.Helper()
 	var missing []string
-	for deadline := time.Now().Add(within); ; {
+	poll.Wait(within, 250*time.Millisecond, func() bool {
 		seen := map[string]bool{}
 		for _, p := range pods {
 			for _, h := range readJSONLines[handledRecord](t, p.events) {
@@ -220,11 +247,9 @@ func unhandled(t *testing.T, pods []*pod, want map[string]bool, within time.Dura
 				missing = append(missing, id)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			return missing
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return len(missing) == 0
+	})
+	return missing
 }
 
 // stopPods sends SIGTERM to every pod at once, so that each leave's

@@ -19,6 +19,12 @@ type bins struct {
 	coordinator, consumer, publisher string
 }
 
+// The tests run in parallel (each with its own Redis, coordinator and
+// ports), two at a time by default (-parallel is GOMAXPROCS): most of
+// their time is spent waiting for leases, publishers and hand-offs. The
+// ones whose checks are timings (TestChaos's recovery budgets,
+// TestPodJoinConvergesWithinRoundTrips, TestHeldHeartbeatsBlackBox) stay
+// serial, and so run alone, before the parallel ones.
 func TestMain(m *testing.M) {
 	b, err := proctest.NewBuilder()
 	if err != nil {
@@ -27,7 +33,7 @@ func TestMain(m *testing.M) {
 	}
 	builder = b
 	gin.SetMode(gin.ReleaseMode) // the in-process coordinators of reshard_test.go
-	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
+	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(code int) { b.Close(); os.Exit(code) }))
 }
 
 // builder is set once by TestMain before any test runs and only read after.
@@ -35,19 +41,15 @@ var builder *proctest.Builder
 
 func build(t *testing.T) bins {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// One go build for the three (they share most packages). A first
+	// build on a loaded machine takes minutes: the bound is for a build
+	// that hangs, not a slow one.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	var out bins
-	for pkg, dst := range map[string]*string{
-		"github.com/rscoord/rscoord/cmd/rscoord":       &out.coordinator,
-		"github.com/rscoord/rscoord/cmd/consumer-pod":  &out.consumer,
-		"github.com/rscoord/rscoord/cmd/publisher-pod": &out.publisher,
-	} {
-		bin, err := builder.Build(ctx, pkg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		*dst = bin
+	b, err := builder.BuildAll(ctx, "github.com/rscoord/rscoord/cmd/rscoord",
+		"github.com/rscoord/rscoord/cmd/consumer-pod", "github.com/rscoord/rscoord/cmd/publisher-pod")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return bins{coordinator: b[0], consumer: b[1], publisher: b[2]}
 }

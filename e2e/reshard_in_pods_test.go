@@ -12,6 +12,7 @@ import (
 	"github.com/rscoord/rscoord/client/producer"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -21,6 +22,7 @@ import (
 // migration is DEPRECATED, and a producer still holding the 8-shard routing
 // hits NOMKSTREAM, refreshes and lands in a live shard.
 func TestScaleInUnderTraffic(t *testing.T) {
+	t.Parallel()
 	const records = 6000
 	ctx := context.Background()
 	b := build(t)
@@ -55,7 +57,9 @@ func TestScaleInUnderTraffic(t *testing.T) {
 		"--count", fmt.Sprint(records), "--rate", "2000", "--batch", "20", "--published-log", published,
 		"--refresh-interval", "500ms",
 	}, memberEnv()...)
-	time.Sleep(1500 * time.Millisecond)
+	// Scale in mid-run: a quarter of the records published, some of them
+	// to the shards the scale removes.
+	awaitLines(t, published, records/4, 60*time.Second)
 	mig := scaleTo(t, s, "orders", 2)
 	if err := pub.Wait(2 * time.Minute); err != nil {
 		t.Fatalf("publisher: %v", err)
@@ -110,17 +114,15 @@ func TestScaleInUnderTraffic(t *testing.T) {
 	}
 	// Records on the live shards are handled at the consumers' pace.
 	missing := 0
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	poll.Wait(60*time.Second, 250*time.Millisecond, func() bool {
 		seen, missing = handledNow(), 0
 		for id := range want {
 			if !seen[id] {
 				missing++
 			}
 		}
-		if missing == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return missing == 0
+	})
 	if missing > 0 {
 		t.Errorf("%d of %d records were never handled", missing, records)
 	}

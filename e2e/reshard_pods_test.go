@@ -11,6 +11,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -19,6 +20,7 @@ import (
 // no shard is read by two members at overlapping times, and the publisher
 // writes to the added shards within one refresh interval of the scale.
 func TestScaleOutUnderTraffic(t *testing.T) {
+	t.Parallel()
 	const (
 		records = 8000
 		refresh = 500 * time.Millisecond
@@ -39,7 +41,8 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 		"--count", fmt.Sprint(records), "--rate", "2000", "--batch", "20", "--published-log", published,
 		"--refresh-interval", refresh.String(),
 	}, memberEnv()...)
-	time.Sleep(1500 * time.Millisecond)
+	// Scale out mid-run, a fifth of the records published.
+	awaitLines(t, published, records/5, 60*time.Second)
 	mig := scaleTo(t, s, "orders", 8)
 	activated := time.Now() // the answer comes once the migration is ACTIVE
 	if err := pub.Wait(2 * time.Minute); err != nil {
@@ -82,8 +85,7 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 		EventID string `json:"eventId"`
 	}
 	var missing int
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Wait(60*time.Second, 250*time.Millisecond, func() bool {
 		seen := map[string]bool{}
 		for _, p := range pods {
 			for _, h := range readJSONLines[handled](t, p.events) {
@@ -96,11 +98,8 @@ func TestScaleOutUnderTraffic(t *testing.T) {
 				missing++
 			}
 		}
-		if missing == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return missing == 0
+	})
 	if missing > 0 {
 		t.Errorf("%d of %d records never handled", missing, records)
 	}

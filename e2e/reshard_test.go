@@ -18,6 +18,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -67,16 +68,23 @@ func migration(t *testing.T, s *coordtest.Server, prefix, group, id string) prot
 // awaitMigration polls until migration id is in state want.
 func awaitMigration(t *testing.T, s *coordtest.Server, prefix, group, id string, want protocol.MigrationState, within time.Duration) protocol.Migration {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		m := migration(t, s, prefix, group, id)
-		if m.State == want {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("migration %s is %s after %v, want %s (detail: %s)", id, m.State, within, want, m.Detail)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var m protocol.Migration
+	if !poll.Wait(within, 50*time.Millisecond, func() bool { m = migration(t, s, prefix, group, id); return m.State == want }) {
+		t.Fatalf("migration %s is %s after %v, want %s (detail: %s)", id, m.State, within, want, m.Detail)
+	}
+	return m
+}
+
+// awaitDraining polls until exactly the shards want of prefix's group are
+// draining.
+func awaitDraining(t *testing.T, s *coordtest.Server, prefix, group string, want []int) {
+	t.Helper()
+	var got []int
+	if !poll.Wait(reshardLimit, 50*time.Millisecond, func() bool {
+		got = draining(shardsOf(t, s, prefix, group))
+		return slices.Equal(got, want)
+	}) {
+		t.Fatalf("draining shards stay %v, want %v", got, want)
 	}
 }
 
@@ -176,6 +184,7 @@ func draining(r protocol.ShardsResponse) []int {
 // migration in DRAINING; the keys are deleted once it is DEPRECATED, so a
 // stale producer hits NOMKSTREAM. Then 2→0.
 func TestScaleInProvesDrainThenRetires(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.NewCluster(t)
 	rdb := cluster.Client()
 	s := reshardServer(t, rdb, shortLease, true)
@@ -196,9 +205,13 @@ func TestScaleInProvesDrainThenRetires(t *testing.T) {
 	if time.Since(started) < shortLease {
 		t.Errorf("DRAINING after %v, before the producer routing lease %v", time.Since(started), shortLease)
 	}
-	time.Sleep(3 * drainCheck)
-	m = migration(t, s, "orders", "orders", mig.ReshardingID)
-	if m.State != protocol.MigrationDraining || !strings.Contains(m.Detail, "lag 10") {
+	// Once a drain check has said why, it stays there, saying so, over
+	// several more.
+	unconsumed := func() bool {
+		m = migration(t, s, "orders", "orders", mig.ReshardingID)
+		return m.State == protocol.MigrationDraining && strings.Contains(m.Detail, "lag 10")
+	}
+	if !poll.Wait(reshardLimit, drainCheck/2, unconsumed) || !poll.Stays(3*drainCheck, drainCheck/2, unconsumed) {
 		t.Fatalf("unconsumed migration = %+v", m)
 	}
 	sh := shardsOf(t, s, "orders", "orders")
@@ -217,15 +230,12 @@ func TestScaleInProvesDrainThenRetires(t *testing.T) {
 			t.Fatalf("read %d records of shard %d, want 10", n, shard)
 		}
 	}
-	deadline := time.Now().Add(reshardLimit)
-	for !slices.Equal(draining(shardsOf(t, s, "orders", "orders")), []int{7}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("draining shards stay %v, want [7]", draining(shardsOf(t, s, "orders", "orders")))
-		}
-		time.Sleep(50 * time.Millisecond)
+	awaitDraining(t, s, "orders", "orders", []int{7})
+	pending := func() bool {
+		m = migration(t, s, "orders", "orders", mig.ReshardingID)
+		return m.State == protocol.MigrationDraining && strings.Contains(m.Detail, "pending")
 	}
-	time.Sleep(3 * drainCheck)
-	if m := migration(t, s, "orders", "orders", mig.ReshardingID); m.State != protocol.MigrationDraining || !strings.Contains(m.Detail, "pending") {
+	if !poll.Wait(reshardLimit, drainCheck/2, pending) || !poll.Stays(3*drainCheck, drainCheck/2, pending) {
 		t.Fatalf("with records pending on shard 7 the migration is %+v", m)
 	}
 	ackAll(t, rdb, "orders", "orders", 7)
@@ -268,6 +278,7 @@ func TestScaleInProvesDrainThenRetires(t *testing.T) {
 // streams with every group's consumer group on them (a group registered
 // later too), refuses a second scale, and rolls back while ACTIVE.
 func TestScaleOutProvisionsEveryGroupAndRollsBack(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.NewCluster(t)
 	rdb := cluster.Client()
 	s := reshardServer(t, rdb, time.Minute, false) // the lease keeps it ACTIVE
@@ -321,6 +332,7 @@ func TestScaleOutProvisionsEveryGroupAndRollsBack(t *testing.T) {
 // scale-out answers 503 and the migration stays PREPARING; health says
 // Redis is DOWN; the same request once Redis is back completes it.
 func TestProvisioningFailureStaysPreparingAndResumes(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Standalone(t)
 	// Clients of srv.Client() are closed by srv.Stop: use our own.
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -372,6 +384,7 @@ func TestProvisioningFailureStaysPreparingAndResumes(t *testing.T) {
 // its record and health say no provisioning or drain proof happens; the
 // shards endpoint answers REDIS_NOT_CONFIGURED.
 func TestWithoutRedisScaleSaysSo(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	s.CreateStream("orders", 4)
 	mig := scaleTo(t, s, "orders", 2)
@@ -400,6 +413,7 @@ func TestWithoutRedisScaleSaysSo(t *testing.T) {
 // shard); restarted on the same data dir it keeps checking, and the
 // migration becomes DEPRECATED once the records are acknowledged.
 func TestCoordinatorKilledWhileDrainingResumes(t *testing.T) {
+	t.Parallel()
 	b := build(t)
 	cluster := redistest.NewCluster(t)
 	rdb := cluster.Client()
@@ -414,13 +428,7 @@ func TestCoordinatorKilledWhileDrainingResumes(t *testing.T) {
 	consume(t, rdb, "orders", "orders", 3, false) // left pending
 	mig := scaleTo(t, s, "orders", 2)
 	awaitMigration(t, s, "orders", "orders", mig.ReshardingID, protocol.MigrationDraining, reshardLimit)
-	deadline := time.Now().Add(reshardLimit)
-	for !slices.Equal(draining(shardsOf(t, s, "orders", "orders")), []int{3}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("draining shards = %v, want [3]", draining(shardsOf(t, s, "orders", "orders")))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitDraining(t, s, "orders", "orders", []int{3})
 	if err := coord.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -453,6 +461,7 @@ func TestCoordinatorKilledWhileDrainingResumes(t *testing.T) {
 // Before, the rollback took them out of the layout at once and such a
 // record was never read.
 func TestRollbackOfScaleOutStrandsNothing(t *testing.T) {
+	t.Parallel()
 	const lease = 2 * time.Second
 	ctx := context.Background()
 	cluster := redistest.NewCluster(t)
@@ -508,9 +517,12 @@ func TestRollbackOfScaleOutStrandsNothing(t *testing.T) {
 	if m.State == protocol.MigrationRolledBack {
 		t.Fatalf("rollback answered %+v with the added shards still draining", m)
 	}
-	// Unread, the record holds the rollback open past the lease.
-	time.Sleep(lease + 5*drainCheck)
-	if m := migration(t, s, "orders", "orders", mig.ReshardingID); m.State != protocol.MigrationRollingBack || !strings.Contains(m.Detail, "lag 1") {
+	// Unread, the record holds the rollback open, all along the lease and
+	// past it.
+	if !poll.Stays(lease+5*drainCheck, drainCheck, func() bool {
+		m = migration(t, s, "orders", "orders", mig.ReshardingID)
+		return m.State == protocol.MigrationRollingBack
+	}) || !strings.Contains(m.Detail, "lag 1") {
 		t.Fatalf("with an unread record on orders:3 the migration is %+v", m)
 	}
 	if n := consume(t, rdb, "orders", "orders", 3, true); n != 1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestSecondRevocationKeepsTheFirstsDeadline: the coordinator's rebalance
@@ -78,14 +79,20 @@ func TestSecondRevocationKeepsTheFirstsDeadline(t *testing.T) {
 	// b joins: a gives three of its six shards up, all held. Half the
 	// rebalance timeout later c joins: a gives one more up, held too.
 	e.start("dw-b", handler)
-	time.Sleep(rebalance / 2)
+	poll.Hold(t.Context(), rebalance/2)
 	e.start("dw-c", handler)
 	eventually(t, 2*rebalance+5*time.Second, "a lets four shards go", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(revoked) >= 4
 	})
-	time.Sleep(rebalance / 2) // a fence would come by now
+	// A fence would come by half a rebalance timeout more: none comes
+	// all along.
+	poll.Stays(rebalance/2, 20*time.Millisecond, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(fenced) == 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(fenced) > 0 {

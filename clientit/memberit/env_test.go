@@ -21,6 +21,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // Timing of the test coordinator and members: short, so that joins,
@@ -169,12 +170,8 @@ func (r *running) stop(t *testing.T) error {
 // eventually polls cond every 10ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Wait(d, 10*time.Millisecond, cond) {
+		t.Fatalf("timed out after %v waiting for %s", d, what)
 	}
 }
 

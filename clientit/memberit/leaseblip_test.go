@@ -15,6 +15,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/member"
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // unheldTransport asks the coordinator to answer every heartbeat at once
@@ -81,7 +82,8 @@ func TestLeaseLapseRenewedLateRereadsAtOnce(t *testing.T) {
 			return
 		}
 		armed.Store(false)
-		time.Sleep(time.Until(end.Add(30 * time.Millisecond)))
+		// Hold the answer until the lease has lapsed.
+		poll.Hold(context.Background(), time.Until(end.Add(30*time.Millisecond)))
 		close(lapsed)
 		select {
 		case <-tried:

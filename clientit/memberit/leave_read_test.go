@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/client/member"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // leaveSignal closes sent when a leave heartbeat (memberEpoch -1) goes out.
@@ -77,7 +78,8 @@ func TestLeaveAfterTimeoutWaitsForReads(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("shard 1's record never reached the handler")
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Shard 1's next read goes out right after the handler returned.
+	poll.Hold(t.Context(), 50*time.Millisecond)
 	go r.stop(t)
 	select {
 	case <-tr.sent:
@@ -85,10 +87,15 @@ func TestLeaveAfterTimeoutWaitsForReads(t *testing.T) {
 		t.Fatal("no leave heartbeat")
 	}
 	id := e.publish(1, 1, "after-leave")[0]
-	time.Sleep(300 * time.Millisecond)
-	pend, err := e.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
-		Stream: e.key(1), Group: e.prefix, Start: id, End: id, Count: 1,
-	}).Result()
+	// Nobody reads it, checked for 300 ms.
+	var pend []redis.XPendingExt
+	var err error
+	poll.Stays(300*time.Millisecond, 20*time.Millisecond, func() bool {
+		pend, err = e.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
+			Stream: e.key(1), Group: e.prefix, Start: id, End: id, Count: 1,
+		}).Result()
+		return err == nil && len(pend) == 0
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/rscoord/rscoord/client/member/memberprom"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestCollectorExportsARunningMember scrapes the collector of a member
@@ -58,9 +59,8 @@ func TestCollectorExportsARunningMember(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := testutil.GatherAndCompare(reg, strings.NewReader(`
+	if !poll.Wait(10*time.Second, 20*time.Millisecond, func() bool {
+		err = testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP rscoord_member_records_acked_total Records acknowledged (Ack, AckDel).
 # TYPE rscoord_member_records_acked_total counter
 rscoord_member_records_acked_total{group="prom",member="p-m0",shard="0",stream="prom"} 0
@@ -69,13 +69,9 @@ rscoord_member_records_acked_total{group="prom",member="p-m0",shard="1",stream="
 # TYPE rscoord_member_ready gauge
 rscoord_member_ready{group="prom",stream="prom"} 1
 `), "rscoord_member_records_acked_total", "rscoord_member_ready")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatal(err)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)

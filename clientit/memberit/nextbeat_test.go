@@ -14,6 +14,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // Timing of the next-heartbeat tests: an interval long enough that a
@@ -153,7 +154,7 @@ func TestEpochAloneBringsNoHeartbeatAtOnce(t *testing.T) {
 	const window = 4 * nbInterval
 	start := time.Now()
 	beats.setAfter(churn)
-	time.Sleep(window)
+	poll.Hold(t.Context(), window) // the measured window
 	beats.setAfter(nil)
 	got := beats.since(start)
 
@@ -209,7 +210,7 @@ func TestRevocationConfirmedAtOnce(t *testing.T) {
 		return len(assignments(t, e.coord, "yield")["yield-m0"]) == 2
 	})
 	// Steady: at least one held answer that ran its wait since.
-	time.Sleep(nbInterval + nbInterval/2)
+	poll.Hold(t.Context(), nbInterval+nbInterval/2)
 
 	joined := time.Now()
 	rb := e.start("taker", handler, member.WithMemberLease(nbLease))

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/client/member"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestNoStarvation: one member with one worker and six shards full of
@@ -27,7 +28,7 @@ func TestNoStarvation(t *testing.T) {
 	rec := &recorder{}
 	r := e.start("rs-starve", func(ctx context.Context, m *member.Message) error {
 		rec.add(m)
-		time.Sleep(time.Millisecond)
+		poll.Hold(ctx, time.Millisecond) // a millisecond of work
 		return m.Ack(ctx)
 	}, member.WithMaxWorkers(1), member.WithBatch(32))
 	eventually(t, 20*time.Second, "every record handled", func() bool { return rec.distinct() == shards*perShard })
@@ -203,7 +204,7 @@ func TestNoOverlapWhileMembersComeAndGo(t *testing.T) {
 	handler := func(ctx context.Context, m *member.Message) error {
 		start := time.Now()
 		rec.add(m)
-		time.Sleep(2 * time.Millisecond)
+		poll.Hold(ctx, 2*time.Millisecond) // two milliseconds of work
 		own.handled(m, start)
 		return m.Ack(ctx)
 	}
@@ -218,6 +219,9 @@ func TestNoOverlapWhileMembersComeAndGo(t *testing.T) {
 	go func() {
 		n := 0
 		defer func() { published <- n }()
+		// A round to every shard each 5 ms.
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
 		for pubCtx.Err() == nil {
 			for i := range shards {
 				if err := e.rdb.XAdd(context.Background(), &redis.XAddArgs{
@@ -226,7 +230,10 @@ func TestNoOverlapWhileMembersComeAndGo(t *testing.T) {
 					n++
 				}
 			}
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-tick.C:
+			case <-pubCtx.Done():
+			}
 		}
 	}()
 	t.Cleanup(stopPub)

@@ -102,9 +102,11 @@ func TestLeaseExpiryFailsClosed(t *testing.T) {
 	pubDone := make(chan struct{})
 	go func() {
 		defer close(pubDone)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
 		for time.Since(stopped) < testLease+time.Second {
 			e.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: e.key(1), Values: map[string]any{"eventId": "late"}})
-			time.Sleep(20 * time.Millisecond)
+			<-tick.C
 		}
 	}()
 	select {

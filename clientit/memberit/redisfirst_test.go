@@ -12,6 +12,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // assignments is the coordinator's view of a group: memberId → shards it
@@ -145,8 +146,9 @@ func TestJoinsOnlyWithRedis(t *testing.T) {
 	eventually(t, 5*time.Second, "the member says Redis is down", func() bool {
 		return r.rt.Status().Members[0].State == member.StateRedisDown
 	})
-	time.Sleep(4 * testInterval)
-	if cur := assignments(t, coord, prefix); len(cur) != 0 {
+	// It stays out for four heartbeat intervals, checked all along.
+	var cur map[string][]protocol.Shard
+	if !poll.Stays(4*testInterval, testInterval/4, func() bool { cur = assignments(t, coord, prefix); return len(cur) == 0 }) {
 		t.Fatalf("a member without Redis joined: %v", cur)
 	}
 	if r.rt.Ready() {

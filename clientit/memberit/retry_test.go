@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/client/member"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestRetryInPlaceKeepsKeyOrder publishes keyed records to one shard and
@@ -191,7 +192,11 @@ func TestRetryStopsWhenTheMemberLeaves(t *testing.T) {
 	mu.Lock()
 	after := by["rs-a-m0"]
 	mu.Unlock()
-	time.Sleep(100 * time.Millisecond)
+	poll.Stays(100*time.Millisecond, 10*time.Millisecond, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return by["rs-a-m0"] == after
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if by["rs-a-m0"] != after {

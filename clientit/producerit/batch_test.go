@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/producer"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 func TestPublishBatchResultsInOrder(t *testing.T) {
@@ -57,24 +58,16 @@ func TestObserveMetadataVersionRefreshesAtOnce(t *testing.T) {
 	before, _ := p.Routing()
 	f.scale(t, 6)
 	p.ObserveMetadataVersion(before.MetadataVersion) // not newer: nothing happens
-	time.Sleep(100 * time.Millisecond)
-	if r, _ := p.Routing(); r.ShardCount != 2 {
+	var r producer.Routing
+	if !poll.Stays(100*time.Millisecond, 10*time.Millisecond, func() bool { r, _ = p.Routing(); return r.ShardCount == 2 }) {
 		t.Fatalf("routing refreshed on a version that was not newer: %+v", r)
 	}
 	p.ObserveMetadataVersion(before.MetadataVersion + 1)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r, _ := p.Routing()
-		if r.ShardCount == 6 {
-			if r.MetadataVersion <= before.MetadataVersion {
-				t.Fatalf("6-shard routing with metadataVersion %d, not above %d", r.MetadataVersion, before.MetadataVersion)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("routing still %+v 5 s after a newer metadataVersion was observed", r)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Wait(5*time.Second, 20*time.Millisecond, func() bool { r, _ = p.Routing(); return r.ShardCount == 6 }) {
+		t.Fatalf("routing still %+v 5 s after a newer metadataVersion was observed", r)
+	}
+	if r.MetadataVersion <= before.MetadataVersion {
+		t.Fatalf("6-shard routing with metadataVersion %d, not above %d", r.MetadataVersion, before.MetadataVersion)
 	}
 }
 
@@ -82,14 +75,7 @@ func TestBackgroundRefreshFollowsScaleOut(t *testing.T) {
 	f := newFixture(t, standaloneClient(t), 2)
 	p := f.producer(t, producer.WithRefreshInterval(50*time.Millisecond), producer.WithRoutingLease(time.Second))
 	f.scale(t, 5)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if r, _ := p.Routing(); r.ShardCount == 5 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("background refresh did not pick up the scale-out within 5 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Wait(5*time.Second, 20*time.Millisecond, func() bool { r, _ := p.Routing(); return r.ShardCount == 5 }) {
+		t.Fatal("background refresh did not pick up the scale-out within 5 s")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 func TestRoutingLeaseExpires(t *testing.T) {
@@ -19,16 +20,19 @@ func TestRoutingLeaseExpires(t *testing.T) {
 			f := newFixture(t, b.client(t), 4)
 			p := f.producer(t, producer.WithRefreshInterval(100*time.Millisecond), producer.WithRoutingLease(300*time.Millisecond))
 			ctx := context.Background()
-			// Refreshes keep the lease alive past its length.
-			time.Sleep(500 * time.Millisecond)
+			// Refreshes keep the lease alive past its length, all along.
+			var err error
+			if !poll.Stays(500*time.Millisecond, 20*time.Millisecond, func() bool { _, _, err = p.Route("k"); return err == nil }) {
+				t.Fatalf("Route with a live coordinator: %v", err)
+			}
 			if _, _, err := p.Publish(ctx, "k", []any{"f", "v"}); err != nil {
 				t.Fatalf("Publish with a live coordinator: %v", err)
 			}
 			before := f.totalLen(t, 4)
 
 			f.coord.Stop()
-			time.Sleep(500 * time.Millisecond)
-			_, _, err := p.Publish(ctx, "k", []any{"f", "v"})
+			awaitLeaseExpired(t, p, 300*time.Millisecond)
+			_, _, err = p.Publish(ctx, "k", []any{"f", "v"})
 			if !errors.Is(err, producer.ErrRoutingLeaseExpired) {
 				t.Fatalf("Publish after the lease = %v, want ErrRoutingLeaseExpired", err)
 			}
@@ -80,7 +84,7 @@ func TestCoordinatorRoutingLeaseBoundsTheProducers(t *testing.T) {
 		t.Fatalf("Publish with a live coordinator: %v", err)
 	}
 	before, _ := p.Routing()
-	time.Sleep(600 * time.Millisecond)
+	poll.Hold(t.Context(), 600*time.Millisecond) // past the coordinator's lease
 	if _, _, err := p.Publish(ctx, "k", []any{"f", "v"}); err != nil {
 		t.Fatalf("Publish past the coordinator's lease, the coordinator up: %v", err)
 	}
@@ -88,7 +92,7 @@ func TestCoordinatorRoutingLeaseBoundsTheProducers(t *testing.T) {
 		t.Fatalf("routing fetched at %v, then %v: not refreshed before the publish", before.FetchedAt, after.FetchedAt)
 	}
 	f.coord.Stop()
-	time.Sleep(600 * time.Millisecond)
+	poll.Hold(t.Context(), 600*time.Millisecond) // past the coordinator's lease
 	if _, _, err := p.Publish(ctx, "k", []any{"f", "v"}); !errors.Is(err, producer.ErrRoutingLeaseExpired) {
 		t.Fatalf("Publish 600ms after the last refresh, the coordinator's lease 400ms and its own a minute: %v, want ErrRoutingLeaseExpired", err)
 	}

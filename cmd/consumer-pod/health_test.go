@@ -15,6 +15,8 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
+	"github.com/rscoord/rscoord/internal/proctest"
 )
 
 // TestPodReadiness runs the pod binary with --health-listen against a real
@@ -29,8 +31,7 @@ func TestPodReadiness(t *testing.T) {
 		shards = 2
 		lease  = 2 * time.Second
 	)
-	dir := t.TempDir()
-	bin := buildPod(t, dir)
+	t.Parallel()
 	srv := redistest.Standalone(t)
 	coord := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true, Group: assign.Config{
 		HeartbeatInterval: 200 * time.Millisecond, ReconcileInterval: 50 * time.Millisecond, MemberLease: lease,
@@ -41,15 +42,15 @@ func TestPodReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pd := startPod(t, bin, nil,
+	pd := startPod(t, nil,
 		"--coordinator", coord.URL, "--redis", srv.Addr, "--stream", prefix, "--member-lease", lease.String(),
 		"--base-id", "ready", "--block", "100ms", "--leave-timeout", "5s", "--health-listen", "127.0.0.1:0")
 
 	// The listener's address, from the pod's log.
 	addrRE := regexp.MustCompile(`serving /readyz, /livez and /metrics.* addr=(\S+)`)
 	var base string
-	waitFor(t, 15*time.Second, "the health listener", &pd.out, func() bool {
-		if m := addrRE.FindStringSubmatch(pd.out.String()); m != nil {
+	waitFor(t, 15*time.Second, "the health listener", pd, func() bool {
+		if m := addrRE.FindStringSubmatch(pd.Output()); m != nil {
 			base = "http://" + m[1]
 			return true
 		}
@@ -60,7 +61,7 @@ func TestPodReadiness(t *testing.T) {
 		t.Helper()
 		resp, err := hc.Get(base + path)
 		if err != nil {
-			t.Fatalf("GET %s: %v; pod output:\n%s", path, err, pd.out.String())
+			t.Fatalf("GET %s: %v; pod output:\n%s", path, err, pd.Output())
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
@@ -80,7 +81,7 @@ func TestPodReadiness(t *testing.T) {
 	}
 	probeExit := func() int {
 		t.Helper()
-		out, err := exec.Command(bin, "--probe", base+"/readyz").CombinedOutput()
+		out, err := exec.Command(podBin, "--probe", base+"/readyz").CombinedOutput()
 		if err == nil {
 			return 0
 		}
@@ -92,7 +93,7 @@ func TestPodReadiness(t *testing.T) {
 	}
 
 	// Redis down from the start: the member never joins.
-	waitFor(t, 10*time.Second, "the member to say Redis is down", &pd.out, func() bool {
+	waitFor(t, 10*time.Second, "the member to say Redis is down", pd, func() bool {
 		_, body := ready()
 		return body.Members[0].State == "REDIS_DOWN"
 	})
@@ -116,7 +117,7 @@ func TestPodReadiness(t *testing.T) {
 	if err := redistest.CreateShards(ctx, srv.Client(), prefix, shards, prefix); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "/readyz 200 with both shards owned", &pd.out, func() bool {
+	waitFor(t, 15*time.Second, "/readyz 200 with both shards owned", pd, func() bool {
 		code, body := ready()
 		return code == http.StatusOK && len(body.Members[0].Owned) == shards && len(assignments(t, coord, prefix)["ready-m0"]) == shards
 	})
@@ -136,15 +137,15 @@ func TestPodReadiness(t *testing.T) {
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "/readyz 503 after Redis went away", &pd.out, func() bool {
+	waitFor(t, 20*time.Second, "/readyz 503 after Redis went away", pd, func() bool {
 		code, body := ready()
 		return code == http.StatusServiceUnavailable && body.Members[0].State == "REDIS_DOWN"
 	})
-	waitFor(t, 10*time.Second, "the shards given back", &pd.out, func() bool {
+	waitFor(t, 10*time.Second, "the shards given back", pd, func() bool {
 		return len(assignments(t, coord, prefix)["ready-m0"]) == 0
 	})
 
-	pd.stop(t)
+	stopPod(t, pd)
 }
 
 // TestProbeUsage: --probe needs no --stream, and a pod without --stream is
@@ -178,14 +179,11 @@ func assignments(t *testing.T, coord *coordtest.Server, prefix string) map[strin
 	return out.CurrentAssignments
 }
 
-// waitFor polls cond every 20ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, out *syncBuffer, cond func() bool) {
+// waitFor waits until cond holds, at most d, and fails t with the pod's
+// output if it never does.
+func waitFor(t *testing.T, d time.Duration, what string, pd *proctest.Process, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; pod output:\n%s", d, what, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Wait(d, poll.Interval, cond) {
+		t.Fatalf("timed out after %v waiting for %s; pod output:\n%s", d, what, pd.Output())
 	}
 }

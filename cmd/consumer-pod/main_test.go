@@ -7,26 +7,39 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/leakcheck"
+	"github.com/rscoord/rscoord/internal/poll"
+	"github.com/rscoord/rscoord/internal/proctest"
 )
 
 func TestMain(m *testing.M) {
-	leakcheck.VerifyTestMain(m)
+	b, err := proctest.NewBuilder(proctest.RaceFlags()...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	podBin, err = b.Build(ctx, "github.com/rscoord/rscoord/cmd/consumer-pod")
+	cancel()
+	if err != nil {
+		b.Close()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(code int) { b.Close(); os.Exit(code) }))
 }
 
 func TestUsage(t *testing.T) {
@@ -47,85 +60,25 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// buildPod builds this command into dir, with -race when the test runs
-// with it.
-func buildPod(t *testing.T, dir string) string {
+// podBin is the consumer-pod binary, built once by TestMain (with -race
+// when the test runs with it: sharing the race-instrumented build cache,
+// and checking the pod).
+var podBin string
+
+// startPod starts the pod with args, env added to the test's environment;
+// it is killed when the test ends, unless it exited before.
+func startPod(t *testing.T, env []string, args ...string) *proctest.Process {
 	t.Helper()
-	bin := filepath.Join(dir, "consumer-pod")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, ".")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return proctest.Start(t, "consumer-pod", podBin, args, env...)
 }
 
-// pod is a consumer-pod process a test started; out has its output.
-type pod struct {
-	cmd  *exec.Cmd
-	out  syncBuffer
-	done chan struct{} // closed once the process has been reaped
-	err  error         // Wait's result, valid after done
-}
-
-// startPod starts bin with args, env added to the test's environment. The
-// pod is killed when the test ends, unless it exited before.
-func startPod(t *testing.T, bin string, env []string, args ...string) *pod {
+// stopPod sends SIGTERM and fails the test unless the pod exits 0 within
+// 15 s: a pod leaves its group and stops cleanly on SIGTERM.
+func stopPod(t *testing.T, pd *proctest.Process) {
 	t.Helper()
-	p := &pod{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(p.cmd.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+	if err := pd.Stop(15 * time.Second); err != nil {
+		t.Fatalf("pod after SIGTERM: %v; output:\n%s", err, pd.Output())
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM and fails the test unless the pod exits 0 within 15 s:
-// a pod leaves its group and stops cleanly on SIGTERM.
-func (p *pod) stop(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-		if p.err != nil {
-			t.Fatalf("pod exited with %v after SIGTERM; output:\n%s", p.err, p.out.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("pod did not exit 15s after SIGTERM; output:\n%s", p.out.String())
-	}
-}
-
-// syncBuffer collects a process's stderr for failure messages.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // readLines decodes every complete JSON line of path; a last line still
@@ -168,8 +121,8 @@ func TestPodHandlesAndLeavesOnSIGTERM(t *testing.T) {
 		n      = 30
 		lease  = 2 * time.Second
 	)
+	t.Parallel()
 	dir := t.TempDir()
-	bin := buildPod(t, dir)
 	srv := redistest.Standalone(t)
 	rdb := srv.Client()
 	coord := coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true, Group: assign.Config{
@@ -188,30 +141,17 @@ func TestPodHandlesAndLeavesOnSIGTERM(t *testing.T) {
 	}
 
 	events, ownership := filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "ownership.jsonl")
-	pd := startPod(t, bin, nil,
+	pd := startPod(t, nil,
 		"--coordinator", coord.URL, "--redis", srv.Addr, "--stream", prefix,
 		"--concurrency", "2", "--workers", "2", "--handler-delay", "2ms", "--member-lease", lease.String(),
 		"--events-log", events, "--ownership-log", ownership, "--ack-mode", "ackdel",
 		"--base-id", "pod-test", "--block", "100ms", "--leave-timeout", "5s", "--log-level", "debug")
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		seen := map[string]bool{}
-		for _, e := range readLines[eventLine](t, events) {
-			seen[e.EventID] = true
-		}
-		if len(seen) == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d records handled; pod output:\n%s", len(seen), n, pd.out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitHandled(t, pd, events, n, 20*time.Second)
 	// Let the second member take its share before the pod leaves.
-	waitOwners(t, ownership, 2, 10*time.Second, &pd.out)
+	waitOwners(t, ownership, 2, 10*time.Second, pd)
 
-	pd.stop(t)
+	stopPod(t, pd)
 	for i := range shards {
 		if l := rdb.XLen(ctx, protocol.StreamKey(prefix, i)).Val(); l != 0 {
 			t.Errorf("shard %d still holds %d records after ackdel", i, l)
@@ -262,26 +202,37 @@ func TestPodHandlesAndLeavesOnSIGTERM(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(pd.out.String(), "left the group") {
-		t.Errorf("the pod did not log its leave; output:\n%s", pd.out.String())
+	if !strings.Contains(pd.Output(), "left the group") {
+		t.Errorf("the pod did not log its leave; output:\n%s", pd.Output())
+	}
+}
+
+// awaitHandled waits until the pod's events log names n distinct records.
+func awaitHandled(t *testing.T, pd *proctest.Process, events string, n int, d time.Duration) {
+	t.Helper()
+	seen := map[string]bool{}
+	if !poll.Wait(d, poll.Interval, func() bool {
+		clear(seen)
+		for _, e := range readLines[eventLine](t, events) {
+			seen[e.EventID] = true
+		}
+		return len(seen) == n
+	}) {
+		t.Fatalf("only %d of %d records handled; pod output:\n%s", len(seen), n, pd.Output())
 	}
 }
 
 // waitOwners waits until members distinct members have started a shard.
-func waitOwners(t *testing.T, path string, members int, d time.Duration, out *syncBuffer) {
+func waitOwners(t *testing.T, path string, members int, d time.Duration, pd *proctest.Process) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		seen := map[string]bool{}
+	seen := map[string]bool{}
+	if !poll.Wait(d, poll.Interval, func() bool {
+		clear(seen)
 		for _, l := range readLines[ownershipLine](t, path) {
 			seen[l.MemberID] = true
 		}
-		if len(seen) >= members {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only members %v read shards; output:\n%s", seen, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(seen) >= members
+	}) {
+		t.Fatalf("only members %v read shards; output:\n%s", seen, pd.Output())
 	}
 }

@@ -22,8 +22,7 @@ import (
 // a 3-master cluster whose nodes announce unreachable ports
 // (--redis-nat-map, one seed). Every record is handled in both.
 func TestPodRedisTLSAndNAT(t *testing.T) {
-	dir := t.TempDir()
-	bin := buildPod(t, dir)
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setUp func(t *testing.T) (rdb redis.UniversalClient, args, env []string)
@@ -48,6 +47,7 @@ func TestPodRedisTLSAndNAT(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			const (
 				shards = 6
 				n      = 24
@@ -71,21 +71,8 @@ func TestPodRedisTLSAndNAT(t *testing.T) {
 			events := filepath.Join(t.TempDir(), "events.jsonl")
 			args := append([]string{"--coordinator", coord.URL, "--stream", prefix, "--member-lease", "2s",
 				"--events-log", events, "--base-id", "pod-" + tc.name, "--block", "100ms", "--leave-timeout", "5s"}, redisArgs...)
-			pd := startPod(t, bin, env, args...)
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				seen := map[string]bool{}
-				for _, e := range readLines[eventLine](t, events) {
-					seen[e.EventID] = true
-				}
-				if len(seen) == n {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d of %d records handled; pod output:\n%s", len(seen), n, pd.out.String())
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			pd := startPod(t, env, args...)
+			awaitHandled(t, pd, events, n, 30*time.Second)
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 // the error says so, and the summary line agrees that a signal stopped
 // the run.
 func TestSignalWhileStartingIsInterrupted(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Standalone(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

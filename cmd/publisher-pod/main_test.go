@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/leakcheck"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
@@ -34,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	builder = b
-	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
+	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(code int) { b.Close(); os.Exit(code) }))
 }
 
 // buildPod builds publisher-pod once per test run.
@@ -171,6 +170,7 @@ func firstKey[V any](m map[string]V) string {
 }
 
 func TestPublishedLogMatchesRedis(t *testing.T) {
+	t.Parallel()
 	pod := buildPod(t)
 	tests := []struct {
 		name    string
@@ -184,13 +184,12 @@ func TestPublishedLogMatchesRedis(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, tc.cluster, 4, true)
 			logPath := filepath.Join(t.TempDir(), "published.jsonl")
-			var stderr bytes.Buffer
-			cmd := exec.Command(pod, e.args(logPath, tc.extra...)...)
-			cmd.Stderr = &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("publisher-pod: %v\n%s", err, stderr.String())
+			p := proctest.Start(t, "publisher-pod", pod, e.args(logPath, tc.extra...))
+			if err := p.Wait(time.Minute); err != nil {
+				t.Fatalf("publisher-pod: %v\n%s", err, p.Output())
 			}
 			want := 300
 			if tc.name == "cluster single" {
@@ -204,38 +203,17 @@ func TestPublishedLogMatchesRedis(t *testing.T) {
 }
 
 func TestSIGTERMFlushesLog(t *testing.T) {
+	t.Parallel()
 	pod := buildPod(t)
 	e := newEnv(t, false, 4, true)
 	logPath := filepath.Join(t.TempDir(), "published.jsonl")
-	var stderr bytes.Buffer
-	cmd := exec.Command(pod, e.args(logPath, "--count", "1000000", "--rate", "300", "--batch", "3")...)
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := proctest.Start(t, "publisher-pod", pod, e.args(logPath, "--count", "1000000", "--rate", "300", "--batch", "3"))
 	// SIGTERM once the pod is publishing: some records are in Redis.
-	for deadline := time.Now().Add(30 * time.Second); recordsInRedis(t, e) < 10; {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatalf("publisher-pod published nothing within 30 s\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Wait(30*time.Second, 10*time.Millisecond, func() bool { return recordsInRedis(t, e) >= 10 }) {
+		t.Fatalf("publisher-pod published nothing within 30 s\n%s", p.Output())
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("publisher-pod after SIGTERM: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("publisher-pod still running 10 s after SIGTERM\n%s", stderr.String())
+	if err := p.Stop(10 * time.Second); err != nil {
+		t.Fatalf("publisher-pod after SIGTERM: %v\n%s", err, p.Output())
 	}
 	n := checkLogMatchesRedis(t, e, readLog(t, logPath))
 	if n == 0 || n >= 1000000 {
@@ -245,6 +223,7 @@ func TestSIGTERMFlushesLog(t *testing.T) {
 }
 
 func TestRunFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		provision bool
@@ -260,6 +239,7 @@ func TestRunFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, false, 2, tc.provision)
 			if tc.stream != "" {
 				e.prefix = tc.stream

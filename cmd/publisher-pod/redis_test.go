@@ -1,17 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/proctest"
 )
 
 // TestPublishRedisTLSAndNAT publishes through the pod binary to real Redis
@@ -19,6 +19,7 @@ import (
 // and a password, and a cluster whose nodes announce unreachable ports
 // (--redis-nat-map, one seed). The published log matches Redis.
 func TestPublishRedisTLSAndNAT(t *testing.T) {
+	t.Parallel()
 	pod := buildPod(t)
 	for _, tc := range []struct {
 		name  string
@@ -45,6 +46,7 @@ func TestPublishRedisTLSAndNAT(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := &env{coord: coordtest.Start(t, "", coordtest.Options{AutoCreateGroups: true}), shards: 6, prefix: "pub-" + tc.name}
 			extra, environ := tc.setUp(t, e)
 			e.coord.CreateStream(e.prefix, e.shards)
@@ -52,12 +54,9 @@ func TestPublishRedisTLSAndNAT(t *testing.T) {
 				t.Fatal(err)
 			}
 			logPath := filepath.Join(t.TempDir(), "published.jsonl")
-			var stderr bytes.Buffer
-			cmd := exec.Command(pod, e.args(logPath, append(extra, "--count", "120", "--batch", "10")...)...)
-			cmd.Env = append(cmd.Environ(), environ...)
-			cmd.Stderr = &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("publisher-pod: %v\n%s", err, stderr.String())
+			p := proctest.Start(t, "publisher-pod", pod, e.args(logPath, append(extra, "--count", "120", "--batch", "10")...), environ...)
+			if err := p.Wait(time.Minute); err != nil {
+				t.Fatalf("publisher-pod: %v\n%s", err, p.Output())
 			}
 			if n := checkLogMatchesRedis(t, e, readLog(t, logPath)); n != 120 {
 				t.Fatalf("%d records published, want 120", n)

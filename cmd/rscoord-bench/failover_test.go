@@ -4,14 +4,41 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/rscoord/rscoord/internal/proctest"
 )
 
+// builder builds the rscoord binary the benches run, once for every test
+// (each bench run would build it again into a directory of its own). Set
+// by TestMain before any test runs, only read after.
+var builder *proctest.Builder
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	b, err := proctest.NewBuilder()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	builder = b
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { b.Close(); os.Exit(code) }))
+}
+
+// rscoord is the rscoord binary, built once.
+func rscoord(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	bin, err := builder.Build(ctx, "github.com/rscoord/rscoord/cmd/rscoord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // TestFailoverBenchSmall runs `rscoord-bench failover` at a small size on
@@ -20,9 +47,13 @@ func TestMain(m *testing.M) {
 // throughput through each target, one failover per trial under a bound
 // far above the goal, so that a loaded machine does not fail it).
 func TestFailoverBenchSmall(t *testing.T) {
+	t.Parallel()
+	bin := rscoord(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := FailoverCmd{Trials: 2, Members: 20, Shards: 20, Conns: 4, Duration: time.Second, Rounds: 1, JSON: true}
+	// Throughput phases of half a second: enough to measure something,
+	// which is all this test asks of them.
+	cmd := FailoverCmd{Rscoord: bin, Trials: 2, Members: 20, Shards: 20, Conns: 4, Duration: 500 * time.Millisecond, Rounds: 1, JSON: true}
 	var out bytes.Buffer
 	err := cmd.Run(ctx, &out)
 	if err != nil {

@@ -15,14 +15,12 @@ import (
 // on real rscoord processes: both runs of the pair are measured, and the
 // comparison is of those measurements.
 func TestHeldPairsSmall(t *testing.T) {
+	t.Parallel()
+	bin := rscoord(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin, err := rscoordBinary(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := HeldCmd{Rscoord: bin, Against: bin, Pairs: 1, Groups: 1, Members: 4, Shards: 8, Conns: 4, PerConn: 100,
-		Duration: time.Second, Churn: 4, ChurnLife: time.Second, Interval: time.Second, JSON: true}
+		Duration: 500 * time.Millisecond, Churn: 4, ChurnLife: 500 * time.Millisecond, Interval: 500 * time.Millisecond, JSON: true}
 	var out bytes.Buffer
 	if err := cmd.Run(ctx, &out); err != nil {
 		t.Fatalf("held --against: %v\n%s", err, out.String())

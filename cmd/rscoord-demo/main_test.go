@@ -28,6 +28,7 @@ func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 // authentication on: it waits for /healthz and creates the stream as the
 // admin, and a wrong password comes back as the wire layer's 401.
 func TestCreateStream(t *testing.T) {
+	t.Parallel()
 	hash, err := auth.HashPassword("demo-admin-pw", bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +73,7 @@ func TestCreateStream(t *testing.T) {
 // --listen: the demo says the address is taken and starts nothing, instead
 // of taking the other server's 401 for its own failure.
 func TestRefusesBusyListenAddress(t *testing.T) {
+	t.Parallel()
 	builder, err := proctest.NewBuilder()
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +110,7 @@ func TestRefusesBusyListenAddress(t *testing.T) {
 // did not write: the demo refuses to empty it, and the files stay. A
 // directory it made itself is emptied at the next start.
 func TestKeepsAForeignDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	keep := filepath.Join(dir, "keep.txt")
 	if err := os.WriteFile(keep, []byte("mine"), 0o600); err != nil {

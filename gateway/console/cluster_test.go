@@ -32,6 +32,7 @@ const xssReplicaID = `r2<img src=x onerror="document.title='pwned'">`
 // its stream, until its etcd lease lapses; then the page shows the other
 // replica owning the group, the group listed again and the note gone.
 func TestConsoleShowsTheCluster(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	etcd := etcdtest.NewCluster(t)
 	creds := credtest.NewCluster(t)

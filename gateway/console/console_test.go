@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +27,79 @@ import (
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.ReleaseMode)
-	leakcheck.VerifyTestMain(m)
+	code := m.Run()
+	// The shared browser must be gone before goroutines are counted.
+	shared.stop()
+	if code == 0 {
+		if err := leakcheck.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// shared is the package's one headless Chromium, started by the first
+// test that needs a browser and stopped by TestMain: starting a browser
+// per test cost seconds each. Every test gets a browser context of its
+// own in it (as an incognito window: its own storage, cookies and tab).
+var shared browser
+
+type browser struct {
+	once   sync.Once
+	ctx    context.Context // the browser's first tab; its children are tests' contexts
+	err    error
+	cancel []context.CancelFunc
+	dir    string
+}
+
+// start runs Chromium at path headless (its own profile directory,
+// nothing fetched in the background), once.
+func (b *browser) start(path string) (context.Context, error) {
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "rscoord-console-test-")
+		if b.err != nil {
+			return
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(filepath.Join(b.dir, "profile")),
+			// Chromium keeps its singleton socket in a directory of its
+			// own under TMPDIR, which outlives a browser that is killed
+			// rather than closed: keep it in ours so none is left.
+			chromedp.Env("TMPDIR="+b.dir),
+			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+		)
+		ctx, cancelBrowser := chromedp.NewContext(alloc)
+		b.cancel = []context.CancelFunc{cancelBrowser, cancelAlloc}
+		// The first Run starts the browser, which lives as long as the
+		// context that Run is given: that must be the browser's own, so
+		// the bound on the start cancels it from outside.
+		timer := time.AfterFunc(60*time.Second, cancelBrowser)
+		b.err = chromedp.Do(ctx)
+		timer.Stop()
+		if b.err != nil {
+			b.err = fmt.Errorf("start Chromium: %w", b.err)
+			return
+		}
+		b.ctx = ctx
+	})
+	return b.ctx, b.err
+}
+
+// stop closes the browser, if it was started, and removes its files.
+func (b *browser) stop() {
+	for _, cancel := range b.cancel {
+		cancel()
+	}
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
 }
 
 func TestServesTheEmbeddedPage(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	tests := []struct {
 		path, contains, contentType string
@@ -97,24 +168,16 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// headless starts the browser headless for one test (its own profile
-// directory, nothing fetched in the background) and returns a context
-// that ends after timeout or with the test.
-func headless(t *testing.T, browser string, timeout time.Duration, opts ...chromedp.ExecAllocatorOption) context.Context {
+// headless opens a browser context of the test's own in the shared
+// browser at path (started by the first test) and returns its context,
+// which ends after timeout or with the test (closing the context's tab).
+func headless(t *testing.T, path string, timeout time.Duration) context.Context {
 	t.Helper()
-	opts = append([]chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		// Chromium keeps its singleton socket in a directory of its own
-		// under TMPDIR, which outlives a browser that is killed rather
-		// than closed: keep it in the test's directory so none is left.
-		chromedp.Env("TMPDIR=" + t.TempDir()),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-	}, opts...)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(alloc)
+	root, err := shared.start(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := chromedp.NewContext(root, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	t.Cleanup(cancelTimeout)
@@ -125,6 +188,7 @@ func headless(t *testing.T, browser string, timeout time.Duration, opts ...chrom
 // Chromium: sign in, pick the group, see each shard's target and current
 // owner.
 func TestConsoleSignsInAndShowsAssignment(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	// Members heartbeat only to converge; a long lease keeps them live
 	// while the browser looks.
@@ -149,8 +213,7 @@ func TestConsoleSignsInAndShowsAssignment(t *testing.T) {
 		{"type the password", chromedp.SendKeys(chromedp.ID("password"), coordtest.Password(coordtest.UserReader))},
 		{"sign in", chromedp.Click(chromedp.ID("signin-button"))},
 		{"see the group", chromedp.WaitVisible(group)},
-		{"pick the group", chromedp.Click(group)},
-		{"see four shards", chromedp.WaitVisible(chromedp.CSS(`#assignment tbody tr:nth-child(4)`))},
+		{"pick the group and see four shards", pickGroup("orders/orders", 4)},
 	}
 	for _, step := range steps {
 		if err := chromedp.Do(ctx, step.do); err != nil {
@@ -196,6 +259,7 @@ func TestConsoleSignsInAndShowsAssignment(t *testing.T) {
 // dialog on a Basic challenge, so the console's requests (which say
 // X-Requested-With) get a 401 without one; every other client gets it.
 func TestScriptRequestsGetNoBasicChallenge(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}})
 	for _, script := range []bool{false, true} {
 		req, err := http.NewRequest(http.MethodGet, s.URL+protocol.BasePath+"/monitoring/session", nil)
@@ -224,6 +288,7 @@ func TestScriptRequestsGetNoBasicChallenge(t *testing.T) {
 // audited under the user's name. With RSCOORD_CONSOLE_SCREENSHOT=FILE it
 // also saves a screenshot (docs/console.png is made that way).
 func TestConsoleLagHeartbeatAgeAndAction(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	ctx := context.Background()
 	rdb := redistest.Standalone(t).Client()
@@ -241,7 +306,10 @@ func TestConsoleLagHeartbeatAgeAndAction(t *testing.T) {
 	b.Beat(s)
 	coordtest.Converge(t, s, 6, a, b)
 
-	bctx := headless(t, browser, 60*time.Second, chromedp.WindowSize(1280, 1100))
+	bctx := headless(t, browser, 60*time.Second)
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 1100)); err != nil {
+		t.Fatal(err)
+	}
 
 	group := chromedp.CSS(`#groups tbody tr[data-key="orders/orders"]`)
 	lagOfShard0 := `document.querySelector("#assignment tbody tr:nth-child(1) td:nth-child(8)")?.textContent === "3"`
@@ -255,8 +323,7 @@ func TestConsoleLagHeartbeatAgeAndAction(t *testing.T) {
 		{"type the password", chromedp.SendKeys(chromedp.ID("password"), coordtest.Password(coordtest.UserWriter))},
 		{"sign in", chromedp.Click(chromedp.ID("signin-button"))},
 		{"see the group", chromedp.WaitVisible(group)},
-		{"pick the group", chromedp.Click(group)},
-		{"see four shards", chromedp.WaitVisible(chromedp.CSS(`#assignment tbody tr:nth-child(4)`))},
+		{"pick the group and see four shards", pickGroup("orders/orders", 4)},
 		{"see shard 0's lag of 3", pollTrue(lagOfShard0)},
 		{"see the Redis health", pollTrue(`document.getElementById("health").textContent.includes("Redis UP")`)},
 		{"browse shard 0", chromedp.Click(chromedp.ID("browse-button"))},
@@ -318,6 +385,24 @@ func TestConsoleLagHeartbeatAgeAndAction(t *testing.T) {
 		audit.Entries[0].Principal != coordtest.UserWriter || audit.Entries[0].RequestedBy != coordtest.UserWriter ||
 		audit.Entries[0].Reason != "console test" || audit.Entries[0].Result.Outcome != protocol.AuditAccepted {
 		t.Errorf("audit of the console's create: %+v", audit.Entries)
+	}
+}
+
+// pickGroup clicks the group's row until the page shows shards rows of
+// its assignment. One click is not enough on a loaded machine: the
+// groups table is drawn anew at every refresh, and a click that lands on
+// a row being replaced selects nothing. It clicks only a row not shown
+// selected, once a second, so that a refresh comes between two clicks.
+func pickGroup(key string, shards int) chromedp.Action[chromedp.Void] {
+	poll := chromedp.Poll[bool](fmt.Sprintf(`(() => {
+		if (document.querySelectorAll("#assignment tbody tr").length >= %d) return true;
+		const row = document.querySelector('#groups tbody tr[data-key=%q]');
+		if (row && row.className !== "selected") row.click();
+		return false;
+	})()`, shards, key), chromedp.WithPollingInterval(time.Second), chromedp.WithPollingTimeout(30*time.Second))
+	return func(ctx context.Context, target *chromedp.Target) (chromedp.Void, error) {
+		_, err := poll(ctx, target)
+		return chromedp.Void{}, err
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // pageRow is one row of a console table: its class and its cells' text.
@@ -63,8 +64,7 @@ func openConsole(t *testing.T, s *coordtest.Server) context.Context {
 		{"type the password", chromedp.SendKeys(chromedp.ID("password"), coordtest.Password(coordtest.UserReader))},
 		{"sign in", chromedp.Click(chromedp.ID("signin-button"))},
 		{"see the group", chromedp.WaitVisible(group)},
-		{"pick the group", chromedp.Click(group)},
-		{"see four shards", chromedp.WaitVisible(chromedp.CSS(`#assignment tbody tr:nth-child(4)`))},
+		{"pick the group and see four shards", pickGroup("orders/orders", 4)},
 	} {
 		if err := chromedp.Do(ctx, step.do); err != nil {
 			body, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
@@ -80,6 +80,7 @@ func openConsole(t *testing.T, s *coordtest.Server) context.Context {
 // PAST LEASE before), the live one with its lease left, and every shard's
 // target moving to the live member.
 func TestConsoleShowsExpiredMember(t *testing.T) {
+	t.Parallel()
 	const lease = 3 * time.Second
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Group: assign.Config{
 		MemberLease: lease, HeartbeatInterval: 500 * time.Millisecond}})
@@ -92,9 +93,8 @@ func TestConsoleShowsExpiredMember(t *testing.T) {
 	ctx := openConsole(t, s)
 
 	// From here a is silent; b beats in this loop while the page is read.
-	deadline := time.Now().Add(lease + 20*time.Second)
 	var members, assignment []pageRow
-	for {
+	if !poll.Wait(lease+20*time.Second, 300*time.Millisecond, func() bool {
 		b.Beat(s)
 		members, assignment = tableRows(t, ctx, "members"), tableRows(t, ctx, "assignment")
 		ra, rb := memberRow(members, a.ID), memberRow(members, b.ID)
@@ -105,13 +105,9 @@ func TestConsoleShowsExpiredMember(t *testing.T) {
 		for _, r := range assignment {
 			allToB = allToB && len(r.Cells) > 1 && r.Cells[1] == b.ID
 		}
-		if aDead && bLive && allToB {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the console never showed %s expired and %s owning every shard:\nmembers %+v\nassignment %+v", a.ID, b.ID, members, assignment)
-		}
-		time.Sleep(300 * time.Millisecond)
+		return aDead && bLive && allToB
+	}) {
+		t.Fatalf("the console never showed %s expired and %s owning every shard:\nmembers %+v\nassignment %+v", a.ID, b.ID, members, assignment)
 	}
 }
 
@@ -122,6 +118,7 @@ func TestConsoleShowsExpiredMember(t *testing.T) {
 // row marked dead; the heartbeat age and each shard's ownerEpoch are
 // shown as the coordinator reports them.
 func TestConsoleMarksActiveMemberPastLease(t *testing.T) {
+	t.Parallel()
 	s := coordtest.Start(t, "", coordtest.Options{Auth: &coordtest.Auth{}, Group: assign.Config{MemberLease: 10 * time.Minute}})
 	s.CreateStream("orders", 4)
 	a := coordtest.NewMember("pod-a-m0", "orders", "orders")
@@ -143,22 +140,18 @@ func TestConsoleMarksActiveMemberPastLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "PAST LEASE (recorded " + string(protocol.MemberActive) + ")"
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		rows := tableRows(t, ctx, "members")
+	var rows []pageRow
+	if !poll.Wait(15*time.Second, 200*time.Millisecond, func() bool {
+		rows = tableRows(t, ctx, "members")
 		ok := true
 		for _, m := range []*coordtest.Member{a, b} {
 			r := memberRow(rows, m.ID)
 			ok = ok && r != nil && r.Class == "dead" && r.Cells[1] == want &&
 				strings.HasPrefix(r.Cells[6], "expired ") && strings.HasSuffix(r.Cells[5], " min ago")
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("members past their lease not shown as %q: %+v", want, rows)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return ok
+	}) {
+		t.Fatalf("members past their lease not shown as %q: %+v", want, rows)
 	}
 	// The coordinator still records them ACTIVE: the page did not just
 	// repeat the recorded state.
@@ -172,7 +165,7 @@ func TestConsoleMarksActiveMemberPastLease(t *testing.T) {
 	// ownerEpoch per shard, as the coordinator reports it.
 	var as protocol.AssignmentsResponse
 	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/streams/orders/groups/orders/assignments", nil, http.StatusOK, &as)
-	rows := tableRows(t, ctx, "assignment")
+	rows = tableRows(t, ctx, "assignment")
 	if len(as.OwnerEpochs) != 4 || len(rows) != 4 {
 		t.Fatalf("ownerEpochs %+v, assignment rows %+v", as.OwnerEpochs, rows)
 	}

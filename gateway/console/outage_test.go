@@ -13,6 +13,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // startConverged serves orders (4 shards) with two converged members.
@@ -54,6 +55,7 @@ const countGroupsFetches = `(() => {
 // the sign-in form and stops calling the server; signed in again it
 // refreshes once per period, not once per sign-in.
 func TestConsoleSessionExpiry(t *testing.T) {
+	t.Parallel()
 	const ttl = 6 * time.Second
 	s := startConverged(t, coordtest.Options{Auth: &coordtest.Auth{TokenTTL: ttl}})
 	ctx := openConsole(t, s)
@@ -66,8 +68,10 @@ func TestConsoleSessionExpiry(t *testing.T) {
 		t.Error("the sign-in form does not say the session ended")
 	}
 	eval[bool](t, ctx, countGroupsFetches)
-	time.Sleep(5 * time.Second)
-	if n := eval[int](t, ctx, `window.groupsFetches`); n != 0 {
+	// Two refresh periods and more: a refresh loop still running would
+	// call the server in them. Checked all along, so a call fails at once.
+	n := 0
+	if !poll.Stays(5*time.Second, 100*time.Millisecond, func() bool { n = eval[int](t, ctx, `window.groupsFetches`); return n == 0 }) {
 		t.Errorf("signed out, the page still called /monitoring/groups %d times in 5 s", n)
 	}
 
@@ -85,9 +89,9 @@ func TestConsoleSessionExpiry(t *testing.T) {
 		}
 	}
 	eval[bool](t, ctx, countGroupsFetches)
-	time.Sleep(4 * time.Second) // less than the new token's ttl
-	// One loop refreshes every 2 s: 2 calls, 3 at most with timing slack.
-	if n := eval[int](t, ctx, `window.groupsFetches`); n > 3 {
+	// For 4 s (less than the new token's ttl): one loop refreshes every
+	// 2 s, so 2 calls, 3 at most with timing slack.
+	if !poll.Stays(4*time.Second, 100*time.Millisecond, func() bool { n = eval[int](t, ctx, `window.groupsFetches`); return n <= 3 }) {
 		t.Errorf("signed in again, the page called /monitoring/groups %d times in 4 s: more than one refresh loop runs", n)
 	}
 }
@@ -95,6 +99,7 @@ func TestConsoleSessionExpiry(t *testing.T) {
 // TestConsoleSignOutRevokesTheToken: Sign out ends the session on the
 // server too, not only in the page: the token it held is refused after.
 func TestConsoleSignOutRevokesTheToken(t *testing.T) {
+	t.Parallel()
 	s := startConverged(t, coordtest.Options{Auth: &coordtest.Auth{}})
 	ctx := openConsole(t, s)
 	token := eval[string](t, ctx, `sessionStorage.getItem("rscoord.token")`)
@@ -108,16 +113,12 @@ func TestConsoleSignOutRevokesTheToken(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("signout"))); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		status, _ := bearer.Do(http.MethodGet, protocol.BasePath+"/monitoring/session", nil)
-		if status == http.StatusUnauthorized {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the token still works after Sign out: %d", status)
-		}
-		time.Sleep(200 * time.Millisecond)
+	status := 0
+	if !poll.Wait(10*time.Second, 100*time.Millisecond, func() bool {
+		status, _ = bearer.Do(http.MethodGet, protocol.BasePath+"/monitoring/session", nil)
+		return status == http.StatusUnauthorized
+	}) {
+		t.Fatalf("the token still works after Sign out: %d", status)
 	}
 	if !eval[bool](t, ctx, `!document.getElementById("signin").hidden && document.querySelectorAll("#groups tbody tr, #members tbody tr").length === 0`) {
 		t.Error("after Sign out the page still shows the previous session's tables")
@@ -128,6 +129,7 @@ func TestConsoleSignOutRevokesTheToken(t *testing.T) {
 // the health line turns to an error (it no longer says UP) and the tables
 // are marked out of date.
 func TestConsoleShowsServerUnreachable(t *testing.T) {
+	t.Parallel()
 	s := startConverged(t, coordtest.Options{Auth: &coordtest.Auth{}})
 	ctx := openConsole(t, s)
 	if err := chromedp.Do(ctx, pollTrue(`document.getElementById("health").className === "ok"`)); err != nil {
@@ -146,6 +148,7 @@ func TestConsoleShowsServerUnreachable(t *testing.T) {
 // never answers is shown as an error within the page's request timeout,
 // not as the last answers it gave.
 func TestConsoleShowsHungServer(t *testing.T) {
+	t.Parallel()
 	s := startConverged(t, coordtest.Options{Auth: &coordtest.Auth{}})
 	proxy := etcdtest.NewProxy(t, strings.TrimPrefix(s.URL, "http://"))
 	ctx := openConsole(t, coordtest.Remote(t, proxy.URL))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/internal/poll"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -37,16 +38,9 @@ func get(t *testing.T, cli *clientv3.Client, key string) string {
 // client may first try a dead endpoint and an election may be running.
 func eventuallyPut(t *testing.T, cli *clientv3.Client, key, value string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := put(cli, key, value, 2*time.Second)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("put %s: %v", key, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var err error
+	if !poll.Wait(20*time.Second, 100*time.Millisecond, func() bool { err = put(cli, key, value, 2*time.Second); return err == nil }) {
+		t.Fatalf("put %s: %v", key, err)
 	}
 }
 
@@ -211,13 +205,9 @@ func TestProxyPauseRepliesLosesAnswersOnly(t *testing.T) {
 	if err := put(cli, "k", "lost answer", 300*time.Millisecond); err == nil {
 		t.Fatal("a put answered while replies were held")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for get(t, direct, "k") != "lost answer" {
-		if time.Now().After(deadline) {
-			proxy.Resume()
-			t.Fatal("the put whose answer was held was not carried out while held")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Wait(5*time.Second, 20*time.Millisecond, func() bool { return get(t, direct, "k") == "lost answer" }) {
+		proxy.Resume()
+		t.Fatal("the put whose answer was held was not carried out while held")
 	}
 	proxy.Resume()
 	eventuallyPut(t, cli, "k", "after")

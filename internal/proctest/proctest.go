@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,34 +24,100 @@ import (
 // per test binary (in TestMain) and Close it at the end.
 type Builder struct {
 	dir   string
+	flags []string
 	mu    sync.Mutex
 	built map[string]string
 }
 
-// NewBuilder makes a builder with its own temporary directory.
-func NewBuilder() (*Builder, error) {
+// NewBuilder makes a builder with its own temporary directory. Flags are
+// added to every go build it runs (see [RaceFlags]).
+func NewBuilder(flags ...string) (*Builder, error) {
 	dir, err := os.MkdirTemp("", "rscoord-proctest-")
 	if err != nil {
 		return nil, fmt.Errorf("proctest: %w", err)
 	}
-	return &Builder{dir: dir, built: map[string]string{}}, nil
+	return &Builder{dir: dir, flags: flags, built: map[string]string{}}, nil
+}
+
+// RaceFlags is -race when the test binary was built with the race
+// detector, else nothing. A builder given them makes binaries that share
+// the test build's race-instrumented packages in the build cache (no
+// second compile of every dependency) and are checked for races too; they
+// also run several times slower, so it suits a few light processes, not
+// a load test.
+func RaceFlags() []string {
+	if raceEnabled {
+		return []string{"-race"}
+	}
+	return nil
 }
 
 // Build builds the main package pkg (an import path such as
 // github.com/rscoord/rscoord/cmd/rscoord) and returns the binary's path.
 func (b *Builder) Build(ctx context.Context, pkg string) (string, error) {
+	bins, err := b.BuildAll(ctx, pkg)
+	if err != nil {
+		return "", err
+	}
+	return bins[0], nil
+}
+
+// BuildAll builds the main packages pkgs (import paths) and returns their
+// binaries' paths, in the order of pkgs. The ones not built yet are built
+// by one go build, which compiles what they share once and links them in
+// parallel: cheaper than one go build each.
+func (b *Builder) BuildAll(ctx context.Context, pkgs ...string) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if bin, ok := b.built[pkg]; ok {
-		return bin, nil
+	var todo []string
+	for _, pkg := range pkgs {
+		if _, ok := b.built[pkg]; !ok && !slices.Contains(todo, pkg) {
+			todo = append(todo, pkg)
+		}
 	}
-	bin := filepath.Join(b.dir, filepath.Base(pkg))
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("proctest: go build %s: %w\n%s", pkg, err, out)
+	if len(todo) > 0 {
+		// Each binary gets a directory of its own: go build -o DIR/ names
+		// a binary after its package's last element, which two packages
+		// may share.
+		var out []string
+		for _, pkg := range todo {
+			d, err := os.MkdirTemp(b.dir, "bin-")
+			if err != nil {
+				return nil, fmt.Errorf("proctest: %w", err)
+			}
+			out = append(out, filepath.Join(d, filepath.Base(pkg)))
+		}
+		if len(todo) == 1 {
+			args := append(append([]string{"build", "-o", out[0]}, b.flags...), todo[0])
+			if msg, err := exec.CommandContext(ctx, "go", args...).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("proctest: go build %s: %w\n%s", todo[0], err, msg)
+			}
+		} else {
+			// One go build of all of them into a staging directory, then
+			// each binary to its own.
+			stage, err := os.MkdirTemp(b.dir, "stage-")
+			if err != nil {
+				return nil, fmt.Errorf("proctest: %w", err)
+			}
+			args := append(append([]string{"build", "-o", stage + string(filepath.Separator)}, b.flags...), todo...)
+			if msg, err := exec.CommandContext(ctx, "go", args...).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("proctest: go build %s: %w\n%s", strings.Join(todo, " "), err, msg)
+			}
+			for i, pkg := range todo {
+				if err := os.Rename(filepath.Join(stage, filepath.Base(pkg)), out[i]); err != nil {
+					return nil, fmt.Errorf("proctest: %s: %w", pkg, err)
+				}
+			}
+		}
+		for i, pkg := range todo {
+			b.built[pkg] = out[i]
+		}
 	}
-	b.built[pkg] = bin
-	return bin, nil
+	bins := make([]string, len(pkgs))
+	for i, pkg := range pkgs {
+		bins[i] = b.built[pkg]
+	}
+	return bins, nil
 }
 
 // Close removes every binary built.
@@ -182,6 +249,15 @@ func (p *Process) Wait(timeout time.Duration) error {
 		<-p.done
 		return fmt.Errorf("%s did not exit within %v and was killed; output:\n%s", p.Name, timeout, p.Output())
 	}
+}
+
+// Stop sends SIGTERM and waits for the exit like [Process.Wait]: a
+// command that stops cleanly on SIGTERM returns nil.
+func (p *Process) Stop(timeout time.Duration) error {
+	if err := p.Signal(syscall.SIGTERM); err != nil && !p.Exited() {
+		return fmt.Errorf("%s: SIGTERM: %w", p.Name, err)
+	}
+	return p.Wait(timeout)
 }
 
 // Exited reports whether the process has ended.
