@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"time"
 
@@ -39,9 +38,13 @@ func (c *Config) openAuthenticator(ctx context.Context, log *slog.Logger, cli *c
 		}
 	}
 	if !slices.ContainsFunc(users, func(u auth.User) bool { return u.Username == auth.AdminUsername }) {
-		admin, err := auth.BootstrapAdmin(c.DataDir, c.AdminPassword, secret, 0, os.Stderr)
+		admin, generated, err := auth.BootstrapAdmin(c.DataDir, c.AdminPassword, secret, 0)
 		if err != nil {
 			return nil, nil, fmt.Errorf("auth: %w", err)
+		}
+		if generated != "" {
+			log.Warn("generated the password of the bootstrap admin: read it from the file, then delete the file (only its hash is needed); set RSCOORD_ADMIN_PASSWORD to choose one",
+				slog.String("user", auth.AdminUsername), slog.String("file", generated))
 		}
 		users = append(users, admin)
 	} else {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/alecthomas/kong"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rscoord/rscoord/gateway/auth"
 )
 
 // configCommand is the command whose flags a --config file sets.
@@ -29,6 +31,17 @@ var _ kong.Resolver = (*yamlConfig)(nil)
 
 // loadYAMLConfig is the kong.ConfigurationLoader of --config.
 func loadYAMLConfig(r io.Reader) (kong.Resolver, error) {
+	// kong hands over the file it opened; its mode is checked like the
+	// users file's, since a config file can turn authentication off.
+	if f, ok := r.(*os.File); ok {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("config file: %w", err)
+		}
+		if err := auth.CheckNotSharedWritable(f.Name(), fi.Mode()); err != nil {
+			return nil, fmt.Errorf("config file: %w", err)
+		}
+	}
 	var raw any
 	if err := yaml.NewDecoder(r).Decode(&raw); err != nil {
 		if errors.Is(err, io.EOF) {

@@ -190,3 +190,25 @@ func TestBinaryConfigFile(t *testing.T) {
 		t.Fatalf("heartbeat answer %+v, want memberLeaseMs 9000 from the config file", resp)
 	}
 }
+
+// TestConfigFileWritableByOthersIsRefused: a config file its group or
+// others may write can turn authentication off, so serve refuses it, and
+// the error names the file and its mode.
+func TestConfigFileWritableByOthersIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o600, true}, {0o644, true}, {0o666, false}, {0o620, false}} {
+		path := writeConfig(t, "listen: 127.0.0.1:9090\n")
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseServe(t, "serve", "--config", path)
+		if (err == nil) != tc.ok {
+			t.Errorf("mode %v: %v, want ok %v", tc.mode, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), path) {
+			t.Errorf("mode %v: the error does not name the file: %v", tc.mode, err)
+		}
+	}
+}

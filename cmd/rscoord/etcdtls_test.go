@@ -92,7 +92,7 @@ func TestBinaryEtcdTLSFlagsNeedTLSEndpoints(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
 		"--store", "etcd", "--etcd-endpoints", "http://"+fake.Addr().String(), "--etcd-ca", ca,
 		"--etcd-username", "root", "--advertise-url", "http://127.0.0.1:1")
-	cmd.Env = append(os.Environ(), envEtcdPassword+"=etcd-secret", envAdminPassword+"=admin-pw")
+	cmd.Env = append(os.Environ(), envEtcdPassword+"=etcd-secret", envAdminPassword+"=etcd-tls-admin-pw")
 	out, err := cmd.CombinedOutput()
 	fake.Close()
 	wg.Wait()

@@ -232,12 +232,15 @@ func TestBinaryBusyAddressKeepsTheFirstStart(t *testing.T) {
 	if strings.Contains(string(out), "generated the password") {
 		t.Fatalf("a start that could not listen generated the admin password:\n%s", out)
 	}
+	if _, err := os.Stat(filepath.Join(data, "rscoord-admin-password")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a start that could not listen wrote an admin password: %v", err)
+	}
 	if _, err := os.Stat(filepath.Join(data, "rscoord-admin-password-hash")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a start that could not listen saved an admin password: %v", err)
 	}
 	p := startProcessEnv(t, data, nil)
-	if !strings.Contains(p.output(), `generated the password of user "admin": `) {
-		t.Fatalf("the next start did not print the generated password; stderr:\n%s", p.output())
+	if !strings.Contains(p.output(), "generated the password of the bootstrap admin") {
+		t.Fatalf("the next start did not say it generated a password; stderr:\n%s", p.output())
 	}
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -245,23 +248,27 @@ func TestBinaryBusyAddressKeepsTheFirstStart(t *testing.T) {
 }
 
 // TestBinaryBootstrapAdmin starts a server without RSCOORD_ADMIN_PASSWORD:
-// it prints a generated password once, which works, keeps only its hash,
-// and prints nothing on the next start. RSCOORD_ADMIN_PASSWORD then wins,
-// and its tokens outlive a restart until the password changes.
+// it generates a password into a 0600 file its log names (never the
+// password itself), which works, keeps the hash, and generates nothing on
+// the next start. RSCOORD_ADMIN_PASSWORD then wins, and its tokens outlive
+// a restart until the password changes.
 func TestBinaryBootstrapAdmin(t *testing.T) {
 	data := t.TempDir()
 	p := startProcessEnv(t, data, nil)
-	password := ""
-	for _, line := range strings.Split(p.output(), "\n") {
-		if _, after, ok := strings.Cut(line, `generated the password of user "admin": `); ok {
-			password = after
-		}
+	file := filepath.Join(data, "rscoord-admin-password")
+	if !strings.Contains(p.output(), "generated the password of the bootstrap admin") || !strings.Contains(p.output(), file) {
+		t.Fatalf("the log does not name the generated password's file %s; stderr:\n%s", file, p.output())
 	}
-	if password == "" {
-		t.Fatalf("no generated password printed; stderr:\n%s", p.output())
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Count(p.output(), password) != 1 {
-		t.Fatalf("the password is printed more than once (or logged); stderr:\n%s", p.output())
+	password := strings.TrimSpace(string(raw))
+	if len(password) < 12 {
+		t.Fatalf("generated password %q", password)
+	}
+	if strings.Contains(p.output(), password) {
+		t.Fatalf("the password is in the log; stderr:\n%s", p.output())
 	}
 	s := coordtest.Remote(t, p.url)
 	var login protocol.LoginResponse
@@ -276,12 +283,12 @@ func TestBinaryBootstrapAdmin(t *testing.T) {
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"rscoord-admin-password-hash", "rscoord-token-secret"} {
+	for _, name := range []string{"rscoord-admin-password-hash", "rscoord-token-secret", "rscoord-admin-password"} {
 		raw, err := os.ReadFile(filepath.Join(data, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(raw), password) {
+		if name != "rscoord-admin-password" && strings.Contains(string(raw), password) {
 			t.Fatalf("%s holds the password", name)
 		}
 		if fi, _ := os.Stat(filepath.Join(data, name)); fi.Mode().Perm() != 0o600 {
@@ -307,29 +314,29 @@ func TestBinaryBootstrapAdmin(t *testing.T) {
 	}
 
 	// RSCOORD_ADMIN_PASSWORD wins over the stored hash.
-	p = startProcessEnv(t, data, []string{envAdminPassword + "=from-env"})
+	p = startProcessEnv(t, data, []string{envAdminPassword + "=chosen-from-env"})
 	s = coordtest.Remote(t, p.url)
-	s.Authorization = coordtest.Basic("admin", "from-env")
+	s.Authorization = coordtest.Basic("admin", "chosen-from-env")
 	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusOK, nil)
 	s.Authorization = coordtest.Basic("admin", password)
 	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusUnauthorized, nil)
 	s.Authorization = ""
 	var envLogin protocol.LoginResponse
-	s.JSON(http.MethodPost, protocol.BasePath+"/auth/login", protocol.LoginRequest{Username: "admin", Password: "from-env"}, http.StatusOK, &envLogin)
+	s.JSON(http.MethodPost, protocol.BasePath+"/auth/login", protocol.LoginRequest{Username: "admin", Password: "chosen-from-env"}, http.StatusOK, &envLogin)
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 
 	// A restart with the same RSCOORD_ADMIN_PASSWORD keeps its tokens; a
 	// changed one revokes them.
-	p = startProcessEnv(t, data, []string{envAdminPassword + "=from-env"})
+	p = startProcessEnv(t, data, []string{envAdminPassword + "=chosen-from-env"})
 	s = coordtest.Remote(t, p.url)
 	s.Authorization = "Bearer " + envLogin.AccessToken
 	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusOK, nil)
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	p = startProcessEnv(t, data, []string{envAdminPassword + "=changed"})
+	p = startProcessEnv(t, data, []string{envAdminPassword + "=changed-from-env"})
 	s = coordtest.Remote(t, p.url)
 	s.Authorization = "Bearer " + envLogin.AccessToken
 	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/session", nil, http.StatusUnauthorized, nil)

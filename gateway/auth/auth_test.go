@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,25 +145,28 @@ func TestParseUsers(t *testing.T) {
 	}
 }
 
+// TestBootstrapAdmin: a first start generates a password into a 0600 file
+// it names and keeps its hash; a later start generates nothing; a chosen
+// password wins, is not stored, and is refused when short.
 func TestBootstrapAdmin(t *testing.T) {
 	dir := t.TempDir()
-	var out bytes.Buffer
-	u, err := BootstrapAdmin(dir, "", secretA, bcrypt.MinCost, &out)
+	u, generated, err := BootstrapAdmin(dir, "", secretA, bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	printed := out.String()
-	var password string
-	for _, f := range strings.Fields(printed) {
-		if len(f) == 24 { // 18 random bytes, base64url
-			password = f
-		}
+	if generated != filepath.Join(dir, AdminPasswordFile) || u.Username != AdminUsername || u.Roles != Admin {
+		t.Fatalf("generated %q, user %+v", generated, u)
 	}
-	if password == "" || u.Username != AdminUsername || u.Roles != Admin {
-		t.Fatalf("printed %q, user %+v", printed, u)
+	raw, err := os.ReadFile(generated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	password := strings.TrimSpace(string(raw))
+	if len(password) != 24 { // 18 random bytes, base64url
+		t.Fatalf("generated password %q", password)
 	}
 	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(password)) != nil {
-		t.Fatal("the printed password does not match")
+		t.Fatal("the generated password does not match")
 	}
 	path := filepath.Join(dir, AdminHashFile)
 	stored, err := os.ReadFile(path)
@@ -174,22 +176,58 @@ func TestBootstrapAdmin(t *testing.T) {
 	if strings.Contains(string(stored), password) || bcrypt.CompareHashAndPassword(bytes.TrimSpace(stored), []byte(password)) != nil {
 		t.Fatalf("stored file %q must hold the hash only", stored)
 	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
-		t.Fatalf("mode %v", fi.Mode())
+	for _, p := range []string{path, generated} {
+		if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: mode %v", p, fi.Mode())
+		}
 	}
-	// Second start: nothing printed, same hash.
-	out.Reset()
-	again, err := BootstrapAdmin(dir, "", secretA, bcrypt.MinCost, &out)
-	if err != nil || out.Len() != 0 || bcrypt.CompareHashAndPassword(again.PasswordHash, []byte(password)) != nil {
-		t.Fatalf("second start: printed %q, err %v", out.String(), err)
+	// Second start, after the operator deleted the password file: nothing
+	// generated, same hash.
+	if err := os.Remove(generated); err != nil {
+		t.Fatal(err)
+	}
+	again, generated, err := BootstrapAdmin(dir, "", secretA, bcrypt.MinCost)
+	if err != nil || generated != "" || bcrypt.CompareHashAndPassword(again.PasswordHash, []byte(password)) != nil {
+		t.Fatalf("second start: generated %q, err %v", generated, err)
 	}
 	// RSCOORD_ADMIN_PASSWORD wins and is not stored.
-	fromEnv, err := BootstrapAdmin(dir, "chosen", secretA, bcrypt.MinCost, &out)
-	if err != nil || out.Len() != 0 || bcrypt.CompareHashAndPassword(fromEnv.PasswordHash, []byte("chosen")) != nil {
-		t.Fatalf("from env: %v, printed %q", err, out.String())
+	fromEnv, generated, err := BootstrapAdmin(dir, "chosen-password", secretA, bcrypt.MinCost)
+	if err != nil || generated != "" || bcrypt.CompareHashAndPassword(fromEnv.PasswordHash, []byte("chosen-password")) != nil {
+		t.Fatalf("from env: %v, generated %q", err, generated)
 	}
 	if now, _ := os.ReadFile(path); !bytes.Equal(now, stored) {
 		t.Fatal("the env password changed the stored hash")
+	}
+	for _, short := range []string{"x", "8charsss", "elevenchars"} {
+		if _, _, err := BootstrapAdmin(dir, short, secretA, bcrypt.MinCost); err == nil || !strings.Contains(err.Error(), "at least 12") {
+			t.Errorf("RSCOORD_ADMIN_PASSWORD %q: %v, want a refusal naming 12", short, err)
+		}
+	}
+}
+
+// TestUsersFileWritableByOthersIsRefused: a users file its group or others
+// may write grants roles to whoever writes it, so it is refused.
+func TestUsersFileWritableByOthersIsRefused(t *testing.T) {
+	hash, err := HashPassword("reader-password", bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"users":[{"username":"reader","passwordHash":"` + string(hash) + `","roles":["READ"]}]}`
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o600, true}, {0o644, true}, {0o664, false}, {0o666, false}, {0o602, false}} {
+		path := filepath.Join(t.TempDir(), "users.json")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadUsersFile(path)
+		if (err == nil) != tc.ok {
+			t.Errorf("mode %v: %v, want ok %v", tc.mode, err, tc.ok)
+		}
 	}
 }
 
@@ -199,7 +237,7 @@ func TestBootstrapAdmin(t *testing.T) {
 // token stays good until the password or the token secret changes.
 func TestBootstrapAdminTokensOutliveRestarts(t *testing.T) {
 	now := time.Now()
-	first, err := BootstrapAdmin(t.TempDir(), "chosen", secretA, bcrypt.MinCost, io.Discard)
+	first, _, err := BootstrapAdmin(t.TempDir(), "chosen-password", secretA, bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,13 +251,13 @@ func TestBootstrapAdminTokensOutliveRestarts(t *testing.T) {
 		secret   []byte
 		want     error
 	}{
-		{"same password, same secret", "chosen", secretA, nil},
-		{"password changed", "changed", secretA, ErrRevokedToken},
-		{"secret changed", "chosen", secretB, ErrRevokedToken},
+		{"same password, same secret", "chosen-password", secretA, nil},
+		{"password changed", "changed-password", secretA, ErrRevokedToken},
+		{"secret changed", "chosen-password", secretB, ErrRevokedToken},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			later, err := BootstrapAdmin(t.TempDir(), tc.password, tc.secret, bcrypt.MinCost, io.Discard)
+			later, _, err := BootstrapAdmin(t.TempDir(), tc.password, tc.secret, bcrypt.MinCost)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -22,7 +21,16 @@ const (
 	SecretFile = "rscoord-token-secret"
 	// AdminHashFile holds the bcrypt hash of the generated admin password.
 	AdminHashFile = "rscoord-admin-password-hash"
+	// AdminPasswordFile holds a generated admin password in plain text
+	// (mode 0600) for the operator to read once; the server never reads
+	// it, and the operator may delete it.
+	AdminPasswordFile = "rscoord-admin-password"
 )
+
+// MinAdminPasswordLength is the shortest RSCOORD_ADMIN_PASSWORD accepted:
+// the bootstrap admin may do anything, and bcrypt slows guessing but does
+// not make a short password long.
+const MinAdminPasswordLength = 12
 
 // AdminUsername is the name of the bootstrap user.
 const AdminUsername = "admin"
@@ -60,10 +68,13 @@ func LoadOrCreateSecret(dir, fromEnv string) ([]byte, error) {
 }
 
 // BootstrapAdmin returns the bootstrap user "admin" (role ADMIN). Its
-// password is fromEnv when not empty (RSCOORD_ADMIN_PASSWORD; nothing is
-// stored). Otherwise the bcrypt hash kept in dir is used; on first start a
-// random password is generated, printed once to announce, and only its
-// hash is stored (mode 0600). cost is the bcrypt cost (0: default).
+// password is fromEnv when not empty (RSCOORD_ADMIN_PASSWORD, at least
+// [MinAdminPasswordLength] characters; nothing is stored). Otherwise the
+// bcrypt hash kept in dir is used. On first start a random password is
+// generated: it is written to [AdminPasswordFile] in dir (mode 0600) and
+// its hash to [AdminHashFile], and generated names that file, for the
+// caller to log. The password itself is never printed or logged: log
+// lines end up in log stores. cost is the bcrypt cost (0: default).
 //
 // fromEnv is hashed afresh at every start, with a new salt, so its tokens
 // are issued for a keyed hash of the password under secret (the token
@@ -72,14 +83,17 @@ func LoadOrCreateSecret(dir, fromEnv string) ([]byte, error) {
 // secret changes. The keyed hash never leaves the server (a token carries
 // a hash of it), so a token does not let anyone guess the password
 // offline.
-func BootstrapAdmin(dir, fromEnv string, secret []byte, cost int, announce io.Writer) (User, error) {
+func BootstrapAdmin(dir, fromEnv string, secret []byte, cost int) (admin User, generated string, err error) {
 	if fromEnv != "" {
+		if n := len([]rune(fromEnv)); n < MinAdminPasswordLength {
+			return User{}, "", fmt.Errorf("RSCOORD_ADMIN_PASSWORD has %d characters; it must have at least %d", n, MinAdminPasswordLength)
+		}
 		hash, err := HashPassword(fromEnv, cost)
 		if err != nil {
-			return User{}, fmt.Errorf("RSCOORD_ADMIN_PASSWORD: %w", err)
+			return User{}, "", fmt.Errorf("RSCOORD_ADMIN_PASSWORD: %w", err)
 		}
 		credential := sign(secret, "rscoord-bootstrap-admin\x00"+fromEnv)
-		return User{Username: AdminUsername, PasswordHash: hash, Credential: credential, Roles: Admin}, nil
+		return User{Username: AdminUsername, PasswordHash: hash, Credential: credential, Roles: Admin}, "", nil
 	}
 	path := filepath.Join(dir, AdminHashFile)
 	raw, err := os.ReadFile(path)
@@ -87,31 +101,31 @@ func BootstrapAdmin(dir, fromEnv string, secret []byte, cost int, announce io.Wr
 	case err == nil:
 		hash := bytes.TrimSpace(raw)
 		if _, err := bcrypt.Cost(hash); err != nil {
-			return User{}, fmt.Errorf("admin password file %s does not hold a bcrypt hash; delete it to generate a new password", path)
+			return User{}, "", fmt.Errorf("admin password file %s does not hold a bcrypt hash; delete it to generate a new password", path)
 		}
-		return User{Username: AdminUsername, PasswordHash: hash, Roles: Admin}, nil
+		return User{Username: AdminUsername, PasswordHash: hash, Roles: Admin}, "", nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return User{}, fmt.Errorf("read admin password hash: %w", err)
+		return User{}, "", fmt.Errorf("read admin password hash: %w", err)
 	}
 	random := make([]byte, 18)
 	if _, err := rand.Read(random); err != nil {
-		return User{}, fmt.Errorf("generate admin password: %w", err)
+		return User{}, "", fmt.Errorf("generate admin password: %w", err)
 	}
 	password := base64.RawURLEncoding.EncodeToString(random)
 	hash, err := HashPassword(password, cost)
 	if err != nil {
-		return User{}, err
+		return User{}, "", err
+	}
+	// The password file first: a crash between the two writes leaves no
+	// hash, so the next start generates a new password and overwrites it.
+	passwordPath := filepath.Join(dir, AdminPasswordFile)
+	if err := writeFileAtomic(passwordPath, []byte(password+"\n")); err != nil {
+		return User{}, "", fmt.Errorf("store the generated admin password: %w", err)
 	}
 	if err := writeFileAtomic(path, append(hash, '\n')); err != nil {
-		return User{}, fmt.Errorf("store admin password hash: %w", err)
+		return User{}, "", fmt.Errorf("store admin password hash: %w", err)
 	}
-	_, err = fmt.Fprintf(announce, "rscoord: generated the password of user %q: %s\n"+
-		"rscoord: it is shown only now; %s keeps only its bcrypt hash. Set RSCOORD_ADMIN_PASSWORD to choose one.\n",
-		AdminUsername, password, path)
-	if err != nil {
-		return User{}, fmt.Errorf("print the generated admin password: %w", err)
-	}
-	return User{Username: AdminUsername, PasswordHash: hash, Roles: Admin}, nil
+	return User{Username: AdminUsername, PasswordHash: hash, Roles: Admin}, passwordPath, nil
 }
 
 // writeFileAtomic writes data to path with mode 0600 through a synced

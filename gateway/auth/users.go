@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -80,7 +81,19 @@ type GrantEntry struct {
 // LoadUsersFile reads and checks a users file. Every problem is reported
 // at once, by user name and never with a hash.
 func LoadUsersFile(path string) ([]User, error) {
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("users file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("users file: %w", err)
+	}
+	if err := CheckNotSharedWritable(path, fi.Mode()); err != nil {
+		return nil, fmt.Errorf("users file: %w", err)
+	}
+	raw, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("users file: %w", err)
 	}
@@ -89,6 +102,16 @@ func LoadUsersFile(path string) ([]User, error) {
 		return nil, fmt.Errorf("users file %s: %w", path, err)
 	}
 	return users, nil
+}
+
+// CheckNotSharedWritable refuses a file that its group or others may
+// write. The users file grants roles and the config file can turn
+// authentication off: whoever may write either may make themselves ADMIN.
+func CheckNotSharedWritable(path string, mode fs.FileMode) error {
+	if mode.Perm()&0o022 != 0 {
+		return fmt.Errorf("%s has mode %v: group or others may write it, and so grant themselves any role; make it writable by its owner only (chmod go-w)", path, mode.Perm())
+	}
+	return nil
 }
 
 // ParseUsers decodes and checks the JSON of a [UsersFile].
