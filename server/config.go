@@ -101,6 +101,11 @@ type Config struct {
 	// MaxHeldHeartbeats bounds the heartbeats held at once (0: three
 	// quarters of the connection cap; see maxHeld).
 	MaxHeldHeartbeats int
+	// MaxGroupsPerStream and MaxGroupRegistrationsPerPrincipal bound the
+	// groups registered on the fly by callers without ADMIN on the stream
+	// (actors.Config); 0 takes the defaults.
+	MaxGroupsPerStream                int
+	MaxGroupRegistrationsPerPrincipal int
 
 	// Cluster is the cluster mode on etcd; nil runs one Pebble process.
 	Cluster *ClusterConfig

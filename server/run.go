@@ -153,19 +153,21 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 
 	r.metrics = metrics.New(metrics.WithVersion(cfg.Version), metrics.WithMaxMembers(cfg.MetricsMaxMembers))
 	r.coord, err = actors.Start(ctx, actors.Config{
-		Redis:                streamRedis,
-		ProducerRoutingLease: cfg.ProducerRoutingLease,
-		DrainCheckInterval:   cfg.DrainCheckInterval,
-		RetireRemovedShards:  cfg.RetireRemovedShards,
-		MaxHeldHeartbeats:    cfg.HeldCap(log),
-		Store:                r.store,
-		Group:                cfg.Group,
-		DefaultShards:        cfg.DefaultShards,
-		AutoCreateGroups:     cfg.AutoCreateGroups,
-		Logger:               log,
-		Now:                  cfg.Now,
-		Observer:             r.metrics,
-		Placed:               rep != nil,
+		Redis:                             streamRedis,
+		ProducerRoutingLease:              cfg.ProducerRoutingLease,
+		DrainCheckInterval:                cfg.DrainCheckInterval,
+		RetireRemovedShards:               cfg.RetireRemovedShards,
+		MaxHeldHeartbeats:                 cfg.HeldCap(log),
+		Store:                             r.store,
+		Group:                             cfg.Group,
+		DefaultShards:                     cfg.DefaultShards,
+		AutoCreateGroups:                  cfg.AutoCreateGroups,
+		MaxGroupsPerStream:                cfg.MaxGroupsPerStream,
+		MaxGroupRegistrationsPerPrincipal: cfg.MaxGroupRegistrationsPerPrincipal,
+		Logger:                            log,
+		Now:                               cfg.Now,
+		Observer:                          r.metrics,
+		Placed:                            rep != nil,
 	})
 	if err != nil {
 		return nil, err

@@ -63,15 +63,17 @@ type ServeCmd struct {
 	MetricsTimeout        time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
 	MetricsMaxMembers     int           `default:"1000" env:"RSCOORD_METRICS_MAX_MEMBERS" help:"Most members exported by the per-member gauges (those with the oldest heartbeats first); the rest are counted in rscoord_member_series_capped."`
 
-	Redis                []string      `placeholder:"HOST:PORT|URL" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one host:port is a standalone server, several the seeds of a cluster; or a redis:// or rediss:// (TLS) URL, with addr= parameters for further cluster seeds. None: scales skip provisioning and drain proofs."`
-	RedisUsername        string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD); a URL with its own credentials keeps them."`
-	RedisCAFile          string        `name:"redis-ca-file" placeholder:"FILE" env:"RSCOORD_REDIS_CA_FILE" help:"PEM file of the CAs that sign the Redis server certificate of a rediss:// --redis (default: the system's)."`
-	RedisNATMap          string        `name:"redis-nat-map" placeholder:"ANNOUNCED=REACHABLE,…" env:"RSCOORD_REDIS_NAT_MAP" help:"Redis Cluster nodes behind NAT: announced-host:port=connect-host:port,… maps each address the cluster announces to one the coordinator reaches (makes --redis a cluster even with one seed)."`
-	ProducerRoutingLease time.Duration `default:"60s" env:"RSCOORD_PRODUCER_ROUTING_LEASE" help:"No migration leaves ACTIVE, and no removed shard retires, sooner than this after activation: the longest a producer may publish on stale routing."`
-	DrainCheckInterval   time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
-	RetireRemovedShards  bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
-	MaxHeldHeartbeats    int           `default:"0" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats held at once for their waitMs, across all groups; past it heartbeats are answered at once. A held heartbeat keeps its connection busy (over HTTP/2, one stream of it), and connections busy with held ones are at most three quarters of the connection cap: without --http2 below --http-max-connections, 0 three quarters of the connection cap; with --http2 at most that times --http2-max-concurrent-streams, 0 65536 (or that bound, if lower)."`
-	MaxGroupMembers      int           `default:"10000" env:"RSCOORD_MAX_GROUP_MEMBERS" help:"Most members one group holds (terminal ones included until pruned); a join past it is answered RETRY with errorCode MEMBER_LIMIT_REACHED."`
+	Redis                             []string      `placeholder:"HOST:PORT|URL" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one host:port is a standalone server, several the seeds of a cluster; or a redis:// or rediss:// (TLS) URL, with addr= parameters for further cluster seeds. None: scales skip provisioning and drain proofs."`
+	RedisUsername                     string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD); a URL with its own credentials keeps them."`
+	RedisCAFile                       string        `name:"redis-ca-file" placeholder:"FILE" env:"RSCOORD_REDIS_CA_FILE" help:"PEM file of the CAs that sign the Redis server certificate of a rediss:// --redis (default: the system's)."`
+	RedisNATMap                       string        `name:"redis-nat-map" placeholder:"ANNOUNCED=REACHABLE,…" env:"RSCOORD_REDIS_NAT_MAP" help:"Redis Cluster nodes behind NAT: announced-host:port=connect-host:port,… maps each address the cluster announces to one the coordinator reaches (makes --redis a cluster even with one seed)."`
+	ProducerRoutingLease              time.Duration `default:"60s" env:"RSCOORD_PRODUCER_ROUTING_LEASE" help:"No migration leaves ACTIVE, and no removed shard retires, sooner than this after activation: the longest a producer may publish on stale routing."`
+	DrainCheckInterval                time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
+	RetireRemovedShards               bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
+	MaxHeldHeartbeats                 int           `default:"0" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats held at once for their waitMs, across all groups; past it heartbeats are answered at once. A held heartbeat keeps its connection busy (over HTTP/2, one stream of it), and connections busy with held ones are at most three quarters of the connection cap: without --http2 below --http-max-connections, 0 three quarters of the connection cap; with --http2 at most that times --http2-max-concurrent-streams, 0 65536 (or that bound, if lower)."`
+	MaxGroupsPerStream                int           `default:"256" env:"RSCOORD_MAX_GROUPS_PER_STREAM" help:"Most groups a stream may hold for a caller without ADMIN on it to register another on the fly (a join or producer routing with --auto-create-groups); past it the join is answered RETRY with errorCode GROUP_LIMIT_REACHED. Admin creates are not limited."`
+	MaxGroupRegistrationsPerPrincipal int           `default:"64" name:"max-group-registrations-per-principal" env:"RSCOORD_MAX_GROUP_REGISTRATIONS_PER_PRINCIPAL" help:"Most groups one principal may register on the fly per hour, across streams."`
+	MaxGroupMembers                   int           `default:"10000" env:"RSCOORD_MAX_GROUP_MEMBERS" help:"Most members one group holds (terminal ones included until pruned); a join past it is answered RETRY with errorCode MEMBER_LIMIT_REACHED."`
 }
 
 // envEtcdPassword holds the etcd password: secrets stay off the command
@@ -158,7 +160,8 @@ func (s *ServeCmd) config() server.Config {
 			HeartbeatInterval: s.HeartbeatInterval, MemberLease: s.MemberLease, RebalanceTimeout: s.RebalanceTimeout,
 			StaleMemberRetention: s.StaleMemberRetention, MaxCorrectionStep: s.MaxCorrectionStep, MaxMembers: s.MaxGroupMembers,
 		},
-		DefaultShards: s.DefaultShards, AutoCreateGroups: s.AutoCreateGroups, ShutdownTimeout: s.ShutdownTimeout,
+		DefaultShards: s.DefaultShards, AutoCreateGroups: s.AutoCreateGroups,
+		MaxGroupsPerStream: s.MaxGroupsPerStream, MaxGroupRegistrationsPerPrincipal: s.MaxGroupRegistrationsPerPrincipal, ShutdownTimeout: s.ShutdownTimeout,
 		Auth: s.Auth, UsersFile: s.Users, TokenTTL: s.TokenTTL,
 		TokenSecret: os.Getenv(envTokenSecret), AdminPassword: os.Getenv(envAdminPassword),
 		Gateway: gateway.Options{
