@@ -23,7 +23,7 @@ type ServeCmd struct {
 	Config               kong.ConfigFlag `placeholder:"FILE" help:"YAML file of serve flags by their long names (listen: 127.0.0.1:8080, member-lease: 15s, redis: [a:6379, b:6379], …); flags and RSCOORD_… variables override it, unknown keys are refused. Secrets stay in the environment."`
 	Listen               string          `default:"127.0.0.1:8080" env:"RSCOORD_LISTEN" help:"Address the HTTP API listens on."`
 	DataDir              string          `default:"./data" env:"RSCOORD_DATA_DIR" help:"Directory of the embedded Pebble store (and of the token secret and bootstrap admin when they are not given)."`
-	AcceptWALLoss        bool            `name:"accept-wal-loss" env:"RSCOORD_ACCEPT_WAL_LOSS" help:"Open a Pebble store whose write-ahead log is damaged past a torn last record, keeping what can be read (logged at ERROR, audited, health DEGRADED until a start without this flag opens cleanly). Without it such a store refuses to start."`
+	AcceptWALLoss        bool            `default:"false" name:"accept-wal-loss" env:"RSCOORD_ACCEPT_WAL_LOSS" help:"Open a Pebble store whose write-ahead log is damaged past a torn last record, keeping what can be read (logged at ERROR, audited, health DEGRADED until a start without this flag opens cleanly). Without it such a store refuses to start."`
 	StoreFlags           `embed:""`
 	HeartbeatInterval    time.Duration `default:"3s" env:"RSCOORD_HEARTBEAT_INTERVAL" help:"Heartbeat interval answered to members."`
 	MemberLease          time.Duration `default:"15s" env:"RSCOORD_MEMBER_LEASE" help:"Member lease TTL."`
