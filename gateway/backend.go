@@ -9,7 +9,8 @@ import (
 )
 
 // Backend is what the gateway serves: the running coordinator
-// (*actors.Coordinator implements it), or a fake in the handler tests.
+// (the coordinator of package actors implements it), or a fake in the
+// handler tests.
 // Its methods are safe for concurrent use. Errors meant for clients are
 // *protocol.Error, possibly wrapped; any other error is the server's
 // fault (500).

@@ -132,7 +132,7 @@ const (
 )
 
 // New returns the HTTP handler of every endpoint served by coord (the
-// coordinator, *actors.Coordinator, in the server). Call
+// coordinator of package actors, in the server). Call
 // gin.SetMode(gin.ReleaseMode) first outside development: gin's mode is
 // its own process-wide setting.
 func New(coord Backend, opts Options) http.Handler {

@@ -13,7 +13,7 @@ import (
 )
 
 // LiveSource is what the per-member and ownership gauges read when
-// scraped: the coordinator (*actors.Coordinator), whose group actors
+// scraped: the coordinator of package actors, whose group actors
 // publish their members after every step. Reading it must not wait on any
 // actor.
 type LiveSource interface {

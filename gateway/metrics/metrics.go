@@ -113,7 +113,7 @@ func New(opts ...Option) *Metrics {
 }
 
 // HeldSource is what rscoord_held_heartbeats and its limit read when
-// scraped: the coordinator (*actors.Coordinator).
+// scraped: the coordinator of package actors.
 type HeldSource interface {
 	// HeldHeartbeats is how many heartbeats are held right now.
 	HeldHeartbeats() int64

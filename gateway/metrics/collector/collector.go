@@ -19,7 +19,8 @@ import (
 	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
-// Source is what a round reads; *actors.Coordinator implements it.
+// Source is what a round reads; the coordinator of package actors
+// implements it.
 type Source interface {
 	// Health reports the coordinator's health; a round reads only the
 	// Redis status: NOT_CONFIGURED, UP, or anything else for down.
