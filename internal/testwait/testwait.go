@@ -23,12 +23,18 @@ func Until(t testing.TB, timeout time.Duration, cond func() bool, what string) {
 // Poll polls cond until it holds or timeout passes. It reports whether cond
 // held. Tests use it when a timeout is an outcome they check themselves.
 func Poll(timeout time.Duration, cond func() bool) bool {
+	return PollEvery(timeout, Tick, cond)
+}
+
+// PollEvery is Poll checking cond every interval, for a condition that is
+// costly to check, such as a request to a server process.
+func PollEvery(timeout, every time.Duration, cond func() bool) bool {
 	if cond() {
 		return true
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(Tick)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -39,6 +45,14 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 		case <-deadline.C:
 			return cond()
 		}
+	}
+}
+
+// UntilEvery is Until checking cond every interval.
+func UntilEvery(t testing.TB, timeout, every time.Duration, cond func() bool, what string) {
+	t.Helper()
+	if !PollEvery(timeout, every, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
 }
 
