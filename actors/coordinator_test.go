@@ -14,6 +14,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/testwait"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -167,6 +168,8 @@ type slowStore struct {
 
 func (s *slowStore) SaveGroup(ctx context.Context, g *assign.Group, ch *persistence.Changes, expected uint64) (uint64, error) {
 	s.saves.Add(1)
+	// The duration is the point: writes slow enough that heartbeats queue
+	// up behind them.
 	time.Sleep(20 * time.Millisecond)
 	return s.Store.SaveGroup(ctx, g, ch, expected)
 }
@@ -244,6 +247,9 @@ func TestWriteFailureAnswers503ToAdmin(t *testing.T) {
 type downStore struct {
 	persistence.Store
 	down atomic.Bool
+	// failedLoads counts the group loads refused while down, so a test can
+	// wait for a reload attempt to have failed.
+	failedLoads atomic.Int64
 }
 
 func (d *downStore) failed() error {
@@ -259,6 +265,7 @@ func (d *downStore) SaveGroup(ctx context.Context, g *assign.Group, ch *persiste
 
 func (d *downStore) LoadGroup(ctx context.Context, prefix, name string) (persistence.GroupRecord, error) {
 	if d.down.Load() {
+		d.failedLoads.Add(1)
 		return persistence.GroupRecord{}, d.failed()
 	}
 	return d.Store.LoadGroup(ctx, prefix, name)
@@ -292,18 +299,13 @@ func TestGroupRecoversWhenTheStoreDoes(t *testing.T) {
 	if h := c.Health(ctx); h.Status != protocol.HealthDegraded {
 		t.Fatalf("health while the store is down: %+v", h)
 	}
-	time.Sleep(1500 * time.Millisecond) // a reload attempt fails meanwhile
+	// The reload after the failed write fails, and then a scheduled retry.
+	testwait.Until(t, 20*time.Second, func() bool { return store.failedLoads.Load() >= 2 }, "a reload attempt to fail")
 	if resp := c.Heartbeat(ctx, "orders", "orders", "b", join("b")); resp.Status != protocol.StatusRetry {
 		t.Fatalf("join while the store is still down: %s", resp.Status)
 	}
 	store.down.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Health(ctx).Status != protocol.HealthUp {
-		if time.Now().After(deadline) {
-			t.Fatalf("health did not come back: %+v", c.Health(ctx))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, 20*time.Second, func() bool { return c.Health(ctx).Status == protocol.HealthUp }, "health to come back UP")
 	if resp := c.Heartbeat(ctx, "orders", "orders", "b", join("b")); resp.Status != protocol.StatusOK {
 		t.Fatalf("join after the store recovered: %s", resp.Status)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/internal/testwait"
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/redisops"
 )
@@ -80,8 +81,7 @@ func TestStreamActorServesWhileRedisIsFrozen(t *testing.T) {
 		scaled <- err
 	}()
 	// The scale saves PREPARING before it asks Redis anything.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, func() bool {
 		start := time.Now()
 		migs, err := c.Migrations(ctx, "orders", "orders")
 		if took := time.Since(start); err != nil || took > 300*time.Millisecond {
@@ -91,13 +91,10 @@ func TestStreamActorServesWhileRedisIsFrozen(t *testing.T) {
 			if st := migs.Migrations[0].State; st != protocol.MigrationPreparing {
 				t.Fatalf("migration is %s while its provisioning hangs, want PREPARING", st)
 			}
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the scale never recorded its migration")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	}, "the scale to record its migration")
 
 	start := time.Now()
 	x := c.Heartbeat(ctx, "orders", "fresh", "x", joinReq("x"))
@@ -127,14 +124,10 @@ func TestStreamActorServesWhileRedisIsFrozen(t *testing.T) {
 	}
 
 	// The join registers its group, provisioned on the 4 live shards.
-	deadline = time.Now().Add(15 * time.Second)
-	for x.Status != protocol.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("join after Redis came back: %+v", x)
-		}
-		time.Sleep(100 * time.Millisecond)
+	testwait.Until(t, 20*time.Second, func() bool {
 		x = c.Heartbeat(ctx, "orders", "fresh", "x", joinReq("x"))
-	}
+		return x.Status == protocol.StatusOK
+	}, "the join to succeed after Redis came back")
 	// The same scale again resumes the migration and provisions both groups.
 	resp, err := c.Scale(ctx, "orders", protocol.ScaleRequest{TargetShardCount: &eight, RequestedBy: "test", Reason: "resume"})
 	if err != nil {

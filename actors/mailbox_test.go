@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // TestAnswersNotHeldPassHeldWork: in a group's mailbox a join passes the
@@ -71,21 +72,17 @@ func TestAnswersNotHeldPassHeldWork(t *testing.T) {
 			t.Fatal("no answer")
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var got []string
+	if !testwait.Poll(10*time.Second, func() bool {
 		mu.Lock()
-		got := slices.Clone(decided)
+		got = slices.Clone(decided)
 		mu.Unlock()
-		if len(got) == 5 {
-			if want := []string{"a", "e", "b", "c", "d"}; !slices.Equal(got, want) {
-				t.Fatalf("decided in the order %v, want %v: the join first, then the held heartbeats queued before it", got, want)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("decided %v, want 5 heartbeats", got)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(got) == 5
+	}) {
+		t.Fatalf("decided %v, want 5 heartbeats", got)
+	}
+	if want := []string{"a", "e", "b", "c", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("decided in the order %v, want %v: the join first, then the held heartbeats queued before it", got, want)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // removals records what an Observer is told stopped.
@@ -65,13 +66,9 @@ func TestDroppedStreamIsRemovedFromTheObserver(t *testing.T) {
 	if err := c.DropStream(ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !obs.saw("orders/orders", "orders") {
-		if time.Now().After(deadline) {
-			obs.mu.Lock()
-			defer obs.mu.Unlock()
-			t.Fatalf("after the drop the observer was told groups %v and streams %v removed, want orders/orders and orders", obs.groups, obs.streams)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Poll(10*time.Second, func() bool { return obs.saw("orders/orders", "orders") }) {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		t.Fatalf("after the drop the observer was told groups %v and streams %v removed, want orders/orders and orders", obs.groups, obs.streams)
 	}
 }

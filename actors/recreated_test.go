@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/testwait"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -69,23 +71,16 @@ func TestRecreatedGroupKeepsItsSeries(t *testing.T) {
 		waitFor(t, func() bool { return hasGroupState(t, m, "orders", "late") }, "the new actor's series")
 		<-stopping // the old actor stops only now
 		proceed <- struct{}{}
-		// The old actor's removal lands at once; give it time to.
-		time.Sleep(50 * time.Millisecond)
-		if !hasGroupState(t, m, "orders", "late") {
-			t.Fatalf("round %d: once the old actor of a group deleted and created again stopped, %s has no series of the group", round, metrics.GroupStateInfo)
-		}
+		// The old actor's removal would land at once; the series must
+		// stay for the whole window after it.
+		testwait.Never(t, 200*time.Millisecond, func() bool { return !hasGroupState(t, m, "orders", "late") },
+			fmt.Sprintf("round %d: once the old actor of a group deleted and created again stopped, %s lost the series of the group", round, metrics.GroupStateInfo))
 	}
 }
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 5s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, cond, what)
 }
 
 // hasGroupState reports whether m exports rscoord_group_state for

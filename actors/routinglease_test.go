@@ -13,6 +13,7 @@ import (
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
+	"github.com/rscoord/rscoord/internal/testwait"
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/redisops"
 )
@@ -87,34 +88,30 @@ func TestRoutingLeaseCountsFromTheLastOldRouting(t *testing.T) {
 	// Ask for routing as a producer refreshing often would, until the
 	// migration leaves ACTIVE (its removed shards, empty, retire at once).
 	var lastOld time.Time // when the last routing request answered 4 shards was sent
-	deadline := time.Now().Add(20 * lease)
-	for {
+	var m protocol.Migration
+	if !testwait.Poll(20*lease, func() bool {
 		sent := time.Now()
 		r, err := c.ProducerRouting(ctx, "orders", "orders", true)
 		if err == nil && r.ShardCount == 4 {
 			lastOld = sent
 		}
-		m, err := c.Migration(ctx, "orders", "orders", id)
+		m, err = c.Migration(ctx, "orders", "orders", id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.State != protocol.MigrationActive {
-			seen := time.Now()
-			if lastOld.IsZero() {
-				t.Logf("no routing answer listed the removed shards after the scale: nothing to check")
-				return
-			}
-			// seen is after the retirement: if even seen is within the
-			// lease of the last old routing, the retirement was too.
-			if early := lastOld.Add(lease).Sub(seen); early > 0 {
-				t.Fatalf("migration %s and its removed shards left ACTIVE (seen %v) at least %v before the routing lease of the last answer listing them (sent %v) ended",
-					m.State, seen.Format(time.StampMilli), early, lastOld.Format(time.StampMilli))
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("migration still %s after %v: %s", m.State, 20*lease, m.Detail)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return m.State != protocol.MigrationActive
+	}) {
+		t.Fatalf("migration still %s after %v: %s", m.State, 20*lease, m.Detail)
+	}
+	seen := time.Now()
+	if lastOld.IsZero() {
+		t.Logf("no routing answer listed the removed shards after the scale: nothing to check")
+		return
+	}
+	// seen is after the retirement: if even seen is within the
+	// lease of the last old routing, the retirement was too.
+	if early := lastOld.Add(lease).Sub(seen); early > 0 {
+		t.Fatalf("migration %s and its removed shards left ACTIVE (seen %v) at least %v before the routing lease of the last answer listing them (sent %v) ended",
+			m.State, seen.Format(time.StampMilli), early, lastOld.Format(time.StampMilli))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // TestGroupThatKeepsPanickingComesBack: once a group's supervisor stops its
@@ -48,11 +49,14 @@ func TestGroupThatKeepsPanickingComesBack(t *testing.T) {
 			t.Fatalf("heartbeat that panicked (%d): %s", i, resp.Status)
 		}
 	}
-	for h := c.Health(ctx); h.Status != protocol.HealthDegraded || !strings.Contains(h.Store.Message, "orders/orders"); h = c.Health(ctx) {
-		if time.Since(began) > coolDown/2 {
-			t.Fatalf("the stopped group is not reported failed: %+v", h)
-		}
-		time.Sleep(5 * time.Millisecond)
+	// The report must come within half the cool down: after it the group
+	// could be serving again, and the failure would not be seen.
+	var h protocol.Health
+	if !testwait.Poll(time.Until(began.Add(coolDown/2)), func() bool {
+		h = c.Health(ctx)
+		return h.Status == protocol.HealthDegraded && strings.Contains(h.Store.Message, "orders/orders")
+	}) {
+		t.Fatalf("the stopped group is not reported failed: %+v", h)
 	}
 	panicking.Store(false)
 	cooling := time.Now()
@@ -67,22 +71,18 @@ func TestGroupThatKeepsPanickingComesBack(t *testing.T) {
 	}
 
 	// Then it reloads from the store: a keeps its epoch, health is UP.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp := c.Heartbeat(ctx, "orders", "orders", "a", steady("a", first))
-		if resp.Status == protocol.StatusOK {
-			if resp.MemberEpoch != first.MemberEpoch {
-				t.Fatalf("after the reload a's epoch is %d, was %d", resp.MemberEpoch, first.MemberEpoch)
-			}
-			if waited := time.Since(cooling); waited < coolDown/2 {
-				t.Fatalf("the group served again %v after it was stopped, before its cool down of %v", waited, coolDown)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group never came back: last answer %+v, health %+v", resp, c.Health(ctx))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var resp protocol.HeartbeatResponse
+	if !testwait.Poll(20*time.Second, func() bool {
+		resp = c.Heartbeat(ctx, "orders", "orders", "a", steady("a", first))
+		return resp.Status == protocol.StatusOK
+	}) {
+		t.Fatalf("the group never came back: last answer %+v, health %+v", resp, c.Health(ctx))
+	}
+	if resp.MemberEpoch != first.MemberEpoch {
+		t.Fatalf("after the reload a's epoch is %d, was %d", resp.MemberEpoch, first.MemberEpoch)
+	}
+	if waited := time.Since(cooling); waited < coolDown/2 {
+		t.Fatalf("the group served again %v after it was stopped, before its cool down of %v", waited, coolDown)
 	}
 	if h := c.Health(ctx); h.Status != protocol.HealthUp {
 		t.Fatalf("health after the reload: %+v", h)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
+	"github.com/rscoord/rscoord/internal/testwait"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -84,16 +85,8 @@ func TestStreamNotAddedWhileItsDroppedActorsRun(t *testing.T) {
 	}
 	store.open()
 	<-answered
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := c.AddStream(ctx, "orders")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream cannot be added after its old actors stopped: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Poll(20*time.Second, func() bool { err = c.AddStream(ctx, "orders"); return err == nil }) {
+		t.Fatalf("the stream cannot be added after its old actors stopped: %v", err)
 	}
 	if got := c.Streams(); len(got) != 1 {
 		t.Fatalf("streams after the add: %v", got)

@@ -14,6 +14,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // paddedJoin is a valid join of member, padded with spaces to size bytes.
@@ -66,21 +67,20 @@ func TestLargeBodiesShareABudget(t *testing.T) {
 	}
 
 	// Wait for the holder's reservation: large bodies start answering 429.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 20*time.Second, func() bool {
 		status, hdr, raw := postLarge(bytes.NewReader(large))
 		if status == http.StatusTooManyRequests {
 			if hdr.Get("Retry-After") == "" {
 				t.Errorf("429 without Retry-After")
 			}
 			errorBody(t, "large body past the budget", raw, protocol.CodeRateLimitExceeded)
-			break
+			return true
 		}
-		if status != http.StatusOK || time.Now().After(deadline) {
+		if status != http.StatusOK {
 			t.Fatalf("large body while the budget is held: HTTP %d %.300s", status, raw)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, "large bodies to be refused while the budget is held")
 	if status, _, raw := postLarge(chunked(large)); status != http.StatusTooManyRequests {
 		t.Errorf("chunked large body while the budget is held: HTTP %d %.300s", status, raw)
 	}
@@ -101,20 +101,19 @@ func TestLargeBodiesShareABudget(t *testing.T) {
 
 	// The holder goes away: its reservation is released.
 	_ = holder.Close()
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 20*time.Second, func() bool {
 		status, _, raw := postLarge(chunked(large))
 		if status == http.StatusOK {
 			if err := json.Unmarshal(raw, &resp); err != nil || resp.Status != protocol.StatusOK {
 				t.Fatalf("large heartbeat: %s", raw)
 			}
-			break
+			return true
 		}
-		if status != http.StatusTooManyRequests || time.Now().After(deadline) {
+		if status != http.StatusTooManyRequests {
 			t.Fatalf("large body once the holder left: HTTP %d %.300s", status, raw)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, "large bodies to be accepted once the holder left")
 	if status, _, raw := postLarge(bytes.NewReader(large)); status != http.StatusOK {
 		t.Fatalf("announced large body once the holder left: HTTP %d %.300s", status, raw)
 	}

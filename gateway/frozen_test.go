@@ -7,6 +7,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -41,12 +42,7 @@ func TestFrozenRedisDelaysNoHeartbeat(t *testing.T) {
 	if err := rs.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for x.Last.Status != protocol.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("join after Redis came back: %+v", x.Last)
-		}
-		time.Sleep(100 * time.Millisecond)
-		x.Beat(s)
+	if !testwait.Poll(20*time.Second, func() bool { return x.Last.Status == protocol.StatusOK || x.Beat(s).Status == protocol.StatusOK }) {
+		t.Fatalf("join after Redis came back: %+v", x.Last)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 func TestMembersConvergeThroughPendingShards(t *testing.T) {
@@ -178,9 +179,9 @@ func TestExpiredMemberIsFencedAndItsShardsMove(t *testing.T) {
 	b.Beat(s)
 	coordtest.Converge(t, s, 6, a, b)
 	// b crashes: it stops heartbeating. The group's own timer expires it.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var ms protocol.MembersResponse
+	var ms protocol.MembersResponse
+	if !testwait.Poll(10*time.Second, func() bool {
+		ms = protocol.MembersResponse{}
 		s.JSON(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/members", nil, http.StatusOK, &ms)
 		state := protocol.MemberState("")
 		for _, m := range ms.Members {
@@ -189,13 +190,12 @@ func TestExpiredMemberIsFencedAndItsShardsMove(t *testing.T) {
 			}
 		}
 		if state == protocol.MemberExpired {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b was not expired by the timer; members = %+v", ms.Members)
+			return true
 		}
 		a.Beat(s) // a stays alive
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("b was not expired by the timer; members = %+v", ms.Members)
 	}
 	if resp := b.Beat(s); resp.Status != protocol.StatusFencedMemberEpoch {
 		t.Fatalf("expired member's heartbeat: %s", resp.Status)

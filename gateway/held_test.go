@@ -16,6 +16,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // heldAnswer is the outcome of a heartbeat posted in the background.
@@ -76,17 +77,12 @@ func lastHeartbeats(t *testing.T, s *coordtest.Server, prefix, group string, ids
 }
 
 // awaitTaken polls the group until it has recorded a heartbeat of every
-// member of before later than the time it has there, failing after 5s.
+// member of before later than the time it has there, failing after 10s.
 func awaitTaken(t *testing.T, s *coordtest.Server, prefix, group string, before map[string]time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
 	for id, at := range before {
-		for !lastHeartbeat(t, s, prefix, group, id).After(at) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the group did not take %s's heartbeat within 5s", id)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.Until(t, 10*time.Second, func() bool { return lastHeartbeat(t, s, prefix, group, id).After(at) },
+			fmt.Sprintf("the group to take %s's heartbeat", id))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // serveLimited serves a coordinator (authentication off) through
@@ -70,8 +71,10 @@ func TestSlowBodyAndIdleConnectionsAreClosed(t *testing.T) {
 	fmt.Fprintf(trickle, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", heartbeatPath("orders", "m1"))
 	// Trickle a byte every 250 ms for 5 s (or until the server is gone);
 	// by then the 2 s read timeout has long passed.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
 	for start := time.Now(); time.Since(start) < 5*time.Second; {
-		time.Sleep(250 * time.Millisecond)
+		<-tick.C
 		if _, err := trickle.Write([]byte(" ")); err != nil {
 			break
 		}
@@ -143,11 +146,8 @@ func TestIdleConnectionsDoNotStarveNewClients(t *testing.T) {
 	}
 	// Let the server accept every one of them (making room for each past
 	// the cap) before timing a new client.
-	for deadline := time.Now().Add(time.Minute); evicted.Load() < idleConns-maxConns; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server accepted only %d connections past its cap in a minute", evicted.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Poll(time.Minute, func() bool { return evicted.Load() >= idleConns-maxConns }) {
+		t.Fatalf("the server accepted only %d connections past its cap in a minute", evicted.Load())
 	}
 	client := &http.Client{Timeout: time.Second}
 	defer client.CloseIdleConnections()

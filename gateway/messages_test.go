@@ -14,6 +14,7 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
+	"github.com/rscoord/rscoord/internal/testwait"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -193,16 +194,16 @@ func TestRedisDownAnswers503(t *testing.T) {
 	// go-redis backs off redialing a server that refused it: give the
 	// client a few seconds to find Redis again.
 	for _, p := range paths {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			status, raw := s.Do(http.MethodGet, p, nil)
-			if status == http.StatusOK {
-				break
-			}
-			if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		var status int
+		var raw []byte
+		if !testwait.Poll(20*time.Second, func() bool {
+			status, raw = s.Do(http.MethodGet, p, nil)
+			if status != http.StatusOK && status != http.StatusServiceUnavailable {
 				t.Fatalf("Redis back: %s: HTTP %d %s", p, status, raw)
 			}
-			time.Sleep(100 * time.Millisecond)
+			return status == http.StatusOK
+		}) {
+			t.Fatalf("Redis back: %s: HTTP %d %s", p, status, raw)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -260,24 +261,26 @@ func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
 		http.StatusAccepted, &m)
 	// Once the routing lease has passed, the drain check says what it waits
 	// for: deprecatedAfter, still ahead.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(m.Detail, "deprecatedAfter") {
-		if m.State == protocol.MigrationDeprecated || time.Now().After(deadline) {
+	get := func() {
+		s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
+	}
+	if !testwait.Poll(10*time.Second, func() bool {
+		if strings.Contains(m.Detail, "deprecatedAfter") {
+			return true
+		}
+		if m.State == protocol.MigrationDeprecated {
 			t.Fatalf("before deprecatedAfter the migration is %s (%s), want ACTIVE waiting for it", m.State, m.Detail)
 		}
-		time.Sleep(check)
-		s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
+		get()
+		return strings.Contains(m.Detail, "deprecatedAfter")
+	}) {
+		t.Fatalf("before deprecatedAfter the migration is %s (%s), want ACTIVE waiting for it", m.State, m.Detail)
 	}
 	if m.State != protocol.MigrationActive || !time.Now().Before(after) {
 		t.Fatalf("the migration is %s (%s) at %v, want ACTIVE before deprecatedAfter %v", m.State, m.Detail, time.Now(), after)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for m.State != protocol.MigrationDeprecated {
-		if time.Now().After(deadline) {
-			t.Fatalf("migration still %s (%s) long after deprecatedAfter", m.State, m.Detail)
-		}
-		time.Sleep(check)
-		s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
+	if !testwait.Poll(10*time.Second, func() bool { get(); return m.State == protocol.MigrationDeprecated }) {
+		t.Fatalf("migration still %s (%s) long after deprecatedAfter", m.State, m.Detail)
 	}
 	if time.Now().Before(after) {
 		t.Fatalf("DEPRECATED before deprecatedAfter %v", after)

@@ -129,6 +129,7 @@ func sigkillRound(t *testing.T, dir string, round int) {
 		t.Fatalf("open of a held directory: %v; want it to name %q", err, want)
 	}
 	// Somewhere in the next save: staging, its commit point or applying.
+	// The random delay is the point: it picks the moment of the kill.
 	time.Sleep(time.Until(last.Add(rand.N(save + 1))))
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

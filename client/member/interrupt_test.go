@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -110,26 +111,33 @@ func TestOwnershipEndInterruptsBlockingRead(t *testing.T) {
 				// No connection is left behind: each run's read connection
 				// is closed (Redis may see the close a moment later).
 				for _, h := range conns {
-					for wait := time.Now().Add(2 * time.Second); ; {
+					waitUntil(t, 10*time.Second, func() bool {
 						list, err := h.node.ClientList(ctx).Result()
 						if err != nil {
 							t.Fatal(err)
 						}
-						if !strings.Contains(list, "id="+strconv.FormatInt(h.id, 10)+" ") {
-							break
-						}
-						if time.Now().After(wait) {
-							t.Fatalf("read connection %d still open after its run ended", h.id)
-						}
-						time.Sleep(10 * time.Millisecond)
-					}
+						return !strings.Contains(list, "id="+strconv.FormatInt(h.id, 10)+" ")
+					}, fmt.Sprintf("read connection %d to close after its run ended", h.id))
 				}
 				for _, run := range runs {
 					if err := c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: run.key, Values: []any{"f", "v"}}).Err(); err != nil {
 						t.Fatal(err)
 					}
 				}
-				time.Sleep(50 * time.Millisecond) // a read still blocked would take the records now
+				// A read still blocked would take the records now: none
+				// may over the whole window.
+				never(t, 200*time.Millisecond, func() bool {
+					for _, run := range runs {
+						p, err := c.rdb.XPending(ctx, run.key, "g").Result()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if p.Count != 0 {
+							return true
+						}
+					}
+					return false
+				}, "a read after the stop taking records written after it")
 				for _, run := range runs {
 					p, err := c.rdb.XPending(ctx, run.key, "g").Result()
 					if err != nil {
@@ -149,9 +157,9 @@ func TestOwnershipEndInterruptsBlockingRead(t *testing.T) {
 func waitBlocked(t *testing.T, rdb redis.UniversalClient, n int) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		blocked := 0
+	var blocked int
+	if !pollUntil(20*time.Second, func() bool {
+		blocked = 0
 		count := func(ctx context.Context, c *redis.Client) error {
 			list, err := c.ClientList(ctx).Result()
 			if err != nil {
@@ -187,12 +195,8 @@ func waitBlocked(t *testing.T, rdb redis.UniversalClient, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if blocked == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d reads blocked after 10s, want %d", blocked, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return blocked == n
+	}) {
+		t.Fatalf("%d reads blocked after 20s, want %d", blocked, n)
 	}
 }

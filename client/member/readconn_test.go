@@ -38,7 +38,10 @@ func TestInterruptCatchesReadSentAfterStop(t *testing.T) {
 		defer wg.Done()
 		rc.interruptUntil(ctx, done)
 	}()
-	time.Sleep(30 * time.Millisecond) // the stop's first rounds: no read yet
+	// The stop's first rounds run while there is no read yet, and nothing
+	// signals them: the duration is the point, it lets the rounds back off
+	// before the read below is sent.
+	time.Sleep(30 * time.Millisecond)
 	start := time.Now()
 	res, err := sendOnce(ctx, rdb, rc, xreadNew(ctx, key, longBlock)).Result()
 	took := time.Since(start)

@@ -88,23 +88,40 @@ func TestRestartedShardActorWaitsForItsRecords(t *testing.T) {
 		t.Fatal("no record reached the handler")
 	}
 	system.Root.Send(pid, panicNow{})
-	time.Sleep(500 * time.Millisecond) // the restarted loop would read its pending entries now
+	// The restarted loop would read its pending entries now, which counts
+	// a second delivery of them: none may be delivered again over the
+	// window.
+	never(t, 500*time.Millisecond, func() bool {
+		ps, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream + ":0", Group: "g", Start: "-", End: "+", Count: 10}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.RetryCount > 1 {
+				return true
+			}
+		}
+		return false
+	}, "a record delivered again while the restarted loop waits")
 	releaseOnce.Do(func() { close(release) })
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var pending int64
+	if !pollUntil(10*time.Second, func() bool {
 		p, err := rdb.XPending(ctx, stream+":0", "g").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Count == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d records still pending 5s after the handler was released", p.Count)
-		}
-		time.Sleep(10 * time.Millisecond)
+		pending = p.Count
+		return pending == 0
+	}) {
+		t.Fatalf("%d records still pending 10s after the handler was released", pending)
 	}
-	time.Sleep(300 * time.Millisecond) // duplicates queued behind would be handled now
+	// Duplicates queued behind would be handled now: none may be over the
+	// window.
+	never(t, 300*time.Millisecond, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) > len(ids)
+	}, "a record handled twice")
 	mu.Lock()
 	got := slices.Clone(handled)
 	mu.Unlock()

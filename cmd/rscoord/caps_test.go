@@ -20,6 +20,7 @@ import (
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/internal/alertrules"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // TestBinaryCapsNearTheirLimits: a server with small caps, driven to them
@@ -123,18 +124,16 @@ func TestBinaryCapsNearTheirLimits(t *testing.T) {
 // scrape.
 func waitGauge(t *testing.T, s *coordtest.Server, name string, want float64) map[string]*dto.MetricFamily {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		fams := scrapeMetrics(t, s)
-		got := gaugeValue(fams, name, nil)
-		if got == want {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, want %v", name, got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var fams map[string]*dto.MetricFamily
+	var got float64
+	if !testwait.PollEvery(20*time.Second, 20*time.Millisecond, func() bool {
+		fams = scrapeMetrics(t, s)
+		got = gaugeValue(fams, name, nil)
+		return got == want
+	}) {
+		t.Fatalf("%s = %v, want %v", name, got, want)
 	}
+	return fams
 }
 
 // capAlerts are the expressions of the alerts on the caps, from

@@ -20,6 +20,7 @@ import (
 	"github.com/rscoord/rscoord/internal/credtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/internal/proctest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // replicaProc is one `rscoord serve --store etcd` process on a fixed port.
@@ -132,23 +133,25 @@ func clusterView(url string) (protocol.ClusterResponse, bool) {
 // other than not, and returns its id.
 func ownerOf(t *testing.T, url, prefix, group, not string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if view, ok := clusterView(url); ok {
-			live := map[string]bool{}
-			for _, r := range view.Replicas {
-				live[r.ID] = r.Live
-			}
-			for _, g := range view.Groups {
-				if g.StreamPrefix == prefix && g.ConsumerGroup == group && g.Owner != "" && g.Owner != not && live[g.Owner] {
-					return g.Owner
-				}
+	owner := ""
+	testwait.UntilEvery(t, 30*time.Second, 50*time.Millisecond, func() bool {
+		view, ok := clusterView(url)
+		if !ok {
+			return false
+		}
+		live := map[string]bool{}
+		for _, r := range view.Replicas {
+			live[r.ID] = r.Live
+		}
+		for _, g := range view.Groups {
+			if g.StreamPrefix == prefix && g.ConsumerGroup == group && g.Owner != "" && g.Owner != not && live[g.Owner] {
+				owner = g.Owner
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no owner of %s/%s (other than %q) seen by %s", prefix, group, not, url)
-	return ""
+		return false
+	}, fmt.Sprintf("a live owner of %s/%s (other than %q) seen by %s", prefix, group, not, url))
+	return owner
 }
 
 // tryBeat sends one heartbeat of m without failing the test on a refused
@@ -204,19 +207,20 @@ func awaitOK(t *testing.T, s *coordtest.Server, m *coordtest.Member, within time
 	t.Helper()
 	start := time.Now()
 	var last error
-	for time.Since(start) < within {
+	if !testwait.PollEvery(within, 50*time.Millisecond, func() bool {
 		hb, err := tryBeat(s, m)
 		if err == nil && hb.Status == protocol.StatusOK {
-			return time.Since(start)
+			return true
 		}
 		if err == nil {
 			err = fmt.Errorf("status %s", hb.Status)
 		}
 		last = err
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no OK heartbeat of %s from %s within %v: %v", m.ID, s.URL, within, last)
 	}
-	t.Fatalf("no OK heartbeat of %s from %s within %v: %v", m.ID, s.URL, within, last)
-	return 0
+	return time.Since(start)
 }
 
 // Two replicas on a 3-member etcd cluster: the replica running a group is
@@ -340,8 +344,11 @@ func TestClusterPausedOwner(t *testing.T) {
 	// steady heartbeat tries the write-free path, a join the written one.
 	joined := func() bool { return strings.Count(frozen.proc.Output(), "joined the coordinator cluster") >= 2 }
 	tries := 0
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && !frozen.proc.Exited() && !joined() {
+	// Probe for up to 3 s; the probes end early once it has joined.
+	testwait.PollEvery(3*time.Second, 20*time.Millisecond, func() bool {
+		if frozen.proc.Exited() || joined() {
+			return true
+		}
 		for _, m := range []*coordtest.Member{stale, coordtest.NewMember("c", "orders", "orders")} {
 			hb, h, err := tryBeatHeader(sf, m)
 			if joined() {
@@ -355,8 +362,8 @@ func TestClusterPausedOwner(t *testing.T) {
 			// Keep the state the frozen owner knew.
 			stale.Epoch, stale.Version, stale.Owned, stale.Revoking = knownEpoch, knownVersion, slices.Clone(knownOwned), []int{}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	if tries == 0 {
 		t.Fatal("no heartbeat reached the thawed old owner before it joined again")
 	}
@@ -366,12 +373,8 @@ func TestClusterPausedOwner(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("thawed old owner did not notice its lost lease: %v\n%s", err, frozen.proc.Output())
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for !joined() {
-		if time.Now().After(deadline) {
-			t.Fatalf("thawed old owner did not join again:\n%s", frozen.proc.Output())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.Poll(30*time.Second, joined) {
+		t.Fatalf("thawed old owner did not join again:\n%s", frozen.proc.Output())
 	}
 	t.Logf("thawed %s joined again", owner)
 	// Joined again, it serves the group or forwards to who does.

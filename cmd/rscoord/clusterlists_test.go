@@ -13,6 +13,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/credtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // listGroups is GET /monitoring/groups of the replica at url as the
@@ -140,16 +141,12 @@ func TestClusterWideLists(t *testing.T) {
 	t.Logf("after the SIGKILL of %s: groups answered in %v, missing %+v", victim, took, partial.MissingReplicas)
 
 	// Its streams move to the others: whole again, through either.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, _ := listGroups(t, reps[survivors[1]].url)
-		if slices.Equal(groupNames(resp), all) && len(resp.MissingReplicas) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("groups not whole again after the SIGKILL of %s: %v missing %+v", victim, groupNames(resp), resp.MissingReplicas)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var whole protocol.GroupsResponse
+	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		whole, _ = listGroups(t, reps[survivors[1]].url)
+		return slices.Equal(groupNames(whole), all) && len(whole.MissingReplicas) == 0
+	}) {
+		t.Fatalf("groups not whole again after the SIGKILL of %s: %v missing %+v", victim, groupNames(whole), whole.MissingReplicas)
 	}
 
 	// A frozen replica is not waited for: named missing after the bound.

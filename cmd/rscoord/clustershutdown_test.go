@@ -46,7 +46,8 @@ func TestClusterShutdownKeepsEtcdUntilTheStoreCloses(t *testing.T) {
 	if err := r1.proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	// Member a expires (a write) while the request is in flight.
+	// Member a expires (a write) while the request is in flight. The
+	// duration is the point: the member lease must run out.
 	time.Sleep(time.Until(lastBeat.Add(4*time.Second + 1500*time.Millisecond)))
 	_ = conn.Close()
 	if err := r1.proc.Wait(20 * time.Second); err != nil {

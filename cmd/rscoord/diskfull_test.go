@@ -18,6 +18,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/disktest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // TestBinaryDiskFull runs `rscoord serve` on a small real tmpfs that fills
@@ -87,7 +88,10 @@ func testBinaryDiskFull(t *testing.T, flushFirst bool) {
 			}
 			big = append(big, m)
 		}
-		time.Sleep(200 * time.Millisecond) // the flush's last steps
+		// The flush's last steps (the manifest, the log's recycling) run
+		// inside the server after the table appears, and nothing outside
+		// it signals their end: a short pause lets them finish.
+		time.Sleep(200 * time.Millisecond)
 		t.Logf("a table flushed after %d joins to big", len(big))
 	}
 
@@ -326,16 +330,13 @@ func (d *diskClient) beat(m *coordtest.Member) (protocol.HeartbeatResponse, erro
 // beatUntilOK heartbeats m until it is answered OK, at most within.
 func (d *diskClient) beatUntilOK(m *coordtest.Member, within time.Duration) {
 	d.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		resp, err, _ := d.beat(m)
-		if err == nil && resp.Status == protocol.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%s not answered OK within %v after recovery: %+v %v\nserver log:\n%s", m.ID, within, resp, err, d.log())
-		}
-		time.Sleep(100 * time.Millisecond)
+	var resp protocol.HeartbeatResponse
+	var err error
+	if !testwait.PollEvery(within, 100*time.Millisecond, func() bool {
+		resp, err, _ = d.beat(m)
+		return err == nil && resp.Status == protocol.StatusOK
+	}) {
+		d.t.Fatalf("%s not answered OK within %v after recovery: %+v %v\nserver log:\n%s", m.ID, within, resp, err, d.log())
 	}
 }
 
@@ -369,22 +370,21 @@ func (d *diskClient) converge(members ...*coordtest.Member) {
 // within.
 func (d *diskClient) awaitReady(ready bool, within time.Duration) {
 	d.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		_, err := d.cc.Do(d.ctx, http.MethodGet, "/readyz", nil, nil)
+	var err error
+	if !testwait.PollEvery(within, 50*time.Millisecond, func() bool {
+		_, err = d.cc.Do(d.ctx, http.MethodGet, "/readyz", nil, nil)
 		var ce *coordclient.Error
 		switch {
 		case ready && err == nil:
-			return
+			return true
 		case !ready && errors.As(err, &ce) && ce.StatusCode == http.StatusServiceUnavailable:
-			return
+			return true
 		case err != nil && !errors.As(err, &ce):
 			d.t.Fatalf("GET /readyz: %v", err)
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("/readyz not ready=%v within %v: %v\nserver log:\n%s", ready, within, err, d.log())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		d.t.Fatalf("/readyz not ready=%v within %v: %v\nserver log:\n%s", ready, within, err, d.log())
 	}
 }
 

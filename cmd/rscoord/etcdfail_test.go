@@ -15,6 +15,7 @@ import (
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // postCreate posts a stream creation and returns the status, Retry-After
@@ -45,7 +46,10 @@ func postCreate(t *testing.T, base, prefix string) (int, string, protocol.ErrorB
 // RETRY answers it got.
 func beatFor(t *testing.T, d time.Duration, servers []*coordtest.Server, members ...*coordtest.Member) (retries int) {
 	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); {
+	// The ticker paces the members' heartbeats, as their interval would.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
 		for i, m := range members {
 			hb, err := tryBeat(servers[i%len(servers)], m)
 			if err != nil {
@@ -59,7 +63,6 @@ func beatFor(t *testing.T, d time.Duration, servers []*coordtest.Server, members
 				t.Fatalf("heartbeat of %s: %+v", m.ID, hb)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	return retries
 }
@@ -113,7 +116,9 @@ func TestClusterEtcdFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := time.Now()
-	time.Sleep(3 * time.Second)
+	// Past the lease every answer must be RETRY: until then the members
+	// go on heartbeating, and no answer may be an error.
+	beatFor(t, 3*time.Second, servers, a, b)
 	for _, s := range servers {
 		for _, m := range []*coordtest.Member{a, b} {
 			hb, err := tryBeat(s, m)
@@ -149,14 +154,16 @@ func TestClusterEtcdFailures(t *testing.T) {
 	// Both replicas joined again after the quorum loss; the one that came
 	// back first may have claimed payments and still be handing it to the
 	// one placement names: 503 with Retry-After meanwhile, as documented.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		status, raw := asAdmin(t, servers[0].URL).Do(http.MethodGet, protocol.BasePath+"/streams/payments/groups/payments", nil)
-		if status == http.StatusOK {
-			break
-		}
-		if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+	var status int
+	var raw []byte
+	if !testwait.PollEvery(20*time.Second, 100*time.Millisecond, func() bool {
+		status, raw = asAdmin(t, servers[0].URL).Do(http.MethodGet, protocol.BasePath+"/streams/payments/groups/payments", nil)
+		if status != http.StatusOK && status != http.StatusServiceUnavailable {
 			t.Fatalf("GET the group payments after quorum came back: %d %s", status, raw)
 		}
+		return status == http.StatusOK
+	}) {
+		t.Fatalf("GET the group payments after quorum came back: %d %s", status, raw)
 	}
 	for _, r := range []*replicaProc{r1, r2} {
 		if err := r.proc.Signal(syscall.SIGTERM); err != nil {

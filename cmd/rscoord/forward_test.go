@@ -14,6 +14,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // get is one GET as the bootstrap admin; it fails the test on a refused
@@ -98,18 +99,15 @@ func TestClusterForwarding(t *testing.T) {
 		t.Fatalf("groups of the view: %s", raw)
 	}
 	// The gauges are refreshed every second.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	if !testwait.PollEvery(20*time.Second, 100*time.Millisecond, func() bool {
 		status, _, raw = get(t, reps[owner].url+"/metrics")
-		if status == http.StatusOK && strings.Contains(string(raw), "rscoord_cluster_replicas_live 3") &&
+		return status == http.StatusOK && strings.Contains(string(raw), "rscoord_cluster_replicas_live 3") &&
 			strings.Contains(string(raw), "rscoord_cluster_groups_unowned 0") &&
 			!strings.Contains(string(raw), "rscoord_cluster_forwarded_requests_total 0") &&
 			strings.Contains(string(raw), "rscoord_cluster_forwarded_requests_total") &&
-			strings.Contains(string(raw), `rscoord_cluster_placement_moves_total{direction="claimed"} 1`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics of the owner: %d, cluster series missing:\n%s", status, grepLines(raw, "rscoord_cluster"))
-		}
+			strings.Contains(string(raw), `rscoord_cluster_placement_moves_total{direction="claimed"} 1`)
+	}) {
+		t.Fatalf("metrics of the owner: %d, cluster series missing:\n%s", status, grepLines(raw, "rscoord_cluster"))
 	}
 
 	// The owner dies. Its owner key lives on for up to its lease (2 s):
@@ -137,20 +135,20 @@ func TestClusterForwarding(t *testing.T) {
 		t.Fatalf("admin call %v after the owner's SIGKILL: %d Retry-After %q %s", time.Since(killed), resp.StatusCode, resp.Header.Get("Retry-After"), raw)
 	}
 	var statuses []protocol.Status
-	for time.Since(killed) < 15*time.Second {
+	testwait.PollEvery(time.Until(killed.Add(15*time.Second)), 50*time.Millisecond, func() bool {
 		hb, _, err := tryBeatVia(sa, a)
 		if err != nil {
 			t.Fatalf("heartbeat through %s %v after the owner's SIGKILL: %v", others[0], time.Since(killed), err)
 		}
 		statuses = append(statuses, hb.Status)
 		if hb.Status == protocol.StatusOK {
-			break
+			return true
 		}
 		if hb.Status != protocol.StatusRetry || hb.HeartbeatIntervalMs <= 0 {
 			t.Fatalf("heartbeat through %s during failover: %+v", others[0], hb)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 	if !slices.Contains(statuses, protocol.StatusRetry) || statuses[len(statuses)-1] != protocol.StatusOK {
 		t.Fatalf("statuses through %s after the owner's SIGKILL: %v", others[0], statuses)
 	}

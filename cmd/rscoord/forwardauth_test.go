@@ -13,6 +13,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // With authentication on, a replica forwards the caller's credentials:
@@ -48,16 +49,14 @@ func TestClusterForwardsCredentials(t *testing.T) {
 	}
 	_ = r1.proc.Wait(10 * time.Second)
 	s2 := coordtest.Remote(t, r2.url).As(bearer)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		status, raw := s2.Do(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil)
-		if status == http.StatusOK {
-			break
-		}
-		if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		status, raw = s2.Do(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil)
+		if status != http.StatusOK && status != http.StatusServiceUnavailable {
 			t.Fatalf("the token after the failover: %d %s", status, raw)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return status == http.StatusOK
+	}) {
+		t.Fatalf("the token after the failover: %d %s", status, raw)
 	}
 	if err := r2.proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -93,8 +92,7 @@ func TestClusterForwardedClientAddressLimits(t *testing.T) {
 	basic := credtest.AdminAuth()
 	coordtest.Remote(t, reps["r1"].url).As(basic).CreateStream("orders", 4)
 	owner := ""
-	deadline := time.Now().Add(20 * time.Second)
-	for owner == "" && time.Now().Before(deadline) {
+	testwait.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
 		status, raw := coordtest.Remote(t, reps["r1"].url).As(basic).Do(http.MethodGet, protocol.BasePath+"/monitoring/cluster", nil)
 		var view protocol.ClusterResponse
 		if status == http.StatusOK && json.Unmarshal(raw, &view) == nil {
@@ -104,8 +102,8 @@ func TestClusterForwardedClientAddressLimits(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return owner != ""
+	})
 	forwarder := map[string]string{"r1": "r2", "r2": "r1"}[owner]
 	if forwarder == "" {
 		t.Fatal("no owner of orders")

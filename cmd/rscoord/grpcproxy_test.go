@@ -11,6 +11,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/proctest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // startGRPCProxy runs etcd's own gRPC proxy (`etcd grpc-proxy start`, the
@@ -25,19 +26,18 @@ func startGRPCProxy(t *testing.T, c *testCluster, addr string) *proctest.Process
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cli.Get(ctx, "rscoord-proxy-probe")
+		_, err = cli.Get(ctx, "rscoord-proxy-probe")
 		cancel()
-		if err == nil {
-			return p
+		if err != nil && p.Exited() {
+			t.Fatalf("grpc-proxy on %s exited: %v\n%s", addr, err, p.Output())
 		}
-		if p.Exited() || time.Now().After(deadline) {
-			t.Fatalf("grpc-proxy on %s does not answer: %v\n%s", addr, err, p.Output())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatalf("grpc-proxy on %s does not answer: %v\n%s", addr, err, p.Output())
 	}
+	return p
 }
 
 // A replica reaching etcd only through etcd's gRPC proxy: members join and
@@ -56,7 +56,10 @@ func TestClusterThroughGRPCProxy(t *testing.T) {
 	s := asMember(t, r.url)
 	a := coordtest.NewMember("a", "orders", "orders")
 	coordtest.Converge(t, s, 8, a)
-	for end := time.Now().Add(2 * leaseTTL); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+	// The ticker paces a's heartbeats over two lease TTLs.
+	pace := time.NewTicker(200 * time.Millisecond)
+	defer pace.Stop()
+	for end := time.Now().Add(2 * leaseTTL); time.Now().Before(end); <-pace.C {
 		if hb, err := tryBeat(s, a); err != nil || hb.Status != protocol.StatusOK {
 			t.Fatalf("heartbeat through the proxy, before any fault: %+v %v\n%s", hb, err, r.proc.Output())
 		}
@@ -71,7 +74,9 @@ func TestClusterThroughGRPCProxy(t *testing.T) {
 	_ = proxy.Wait(10 * time.Second)
 	killed := time.Now()
 	var lastOK, firstRefused time.Duration
-	for time.Since(killed) < 2*leaseTTL+time.Second {
+	fast := time.NewTicker(50 * time.Millisecond)
+	defer fast.Stop()
+	for ; time.Since(killed) < 2*leaseTTL+time.Second; <-fast.C {
 		hb, err := tryBeat(s, a)
 		at := time.Since(killed)
 		switch {
@@ -83,7 +88,6 @@ func TestClusterThroughGRPCProxy(t *testing.T) {
 		case firstRefused == 0:
 			firstRefused = at
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("proxy killed: last OK after %v, first refusal after %v", lastOK, firstRefused)
 	if firstRefused == 0 || firstRefused > leaseTTL {

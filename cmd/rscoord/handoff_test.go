@@ -15,6 +15,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/auth"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // The safe hand-off rules (docs/protocol.md: the hand-off invariant, member
@@ -99,11 +100,12 @@ func epochs(r protocol.HeartbeatResponse) map[int]int64 {
 // keepAlive heartbeats members every 500 ms until the time until.
 func keepAlive(t *testing.T, s *coordtest.Server, until time.Time, members ...*coordtest.Member) {
 	t.Helper()
-	for time.Now().Before(until) {
+	pace := time.NewTicker(500 * time.Millisecond)
+	defer pace.Stop()
+	for ; time.Now().Before(until); <-pace.C {
 		for _, m := range members {
 			beat(t, s, m)
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 }
 
@@ -151,6 +153,8 @@ func TestHandoffOverHTTP(t *testing.T) {
 		beat(t, s, old)
 		beat(t, s, old)
 		// The old process hangs past its lease; a new one takes the id over.
+		// The duration is the point: the lease must lapse, which no answer
+		// tells the hung process.
 		time.Sleep(handoffLease + 500*time.Millisecond)
 		nu := member("s", "stale", "new")
 		converge(t, s, nu)
@@ -241,16 +245,11 @@ func TestHandoffOverHTTP(t *testing.T) {
 		var g protocol.GroupResponse
 		s.JSON(http.MethodGet, path, nil, http.StatusOK, &g)
 		// The leaver's lease lapses: nothing holds anything any more.
-		deadline := time.Now().Add(handoffLease + 3*time.Second)
-		for {
+		if !testwait.PollEvery(handoffLease+10*time.Second, 200*time.Millisecond, func() bool {
 			status, raw = s.Do(http.MethodDelete, path, del)
-			if status == http.StatusOK {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("delete after the leaver's lease: %d %s", status, raw)
-			}
-			time.Sleep(200 * time.Millisecond)
+			return status == http.StatusOK
+		}) {
+			t.Fatalf("delete after the leaver's lease: %d %s", status, raw)
 		}
 		// A heartbeat of the deleted group's member tells it the group is gone
 		// or registers it again; a join registers it again above the old one.
@@ -311,14 +310,15 @@ func TestHandoffOverHTTP(t *testing.T) {
 		h := member("h", "told", "h-1")
 		beat(t, s, h)
 		beat(t, s, f)
-		deadline := time.Now().Add(handoffRebalance + 5*time.Second)
-		for f.Last.Status != protocol.StatusFencedMemberEpoch {
-			if time.Now().After(deadline) {
-				t.Fatalf("f never told of its fence: %+v", f.Last)
+		if !testwait.PollEvery(handoffRebalance+10*time.Second, 300*time.Millisecond, func() bool {
+			if f.Last.Status == protocol.StatusFencedMemberEpoch {
+				return true
 			}
-			time.Sleep(300 * time.Millisecond)
 			beat(t, s, f)
 			beat(t, s, h)
+			return f.Last.Status == protocol.StatusFencedMemberEpoch
+		}) {
+			t.Fatalf("f never told of its fence: %+v", f.Last)
 		}
 		// f stopped reading on the answer; its rejoin frees the shards.
 		f.HoldRevokes = false

@@ -10,7 +10,9 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/internal/credtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // A replica answers a heartbeat with a decision only while its lease is
@@ -83,7 +85,10 @@ func TestClusterHeldAnswerAfterLostLeaseIsRetry(t *testing.T) {
 	req.WaitMs = 5000
 	sent := time.Now()
 	answered := held(req)
-	time.Sleep(500 * time.Millisecond) // parked at the owner
+	// The owner counts the heartbeat it holds: then it is parked there.
+	testwait.UntilEvery(t, 20*time.Second, 50*time.Millisecond, func() bool {
+		return gaugeValue(scrapeMetrics(t, asAdmin(t, frozen.url)), metrics.HeldHeartbeats, nil) == 1
+	}, "a's heartbeat to be held at the owner")
 	if err := frozen.proc.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +100,8 @@ func TestClusterHeldAnswerAfterLostLeaseIsRetry(t *testing.T) {
 		t.Fatalf("the stream moved to %s", took)
 	}
 	// The hold ends while the owner is frozen: at the thaw its answer is
-	// due at once.
+	// due at once. The duration is the point: a frozen process tells
+	// nothing, so only the clock says the hold is over.
 	time.Sleep(time.Until(sent.Add(time.Duration(req.WaitMs)*time.Millisecond + time.Second)))
 	if err := frozen.proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

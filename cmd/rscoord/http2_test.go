@@ -11,6 +11,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // TestBinaryHTTP2: HTTP/2 over cleartext is off by default and on with
@@ -65,13 +66,9 @@ func TestBinaryHTTP2(t *testing.T) {
 	}()
 	// SIGTERM once the heartbeat is held, not before: its RETRY at once is
 	// what this checks.
-	deadline := time.Now().Add(5 * time.Second)
-	for gaugeValue(scrapeMetrics(t, s), metrics.HeldHeartbeats, nil) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the heartbeat was never held")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.UntilEvery(t, 20*time.Second, 20*time.Millisecond, func() bool {
+		return gaugeValue(scrapeMetrics(t, s), metrics.HeldHeartbeats, nil) == 1
+	}, "the heartbeat to be held")
 	start := time.Now()
 	if err := p.proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // TestMetricsShowShardLag runs the binary with --redis: 25 records nobody
@@ -51,15 +52,11 @@ func TestMetricsShowShardLag(t *testing.T) {
 	// itself and the scrape on a loaded machine.
 	deadline := added.Add(interval + time.Second)
 	var fams map[string]*dto.MetricFamily
-	for {
+	if !testwait.PollEvery(time.Until(deadline), 50*time.Millisecond, func() bool {
 		fams = scrapeMetrics(t, s)
-		if gaugeValue(fams, metrics.ShardLagRecords, map[string]string{"stream": "prod", "group": "prod", "shard": "0"}) == 25 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s{shard=\"0\"} 25 within %v of the writes; lag series: %v", metrics.ShardLagRecords, interval, fams[metrics.ShardLagRecords])
-		}
-		time.Sleep(50 * time.Millisecond)
+		return gaugeValue(fams, metrics.ShardLagRecords, map[string]string{"stream": "prod", "group": "prod", "shard": "0"}) == 25
+	}) {
+		t.Fatalf("no %s{shard=\"0\"} 25 within %v of the writes; lag series: %v", metrics.ShardLagRecords, interval, fams[metrics.ShardLagRecords])
 	}
 	shard0 := map[string]string{"stream": "prod", "group": "prod", "shard": "0"}
 	shard1 := map[string]string{"stream": "prod", "group": "prod", "shard": "1"}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // epochAnswer is one ownerEpoch a replica answered for a shard: to a
@@ -70,8 +71,7 @@ func (l *epochLog) monitor(t *testing.T, s *coordtest.Server, prefix, group stri
 // over are retried.
 func (l *epochLog) settle(t *testing.T, s *coordtest.Server, within time.Duration, members ...*coordtest.Member) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	if testwait.PollEvery(within, 100*time.Millisecond, func() bool {
 		done := true
 		for _, m := range members {
 			reported := slices.Clone(m.Owned)
@@ -82,10 +82,9 @@ func (l *epochLog) settle(t *testing.T, s *coordtest.Server, within time.Duratio
 				done = false
 			}
 		}
-		if done {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return done
+	}) {
+		return
 	}
 	for _, m := range members {
 		t.Logf("%s: epoch %d owns %v revoking %v last %s", m.ID, m.Epoch, m.Owned, m.Revoking, m.Last.Status)
@@ -240,7 +239,10 @@ func ownerEpochAcrossFailover(t *testing.T, freeze bool) {
 			t.Fatal(err)
 		}
 		answered := 0
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		// The ticker paces the stale members' heartbeats over 3 s.
+		pace := time.NewTicker(20 * time.Millisecond)
+		defer pace.Stop()
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); <-pace.C {
 			b.Epoch, b.Version, b.Owned, b.Revoking = knownEpoch, knownVersion, slices.Clone(heldByB), []int{}
 			if _, err := rec.beat(sf, b); err == nil {
 				answered++

@@ -10,6 +10,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // forwardedTo is how many requests other replicas forwarded to the
@@ -82,10 +83,7 @@ func TestClusterClientsFollowOwnerHint(t *testing.T) {
 	delete(reps, owner)
 	start := time.Now()
 	var newOwner string
-	for newOwner == "" {
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("the client did not reach a new owner within 30 s (calls %s first)", cc.URL())
-		}
+	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
 		hb, err := beat()
 		// The client follows the hint to the new owner once that replica
 		// answers calls of its own: a replica that answered RETRY while
@@ -96,7 +94,9 @@ func TestClusterClientsFollowOwnerHint(t *testing.T) {
 				newOwner = name
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		return newOwner != ""
+	}) {
+		t.Fatalf("the client did not reach a new owner within 30 s (calls %s first)", cc.URL())
 	}
 	t.Logf("after the owner's SIGKILL the client heartbeats the new owner %s directly after %v", newOwner, time.Since(start))
 	if got := ownerOf(t, reps[newOwner].url, "orders", "orders", ""); got != newOwner {

@@ -12,6 +12,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // The owner key of a stream is deleted under its replica while the
@@ -60,13 +61,20 @@ func TestClusterOwnerKeyDeletedUnderItsReplica(t *testing.T) {
 	if err != nil || !resp.Succeeded {
 		t.Fatalf("the other claim: %v %v", resp, err)
 	}
-	time.Sleep(500 * time.Millisecond) // the replica's watch delivers the change
-	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	// The replica's watch delivers the change: its first refusal shows it.
+	// From then on, no heartbeat may be answered OK over the window.
+	refused := func() bool {
+		hb, _, err := tryBeatHeader(s, a)
+		return err != nil || hb.Status != protocol.StatusOK
+	}
+	testwait.UntilEvery(t, 20*time.Second, 100*time.Millisecond, refused, "r1 to refuse heartbeats once another holds the owner key")
+	testwait.PollEvery(1500*time.Millisecond, 100*time.Millisecond, func() bool {
 		if hb, h, err := tryBeatHeader(s, a); err == nil && hb.Status == protocol.StatusOK {
 			t.Fatalf("r1 answered OK (owner %q) for a stream whose owner key another holds: %+v",
 				h.Get(protocol.OwnerURLHeader), hb)
 		}
-	}
+		return false
+	})
 	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // groupOwners is who runs each group of view, by "prefix/group".
@@ -25,28 +26,27 @@ func groupOwners(view protocol.ClusterResponse) map[string]string {
 // names run by a live replica other than not, and returns the owners.
 func awaitPlacement(t *testing.T, url string, names []string, not string) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		view, ok := clusterView(url)
+	var view protocol.ClusterResponse
+	var owners map[string]string
+	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		var ok bool
+		view, ok = clusterView(url)
 		live := map[string]bool{}
 		for _, r := range view.Replicas {
 			live[r.ID] = r.Live && r.ID != not
 		}
-		owners := groupOwners(view)
+		owners = groupOwners(view)
 		done := ok
 		for _, n := range names {
 			if !live[owners[n+"/"+n]] {
 				done = false
 			}
 		}
-		if done {
-			return owners
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("groups not placed on live replicas (not %q): %+v", not, view)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return done
+	}) {
+		t.Fatalf("groups not placed on live replicas (not %q): %+v", not, view)
 	}
+	return owners
 }
 
 // Three replicas run different streams (each with its group); the
@@ -100,7 +100,7 @@ func TestClusterPlacementSpreads(t *testing.T) {
 	checkRound := func(phase string) time.Duration {
 		start := time.Now()
 		ok := make([]bool, len(members))
-		for time.Since(start) < 20*time.Second {
+		if testwait.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
 			all := true
 			for i, m := range members {
 				if ok[i] {
@@ -119,12 +119,11 @@ func TestClusterPlacementSpreads(t *testing.T) {
 					t.Fatalf("%s: heartbeat of %s answered %+v", phase, m.ID, hb)
 				}
 			}
-			if all {
-				return time.Since(start)
-			}
-			time.Sleep(50 * time.Millisecond)
+			return all
+		}) {
+			return time.Since(start)
 		}
-		t.Fatalf("%s: not every member got an OK heartbeat in 20 s", phase)
+		t.Fatalf("%s: not every member got an OK heartbeat in 30 s", phase)
 		return 0
 	}
 
@@ -153,17 +152,13 @@ func TestClusterPlacementSpreads(t *testing.T) {
 	// again, and it claims them once the others released them.
 	reps[victim] = startReplica(t, c, victim, ports[victim])
 	survivors = append(survivors, asMember(t, reps[victim].url))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		view, _ := clusterView(reps[victim].url)
+	var view protocol.ClusterResponse
+	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		view, _ = clusterView(reps[victim].url)
 		back := groupOwners(view)
-		if slices.ContainsFunc(byOwner[victim], func(n string) bool { return back[n+"/"+n] == victim }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s came back but runs none of %v: %+v", victim, byOwner[victim], view)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return slices.ContainsFunc(byOwner[victim], func(n string) bool { return back[n+"/"+n] == victim })
+	}) {
+		t.Fatalf("%s came back but runs none of %v: %+v", victim, byOwner[victim], view)
 	}
 	checkRound("after " + victim + " came back")
 	for i, m := range members {

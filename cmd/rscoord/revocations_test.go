@@ -10,6 +10,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // revocationReach bounds how long a revocation made through one replica
@@ -31,39 +32,38 @@ func TestClusterLogoutRevokesEverywhere(t *testing.T) {
 	// login gets a token through r, waiting out the 503s of a failover.
 	login := func(r *replicaProc) string {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			code, raw := coordtest.Remote(t, r.url).As(basic).Do(http.MethodPost, protocol.BasePath+"/auth/login", nil)
-			if code == http.StatusOK {
-				var tok struct {
-					AccessToken string `json:"accessToken"`
-				}
-				if err := json.Unmarshal(raw, &tok); err != nil || tok.AccessToken == "" {
-					t.Fatalf("login through %s: %s (%v)", r.url, raw, err)
-				}
-				return "Bearer " + tok.AccessToken
-			}
-			if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		var code int
+		var raw []byte
+		if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+			code, raw = coordtest.Remote(t, r.url).As(basic).Do(http.MethodPost, protocol.BasePath+"/auth/login", nil)
+			if code != http.StatusOK && code != http.StatusServiceUnavailable {
 				t.Fatalf("login through %s: %d %s", r.url, code, raw)
 			}
-			time.Sleep(100 * time.Millisecond)
+			return code == http.StatusOK
+		}) {
+			t.Fatalf("login through %s: %d %s", r.url, code, raw)
 		}
+		var tok struct {
+			AccessToken string `json:"accessToken"`
+		}
+		if err := json.Unmarshal(raw, &tok); err != nil || tok.AccessToken == "" {
+			t.Fatalf("login through %s: %s (%v)", r.url, raw, err)
+		}
+		return "Bearer " + tok.AccessToken
 	}
 	// status is the answer to a read with token through r, waiting out the
 	// 503s of a failover.
 	status := func(r *replicaProc, token string) int {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			code, raw := coordtest.Remote(t, r.url).As(token).Do(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil)
-			if code != http.StatusServiceUnavailable {
-				return code
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still 503 after 30 s: %s", r.url, raw)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var code int
+		var raw []byte
+		if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+			code, raw = coordtest.Remote(t, r.url).As(token).Do(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil)
+			return code != http.StatusServiceUnavailable
+		}) {
+			t.Fatalf("%s still 503 after 30 s: %s", r.url, raw)
 		}
+		return code
 	}
 	logout := func(r *replicaProc, token string) {
 		t.Helper()
@@ -84,17 +84,17 @@ func TestClusterLogoutRevokesEverywhere(t *testing.T) {
 	reaches := func(r *replicaProc, token string) {
 		t.Helper()
 		start := time.Now()
-		for {
-			code := status(r, token)
-			if code == http.StatusUnauthorized {
-				t.Logf("the revocation reached %s after %v", r.url, time.Since(start))
-				return
-			}
-			if code != http.StatusOK || time.Since(start) > revocationReach {
+		var code int
+		if !testwait.PollEvery(revocationReach, 5*time.Millisecond, func() bool {
+			code = status(r, token)
+			if code != http.StatusOK && code != http.StatusUnauthorized {
 				t.Fatalf("the revoked token through %s: %d %v after the logout, want 401 within %v", r.url, code, time.Since(start), revocationReach)
 			}
-			time.Sleep(5 * time.Millisecond)
+			return code == http.StatusUnauthorized
+		}) {
+			t.Fatalf("the revoked token through %s: %d %v after the logout, want 401 within %v", r.url, code, time.Since(start), revocationReach)
 		}
+		t.Logf("the revocation reached %s after %v", r.url, time.Since(start))
 	}
 
 	first, second := login(r1), login(r2)

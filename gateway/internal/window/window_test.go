@@ -98,7 +98,9 @@ func TestReserveConcurrent(t *testing.T) {
 				return
 			}
 			ran.Add(1)
-			time.Sleep(time.Millisecond) // a password check
+			// The pause stands for a password check: it keeps the slot held
+			// while the other tries run, and its length is the point.
+			time.Sleep(time.Millisecond)
 			r.Commit()
 		})
 	}

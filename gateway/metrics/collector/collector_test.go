@@ -16,6 +16,7 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
+	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -185,18 +186,14 @@ func TestRunStopsWithContext(t *testing.T) {
 		done <- collector.Run(ctx, collector.Config{Source: &source{redis: protocol.HealthNotConfigured}, Sink: k,
 			Interval: 10 * time.Millisecond, Timeout: 10 * time.Millisecond})
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var n int
+	if !testwait.Poll(10*time.Second, func() bool {
 		k.mu.Lock()
-		n := k.rounds
+		n = k.rounds
 		k.mu.Unlock()
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d rounds in 5s at a 10ms interval", n)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return n >= 3
+	}) {
+		t.Fatalf("only %d rounds in 10s at a 10ms interval", n)
 	}
 	cancel()
 	if err := <-done; err != nil {
