@@ -14,7 +14,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -300,12 +300,12 @@ func TestGroupRecoversWhenTheStoreDoes(t *testing.T) {
 		t.Fatalf("health while the store is down: %+v", h)
 	}
 	// The reload after the failed write fails, and then a scheduled retry.
-	testwait.Until(t, 20*time.Second, func() bool { return store.failedLoads.Load() >= 2 }, "a reload attempt to fail")
+	poll.Until(t, 20*time.Second, func() bool { return store.failedLoads.Load() >= 2 }, "a reload attempt to fail")
 	if resp := c.Heartbeat(ctx, "orders", "orders", "b", join("b")); resp.Status != protocol.StatusRetry {
 		t.Fatalf("join while the store is still down: %s", resp.Status)
 	}
 	store.down.Store(false)
-	testwait.Until(t, 20*time.Second, func() bool { return c.Health(ctx).Status == protocol.HealthUp }, "health to come back UP")
+	poll.Until(t, 20*time.Second, func() bool { return c.Health(ctx).Status == protocol.HealthUp }, "health to come back UP")
 	if resp := c.Heartbeat(ctx, "orders", "orders", "b", join("b")); resp.Status != protocol.StatusOK {
 		t.Fatalf("join after the store recovered: %s", resp.Status)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/redisops"
 )
@@ -81,7 +81,7 @@ func TestStreamActorServesWhileRedisIsFrozen(t *testing.T) {
 		scaled <- err
 	}()
 	// The scale saves PREPARING before it asks Redis anything.
-	testwait.Until(t, 10*time.Second, func() bool {
+	poll.Until(t, 10*time.Second, func() bool {
 		start := time.Now()
 		migs, err := c.Migrations(ctx, "orders", "orders")
 		if took := time.Since(start); err != nil || took > 300*time.Millisecond {
@@ -124,7 +124,7 @@ func TestStreamActorServesWhileRedisIsFrozen(t *testing.T) {
 	}
 
 	// The join registers its group, provisioned on the 4 live shards.
-	testwait.Until(t, 20*time.Second, func() bool {
+	poll.Until(t, 20*time.Second, func() bool {
 		x = c.Heartbeat(ctx, "orders", "fresh", "x", joinReq("x"))
 		return x.Status == protocol.StatusOK
 	}, "the join to succeed after Redis came back")

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestAnswersNotHeldPassHeldWork: in a group's mailbox a join passes the
@@ -73,7 +73,7 @@ func TestAnswersNotHeldPassHeldWork(t *testing.T) {
 		}
 	}
 	var got []string
-	if !testwait.Poll(10*time.Second, func() bool {
+	if !poll.Soon(10*time.Second, func() bool {
 		mu.Lock()
 		got = slices.Clone(decided)
 		mu.Unlock()

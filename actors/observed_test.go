@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // removals records what an Observer is told stopped.
@@ -66,7 +66,7 @@ func TestDroppedStreamIsRemovedFromTheObserver(t *testing.T) {
 	if err := c.DropStream(ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if !testwait.Poll(10*time.Second, func() bool { return obs.saw("orders/orders", "orders") }) {
+	if !poll.Soon(10*time.Second, func() bool { return obs.saw("orders/orders", "orders") }) {
 		obs.mu.Lock()
 		defer obs.mu.Unlock()
 		t.Fatalf("after the drop the observer was told groups %v and streams %v removed, want orders/orders and orders", obs.groups, obs.streams)

@@ -13,7 +13,7 @@ import (
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -73,14 +73,14 @@ func TestRecreatedGroupKeepsItsSeries(t *testing.T) {
 		proceed <- struct{}{}
 		// The old actor's removal would land at once; the series must
 		// stay for the whole window after it.
-		testwait.Never(t, 200*time.Millisecond, func() bool { return !hasGroupState(t, m, "orders", "late") },
+		poll.Never(t, 200*time.Millisecond, func() bool { return !hasGroupState(t, m, "orders", "late") },
 			fmt.Sprintf("round %d: once the old actor of a group deleted and created again stopped, %s lost the series of the group", round, metrics.GroupStateInfo))
 	}
 }
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	testwait.Until(t, 10*time.Second, cond, what)
+	poll.Until(t, 10*time.Second, cond, what)
 }
 
 // hasGroupState reports whether m exports rscoord_group_state for

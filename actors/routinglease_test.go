@@ -13,7 +13,7 @@ import (
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/persistence"
 	"github.com/rscoord/rscoord/redisops"
 )
@@ -89,7 +89,7 @@ func TestRoutingLeaseCountsFromTheLastOldRouting(t *testing.T) {
 	// migration leaves ACTIVE (its removed shards, empty, retire at once).
 	var lastOld time.Time // when the last routing request answered 4 shards was sent
 	var m protocol.Migration
-	if !testwait.Poll(20*lease, func() bool {
+	if !poll.Soon(20*lease, func() bool {
 		sent := time.Now()
 		r, err := c.ProducerRouting(ctx, "orders", "orders", true)
 		if err == nil && r.ShardCount == 4 {

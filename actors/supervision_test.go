@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestGroupThatKeepsPanickingComesBack: once a group's supervisor stops its
@@ -52,7 +52,7 @@ func TestGroupThatKeepsPanickingComesBack(t *testing.T) {
 	// The report must come within half the cool down: after it the group
 	// could be serving again, and the failure would not be seen.
 	var h protocol.Health
-	if !testwait.Poll(time.Until(began.Add(coolDown/2)), func() bool {
+	if !poll.Soon(time.Until(began.Add(coolDown/2)), func() bool {
 		h = c.Health(ctx)
 		return h.Status == protocol.HealthDegraded && strings.Contains(h.Store.Message, "orders/orders")
 	}) {
@@ -72,7 +72,7 @@ func TestGroupThatKeepsPanickingComesBack(t *testing.T) {
 
 	// Then it reloads from the store: a keeps its epoch, health is UP.
 	var resp protocol.HeartbeatResponse
-	if !testwait.Poll(20*time.Second, func() bool {
+	if !poll.Soon(20*time.Second, func() bool {
 		resp = c.Heartbeat(ctx, "orders", "orders", "a", steady("a", first))
 		return resp.Status == protocol.StatusOK
 	}) {

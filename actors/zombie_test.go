@@ -9,7 +9,7 @@ import (
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/persistence"
 )
 
@@ -85,7 +85,7 @@ func TestStreamNotAddedWhileItsDroppedActorsRun(t *testing.T) {
 	}
 	store.open()
 	<-answered
-	if !testwait.Poll(20*time.Second, func() bool { err = c.AddStream(ctx, "orders"); return err == nil }) {
+	if !poll.Soon(20*time.Second, func() bool { err = c.AddStream(ctx, "orders"); return err == nil }) {
 		t.Fatalf("the stream cannot be added after its old actors stopped: %v", err)
 	}
 	if got := c.Streams(); len(got) != 1 {

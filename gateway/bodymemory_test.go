@@ -14,7 +14,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // paddedJoin is a valid join of member, padded with spaces to size bytes.
@@ -67,7 +67,7 @@ func TestLargeBodiesShareABudget(t *testing.T) {
 	}
 
 	// Wait for the holder's reservation: large bodies start answering 429.
-	testwait.Until(t, 20*time.Second, func() bool {
+	poll.Until(t, 20*time.Second, func() bool {
 		status, hdr, raw := postLarge(bytes.NewReader(large))
 		if status == http.StatusTooManyRequests {
 			if hdr.Get("Retry-After") == "" {
@@ -101,7 +101,7 @@ func TestLargeBodiesShareABudget(t *testing.T) {
 
 	// The holder goes away: its reservation is released.
 	_ = holder.Close()
-	testwait.Until(t, 20*time.Second, func() bool {
+	poll.Until(t, 20*time.Second, func() bool {
 		status, _, raw := postLarge(chunked(large))
 		if status == http.StatusOK {
 			if err := json.Unmarshal(raw, &resp); err != nil || resp.Status != protocol.StatusOK {

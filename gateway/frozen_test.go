@@ -7,7 +7,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -42,7 +42,7 @@ func TestFrozenRedisDelaysNoHeartbeat(t *testing.T) {
 	if err := rs.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if !testwait.Poll(20*time.Second, func() bool { return x.Last.Status == protocol.StatusOK || x.Beat(s).Status == protocol.StatusOK }) {
+	if !poll.Soon(20*time.Second, func() bool { return x.Last.Status == protocol.StatusOK || x.Beat(s).Status == protocol.StatusOK }) {
 		t.Fatalf("join after Redis came back: %+v", x.Last)
 	}
 }

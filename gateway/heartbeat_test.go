@@ -10,7 +10,7 @@ import (
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 func TestMembersConvergeThroughPendingShards(t *testing.T) {
@@ -180,7 +180,7 @@ func TestExpiredMemberIsFencedAndItsShardsMove(t *testing.T) {
 	coordtest.Converge(t, s, 6, a, b)
 	// b crashes: it stops heartbeating. The group's own timer expires it.
 	var ms protocol.MembersResponse
-	if !testwait.Poll(10*time.Second, func() bool {
+	if !poll.Soon(10*time.Second, func() bool {
 		ms = protocol.MembersResponse{}
 		s.JSON(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/members", nil, http.StatusOK, &ms)
 		state := protocol.MemberState("")

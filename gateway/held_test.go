@@ -16,7 +16,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // heldAnswer is the outcome of a heartbeat posted in the background.
@@ -81,7 +81,7 @@ func lastHeartbeats(t *testing.T, s *coordtest.Server, prefix, group string, ids
 func awaitTaken(t *testing.T, s *coordtest.Server, prefix, group string, before map[string]time.Time) {
 	t.Helper()
 	for id, at := range before {
-		testwait.Until(t, 10*time.Second, func() bool { return lastHeartbeat(t, s, prefix, group, id).After(at) },
+		poll.Until(t, 10*time.Second, func() bool { return lastHeartbeat(t, s, prefix, group, id).After(at) },
 			fmt.Sprintf("the group to take %s's heartbeat", id))
 	}
 }

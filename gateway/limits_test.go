@@ -18,7 +18,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // serveLimited serves a coordinator (authentication off) through
@@ -146,7 +146,7 @@ func TestIdleConnectionsDoNotStarveNewClients(t *testing.T) {
 	}
 	// Let the server accept every one of them (making room for each past
 	// the cap) before timing a new client.
-	if !testwait.Poll(time.Minute, func() bool { return evicted.Load() >= idleConns-maxConns }) {
+	if !poll.Soon(time.Minute, func() bool { return evicted.Load() >= idleConns-maxConns }) {
 		t.Fatalf("the server accepted only %d connections past its cap in a minute", evicted.Load())
 	}
 	client := &http.Client{Timeout: time.Second}

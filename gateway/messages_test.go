@@ -14,7 +14,7 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -196,7 +196,7 @@ func TestRedisDownAnswers503(t *testing.T) {
 	for _, p := range paths {
 		var status int
 		var raw []byte
-		if !testwait.Poll(20*time.Second, func() bool {
+		if !poll.Soon(20*time.Second, func() bool {
 			status, raw = s.Do(http.MethodGet, p, nil)
 			if status != http.StatusOK && status != http.StatusServiceUnavailable {
 				t.Fatalf("Redis back: %s: HTTP %d %s", p, status, raw)

@@ -17,7 +17,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/redisops"
 )
 
@@ -264,7 +264,7 @@ func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
 	get := func() {
 		s.JSON(http.MethodGet, base+"/streams/orders/groups/orders/migrations/"+m.ReshardingID, nil, http.StatusOK, &m)
 	}
-	if !testwait.Poll(10*time.Second, func() bool {
+	if !poll.Soon(10*time.Second, func() bool {
 		if strings.Contains(m.Detail, "deprecatedAfter") {
 			return true
 		}
@@ -279,7 +279,7 @@ func TestZonelessDeprecatedAfterHoldsTheMigration(t *testing.T) {
 	if m.State != protocol.MigrationActive || !time.Now().Before(after) {
 		t.Fatalf("the migration is %s (%s) at %v, want ACTIVE before deprecatedAfter %v", m.State, m.Detail, time.Now(), after)
 	}
-	if !testwait.Poll(10*time.Second, func() bool { get(); return m.State == protocol.MigrationDeprecated }) {
+	if !poll.Soon(10*time.Second, func() bool { get(); return m.State == protocol.MigrationDeprecated }) {
 		t.Fatalf("migration still %s (%s) long after deprecatedAfter", m.State, m.Detail)
 	}
 	if time.Now().Before(after) {

@@ -15,7 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/rscoord/rscoord/internal/disktest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // The tests of this file fail the disk under a store while it writes: an
@@ -178,7 +178,7 @@ func checkFailed(t *testing.T, s Store, err error, want string) {
 // up at once until that commit ends, which nothing signals: so this polls.
 func awaitRecovered(t *testing.T, s Store) {
 	t.Helper()
-	if !testwait.Poll(20*time.Second, func() bool { return s.Err(ctx) == nil }) {
+	if !poll.Soon(20*time.Second, func() bool { return s.Err(ctx) == nil }) {
 		t.Fatalf("the store did not recover once the disk worked again: %v", s.Err(ctx))
 	}
 }
@@ -254,7 +254,7 @@ func TestDiskFullOnTmpfs(t *testing.T) {
 			// While the disk stays full, the store logs a few background
 			// errors, not one per retry: none may pile up over the window.
 			if _, ok := errors.AsType[*stalled](err); !ok {
-				testwait.Never(t, 200*time.Millisecond, func() bool { return logged("background error") > 10 },
+				poll.Never(t, 200*time.Millisecond, func() bool { return logged("background error") > 10 },
 					"more than 10 background errors logged (want a few)")
 			}
 			free()

@@ -20,7 +20,7 @@ import (
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/internal/alertrules"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestBinaryCapsNearTheirLimits: a server with small caps, driven to them
@@ -126,7 +126,7 @@ func waitGauge(t *testing.T, s *coordtest.Server, name string, want float64) map
 	t.Helper()
 	var fams map[string]*dto.MetricFamily
 	var got float64
-	if !testwait.PollEvery(20*time.Second, 20*time.Millisecond, func() bool {
+	if !poll.Wait(20*time.Second, 20*time.Millisecond, func() bool {
 		fams = scrapeMetrics(t, s)
 		got = gaugeValue(fams, name, nil)
 		return got == want

@@ -19,8 +19,8 @@ import (
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
-	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // replicaProc is one `rscoord serve --store etcd` process on a fixed port.
@@ -134,7 +134,7 @@ func clusterView(url string) (protocol.ClusterResponse, bool) {
 func ownerOf(t *testing.T, url, prefix, group, not string) string {
 	t.Helper()
 	owner := ""
-	testwait.UntilEvery(t, 30*time.Second, 50*time.Millisecond, func() bool {
+	poll.UntilEvery(t, 30*time.Second, 50*time.Millisecond, func() bool {
 		view, ok := clusterView(url)
 		if !ok {
 			return false
@@ -207,7 +207,7 @@ func awaitOK(t *testing.T, s *coordtest.Server, m *coordtest.Member, within time
 	t.Helper()
 	start := time.Now()
 	var last error
-	if !testwait.PollEvery(within, 50*time.Millisecond, func() bool {
+	if !poll.Wait(within, 50*time.Millisecond, func() bool {
 		hb, err := tryBeat(s, m)
 		if err == nil && hb.Status == protocol.StatusOK {
 			return true
@@ -345,7 +345,7 @@ func TestClusterPausedOwner(t *testing.T) {
 	joined := func() bool { return strings.Count(frozen.proc.Output(), "joined the coordinator cluster") >= 2 }
 	tries := 0
 	// Probe for up to 3 s; the probes end early once it has joined.
-	testwait.PollEvery(3*time.Second, 20*time.Millisecond, func() bool {
+	poll.Wait(3*time.Second, 20*time.Millisecond, func() bool {
 		if frozen.proc.Exited() || joined() {
 			return true
 		}
@@ -373,7 +373,7 @@ func TestClusterPausedOwner(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("thawed old owner did not notice its lost lease: %v\n%s", err, frozen.proc.Output())
 	}
-	if !testwait.Poll(30*time.Second, joined) {
+	if !poll.Soon(30*time.Second, joined) {
 		t.Fatalf("thawed old owner did not join again:\n%s", frozen.proc.Output())
 	}
 	t.Logf("thawed %s joined again", owner)

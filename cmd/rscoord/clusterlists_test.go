@@ -13,7 +13,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/internal/credtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // listGroups is GET /monitoring/groups of the replica at url as the
@@ -142,7 +142,7 @@ func TestClusterWideLists(t *testing.T) {
 
 	// Its streams move to the others: whole again, through either.
 	var whole protocol.GroupsResponse
-	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+	if !poll.Wait(30*time.Second, 100*time.Millisecond, func() bool {
 		whole, _ = listGroups(t, reps[survivors[1]].url)
 		return slices.Equal(groupNames(whole), all) && len(whole.MissingReplicas) == 0
 	}) {

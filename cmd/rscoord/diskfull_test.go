@@ -18,7 +18,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/disktest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestBinaryDiskFull runs `rscoord serve` on a small real tmpfs that fills
@@ -332,7 +332,7 @@ func (d *diskClient) beatUntilOK(m *coordtest.Member, within time.Duration) {
 	d.t.Helper()
 	var resp protocol.HeartbeatResponse
 	var err error
-	if !testwait.PollEvery(within, 100*time.Millisecond, func() bool {
+	if !poll.Wait(within, 100*time.Millisecond, func() bool {
 		resp, err, _ = d.beat(m)
 		return err == nil && resp.Status == protocol.StatusOK
 	}) {
@@ -371,7 +371,7 @@ func (d *diskClient) converge(members ...*coordtest.Member) {
 func (d *diskClient) awaitReady(ready bool, within time.Duration) {
 	d.t.Helper()
 	var err error
-	if !testwait.PollEvery(within, 50*time.Millisecond, func() bool {
+	if !poll.Wait(within, 50*time.Millisecond, func() bool {
 		_, err = d.cc.Do(d.ctx, http.MethodGet, "/readyz", nil, nil)
 		var ce *coordclient.Error
 		switch {

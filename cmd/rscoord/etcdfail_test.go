@@ -15,7 +15,7 @@ import (
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
 	"github.com/rscoord/rscoord/internal/etcdtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // postCreate posts a stream creation and returns the status, Retry-After
@@ -156,7 +156,7 @@ func TestClusterEtcdFailures(t *testing.T) {
 	// one placement names: 503 with Retry-After meanwhile, as documented.
 	var status int
 	var raw []byte
-	if !testwait.PollEvery(20*time.Second, 100*time.Millisecond, func() bool {
+	if !poll.Wait(20*time.Second, 100*time.Millisecond, func() bool {
 		status, raw = asAdmin(t, servers[0].URL).Do(http.MethodGet, protocol.BasePath+"/streams/payments/groups/payments", nil)
 		if status != http.StatusOK && status != http.StatusServiceUnavailable {
 			t.Fatalf("GET the group payments after quorum came back: %d %s", status, raw)

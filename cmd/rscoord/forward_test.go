@@ -14,7 +14,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // get is one GET as the bootstrap admin; it fails the test on a refused
@@ -99,7 +99,7 @@ func TestClusterForwarding(t *testing.T) {
 		t.Fatalf("groups of the view: %s", raw)
 	}
 	// The gauges are refreshed every second.
-	if !testwait.PollEvery(20*time.Second, 100*time.Millisecond, func() bool {
+	if !poll.Wait(20*time.Second, 100*time.Millisecond, func() bool {
 		status, _, raw = get(t, reps[owner].url+"/metrics")
 		return status == http.StatusOK && strings.Contains(string(raw), "rscoord_cluster_replicas_live 3") &&
 			strings.Contains(string(raw), "rscoord_cluster_groups_unowned 0") &&
@@ -135,7 +135,7 @@ func TestClusterForwarding(t *testing.T) {
 		t.Fatalf("admin call %v after the owner's SIGKILL: %d Retry-After %q %s", time.Since(killed), resp.StatusCode, resp.Header.Get("Retry-After"), raw)
 	}
 	var statuses []protocol.Status
-	testwait.PollEvery(time.Until(killed.Add(15*time.Second)), 50*time.Millisecond, func() bool {
+	poll.Wait(time.Until(killed.Add(15*time.Second)), 50*time.Millisecond, func() bool {
 		hb, _, err := tryBeatVia(sa, a)
 		if err != nil {
 			t.Fatalf("heartbeat through %s %v after the owner's SIGKILL: %v", others[0], time.Since(killed), err)

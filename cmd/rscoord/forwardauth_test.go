@@ -13,7 +13,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // With authentication on, a replica forwards the caller's credentials:
@@ -49,7 +49,7 @@ func TestClusterForwardsCredentials(t *testing.T) {
 	}
 	_ = r1.proc.Wait(10 * time.Second)
 	s2 := coordtest.Remote(t, r2.url).As(bearer)
-	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+	if !poll.Wait(30*time.Second, 100*time.Millisecond, func() bool {
 		status, raw = s2.Do(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil)
 		if status != http.StatusOK && status != http.StatusServiceUnavailable {
 			t.Fatalf("the token after the failover: %d %s", status, raw)
@@ -92,7 +92,7 @@ func TestClusterForwardedClientAddressLimits(t *testing.T) {
 	basic := credtest.AdminAuth()
 	coordtest.Remote(t, reps["r1"].url).As(basic).CreateStream("orders", 4)
 	owner := ""
-	testwait.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
+	poll.Wait(30*time.Second, 50*time.Millisecond, func() bool {
 		status, raw := coordtest.Remote(t, reps["r1"].url).As(basic).Do(http.MethodGet, protocol.BasePath+"/monitoring/cluster", nil)
 		var view protocol.ClusterResponse
 		if status == http.StatusOK && json.Unmarshal(raw, &view) == nil {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
+	"github.com/rscoord/rscoord/internal/poll"
 	"github.com/rscoord/rscoord/internal/proctest"
-	"github.com/rscoord/rscoord/internal/testwait"
 )
 
 // startGRPCProxy runs etcd's own gRPC proxy (`etcd grpc-proxy start`, the
@@ -26,7 +26,7 @@ func startGRPCProxy(t *testing.T, c *testCluster, addr string) *proctest.Process
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+	if !poll.Wait(30*time.Second, 100*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err = cli.Get(ctx, "rscoord-proxy-probe")
 		cancel()

@@ -15,7 +15,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/auth"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // The safe hand-off rules (docs/protocol.md: the hand-off invariant, member
@@ -245,7 +245,7 @@ func TestHandoffOverHTTP(t *testing.T) {
 		var g protocol.GroupResponse
 		s.JSON(http.MethodGet, path, nil, http.StatusOK, &g)
 		// The leaver's lease lapses: nothing holds anything any more.
-		if !testwait.PollEvery(handoffLease+10*time.Second, 200*time.Millisecond, func() bool {
+		if !poll.Wait(handoffLease+10*time.Second, 200*time.Millisecond, func() bool {
 			status, raw = s.Do(http.MethodDelete, path, del)
 			return status == http.StatusOK
 		}) {
@@ -310,7 +310,7 @@ func TestHandoffOverHTTP(t *testing.T) {
 		h := member("h", "told", "h-1")
 		beat(t, s, h)
 		beat(t, s, f)
-		if !testwait.PollEvery(handoffRebalance+10*time.Second, 300*time.Millisecond, func() bool {
+		if !poll.Wait(handoffRebalance+10*time.Second, 300*time.Millisecond, func() bool {
 			if f.Last.Status == protocol.StatusFencedMemberEpoch {
 				return true
 			}

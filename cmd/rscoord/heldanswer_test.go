@@ -12,7 +12,7 @@ import (
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/internal/credtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // A replica answers a heartbeat with a decision only while its lease is
@@ -86,7 +86,7 @@ func TestClusterHeldAnswerAfterLostLeaseIsRetry(t *testing.T) {
 	sent := time.Now()
 	answered := held(req)
 	// The owner counts the heartbeat it holds: then it is parked there.
-	testwait.UntilEvery(t, 20*time.Second, 50*time.Millisecond, func() bool {
+	poll.UntilEvery(t, 20*time.Second, 50*time.Millisecond, func() bool {
 		return gaugeValue(scrapeMetrics(t, asAdmin(t, frozen.url)), metrics.HeldHeartbeats, nil) == 1
 	}, "a's heartbeat to be held at the owner")
 	if err := frozen.proc.Pause(); err != nil {

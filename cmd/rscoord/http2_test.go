@@ -11,7 +11,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestBinaryHTTP2: HTTP/2 over cleartext is off by default and on with
@@ -66,7 +66,7 @@ func TestBinaryHTTP2(t *testing.T) {
 	}()
 	// SIGTERM once the heartbeat is held, not before: its RETRY at once is
 	// what this checks.
-	testwait.UntilEvery(t, 20*time.Second, 20*time.Millisecond, func() bool {
+	poll.UntilEvery(t, 20*time.Second, 20*time.Millisecond, func() bool {
 		return gaugeValue(scrapeMetrics(t, s), metrics.HeldHeartbeats, nil) == 1
 	}, "the heartbeat to be held")
 	start := time.Now()

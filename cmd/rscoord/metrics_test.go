@@ -16,7 +16,7 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/gateway/metrics"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // TestMetricsShowShardLag runs the binary with --redis: 25 records nobody
@@ -52,7 +52,7 @@ func TestMetricsShowShardLag(t *testing.T) {
 	// itself and the scrape on a loaded machine.
 	deadline := added.Add(interval + time.Second)
 	var fams map[string]*dto.MetricFamily
-	if !testwait.PollEvery(time.Until(deadline), 50*time.Millisecond, func() bool {
+	if !poll.Wait(time.Until(deadline), 50*time.Millisecond, func() bool {
 		fams = scrapeMetrics(t, s)
 		return gaugeValue(fams, metrics.ShardLagRecords, map[string]string{"stream": "prod", "group": "prod", "shard": "0"}) == 25
 	}) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // epochAnswer is one ownerEpoch a replica answered for a shard: to a
@@ -71,7 +71,7 @@ func (l *epochLog) monitor(t *testing.T, s *coordtest.Server, prefix, group stri
 // over are retried.
 func (l *epochLog) settle(t *testing.T, s *coordtest.Server, within time.Duration, members ...*coordtest.Member) {
 	t.Helper()
-	if testwait.PollEvery(within, 100*time.Millisecond, func() bool {
+	if poll.Wait(within, 100*time.Millisecond, func() bool {
 		done := true
 		for _, m := range members {
 			reported := slices.Clone(m.Owned)

@@ -10,7 +10,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // forwardedTo is how many requests other replicas forwarded to the
@@ -83,7 +83,7 @@ func TestClusterClientsFollowOwnerHint(t *testing.T) {
 	delete(reps, owner)
 	start := time.Now()
 	var newOwner string
-	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+	if !poll.Wait(30*time.Second, 100*time.Millisecond, func() bool {
 		hb, err := beat()
 		// The client follows the hint to the new owner once that replica
 		// answers calls of its own: a replica that answered RETRY while

@@ -12,7 +12,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // The owner key of a stream is deleted under its replica while the
@@ -67,8 +67,8 @@ func TestClusterOwnerKeyDeletedUnderItsReplica(t *testing.T) {
 		hb, _, err := tryBeatHeader(s, a)
 		return err != nil || hb.Status != protocol.StatusOK
 	}
-	testwait.UntilEvery(t, 20*time.Second, 100*time.Millisecond, refused, "r1 to refuse heartbeats once another holds the owner key")
-	testwait.PollEvery(1500*time.Millisecond, 100*time.Millisecond, func() bool {
+	poll.UntilEvery(t, 20*time.Second, 100*time.Millisecond, refused, "r1 to refuse heartbeats once another holds the owner key")
+	poll.Wait(1500*time.Millisecond, 100*time.Millisecond, func() bool {
 		if hb, h, err := tryBeatHeader(s, a); err == nil && hb.Status == protocol.StatusOK {
 			t.Fatalf("r1 answered OK (owner %q) for a stream whose owner key another holds: %+v",
 				h.Get(protocol.OwnerURLHeader), hb)

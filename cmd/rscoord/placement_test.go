@@ -10,7 +10,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // groupOwners is who runs each group of view, by "prefix/group".
@@ -28,7 +28,7 @@ func awaitPlacement(t *testing.T, url string, names []string, not string) map[st
 	t.Helper()
 	var view protocol.ClusterResponse
 	var owners map[string]string
-	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+	if !poll.Wait(30*time.Second, 100*time.Millisecond, func() bool {
 		var ok bool
 		view, ok = clusterView(url)
 		live := map[string]bool{}
@@ -100,7 +100,7 @@ func TestClusterPlacementSpreads(t *testing.T) {
 	checkRound := func(phase string) time.Duration {
 		start := time.Now()
 		ok := make([]bool, len(members))
-		if testwait.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
+		if poll.Wait(30*time.Second, 50*time.Millisecond, func() bool {
 			all := true
 			for i, m := range members {
 				if ok[i] {
@@ -153,7 +153,7 @@ func TestClusterPlacementSpreads(t *testing.T) {
 	reps[victim] = startReplica(t, c, victim, ports[victim])
 	survivors = append(survivors, asMember(t, reps[victim].url))
 	var view protocol.ClusterResponse
-	if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+	if !poll.Wait(30*time.Second, 100*time.Millisecond, func() bool {
 		view, _ = clusterView(reps[victim].url)
 		back := groupOwners(view)
 		return slices.ContainsFunc(byOwner[victim], func(n string) bool { return back[n+"/"+n] == victim })

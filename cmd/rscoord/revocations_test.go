@@ -10,7 +10,7 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/coordtest"
 	"github.com/rscoord/rscoord/internal/credtest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 // revocationReach bounds how long a revocation made through one replica
@@ -34,7 +34,7 @@ func TestClusterLogoutRevokesEverywhere(t *testing.T) {
 		t.Helper()
 		var code int
 		var raw []byte
-		if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		if !poll.Wait(30*time.Second, 100*time.Millisecond, func() bool {
 			code, raw = coordtest.Remote(t, r.url).As(basic).Do(http.MethodPost, protocol.BasePath+"/auth/login", nil)
 			if code != http.StatusOK && code != http.StatusServiceUnavailable {
 				t.Fatalf("login through %s: %d %s", r.url, code, raw)
@@ -57,7 +57,7 @@ func TestClusterLogoutRevokesEverywhere(t *testing.T) {
 		t.Helper()
 		var code int
 		var raw []byte
-		if !testwait.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		if !poll.Wait(30*time.Second, 100*time.Millisecond, func() bool {
 			code, raw = coordtest.Remote(t, r.url).As(token).Do(http.MethodGet, protocol.BasePath+"/streams/orders/groups/orders", nil)
 			return code != http.StatusServiceUnavailable
 		}) {
@@ -85,7 +85,7 @@ func TestClusterLogoutRevokesEverywhere(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		var code int
-		if !testwait.PollEvery(revocationReach, 5*time.Millisecond, func() bool {
+		if !poll.Wait(revocationReach, 5*time.Millisecond, func() bool {
 			code = status(r, token)
 			if code != http.StatusOK && code != http.StatusUnauthorized {
 				t.Fatalf("the revoked token through %s: %d %v after the logout, want 401 within %v", r.url, code, time.Since(start), revocationReach)

@@ -22,7 +22,7 @@ import (
 
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 func TestVersionFlagAndBareHelp(t *testing.T) {
@@ -311,12 +311,12 @@ func TestHashPasswordOnTerminal(t *testing.T) {
 	}
 	for _, prompt := range []string{"Password: ", "Again: "} {
 		deadline := time.Now().Add(30 * time.Second)
-		if !testwait.Poll(time.Until(deadline), func() bool { return strings.Contains(shown(), prompt) }) {
+		if !poll.Soon(time.Until(deadline), func() bool { return strings.Contains(shown(), prompt) }) {
 			t.Fatalf("no prompt %q; the terminal shows %q", prompt, shown())
 		}
 		// As a person would: after the prompt, once the terminal stopped
 		// echoing (a loaded machine showed the password typed in between).
-		if !testwait.PollEvery(time.Until(deadline), time.Millisecond, func() bool { return echoOff(ptmx) }) {
+		if !poll.Wait(time.Until(deadline), time.Millisecond, func() bool { return echoOff(ptmx) }) {
 			t.Fatalf("the terminal still echoes after the prompt %q", prompt)
 		}
 		if _, err := io.WriteString(ptmx, "correct horse\n"); err != nil {

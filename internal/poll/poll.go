@@ -45,12 +45,50 @@ func WaitContext(ctx context.Context, every time.Duration, cond func() bool) boo
 }
 
 // Until waits for cond like [Wait] every [Interval] and fails t, naming
-// what it waited for, if within passes first.
-func Until(t testing.TB, within time.Duration, what string, cond func() bool) {
+// what it waited for, if timeout passes first.
+func Until(t testing.TB, timeout time.Duration, cond func() bool, what string) {
 	t.Helper()
-	if !Wait(within, Interval, cond) {
-		t.Fatalf("timed out after %v waiting for %s", within, what)
+	UntilEvery(t, timeout, Interval, cond, what)
+}
+
+// UntilEvery is [Until] checking cond every every, for a condition that
+// is costly to check, such as a request to a server process.
+func UntilEvery(t testing.TB, timeout, every time.Duration, cond func() bool, what string) {
+	t.Helper()
+	if !Wait(timeout, every, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
+}
+
+// Soon is [Wait] every [Interval]: it reports whether cond held within
+// timeout, for a test that checks a timeout as an outcome itself.
+func Soon(timeout time.Duration, cond func() bool) bool {
+	return Wait(timeout, Interval, cond)
+}
+
+// Never checks that cond stays false for the whole of d and fails t the
+// first time it holds: something must not happen within a window whose
+// length is the point.
+func Never(t testing.TB, d time.Duration, cond func() bool, what string) {
+	t.Helper()
+	if Soon(d, cond) {
+		t.Fatalf("%s happened within %v", what, d)
+	}
+}
+
+// Receive waits for a value on ch and fails t after timeout.
+func Receive[T any](t testing.TB, timeout time.Duration, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+	var zero T
+	return zero
 }
 
 // For waits until cond returns nil, checking every every, and fails t with

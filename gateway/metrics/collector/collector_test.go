@@ -16,7 +16,7 @@ import (
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/gateway/metrics"
 	"github.com/rscoord/rscoord/gateway/metrics/collector"
-	"github.com/rscoord/rscoord/internal/testwait"
+	"github.com/rscoord/rscoord/internal/poll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -187,7 +187,7 @@ func TestRunStopsWithContext(t *testing.T) {
 			Interval: 10 * time.Millisecond, Timeout: 10 * time.Millisecond})
 	}()
 	var n int
-	if !testwait.Poll(10*time.Second, func() bool {
+	if !poll.Soon(10*time.Second, func() bool {
 		k.mu.Lock()
 		n = k.rounds
 		k.mu.Unlock()
