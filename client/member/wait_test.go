@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The client module cannot import the server's internal/testwait, so its
+// The client module cannot import the server's internal/poll, so its
 // tests keep this small copy of it: they wait on a condition, never a
 // fixed time.
 
