@@ -109,6 +109,15 @@ const (
 func (s *ServeCmd) logger() *slog.Logger {
 	opts := &slog.HandlerOptions{Level: s.LogLevel}
 	if s.LogFormat == "json" {
+		// Durations are written as Go writes them ("1.5s"), not as
+		// integer nanoseconds, so that people and log stores read them
+		// alike.
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))

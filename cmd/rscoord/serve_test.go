@@ -270,6 +270,7 @@ func TestBinaryBootstrapAdmin(t *testing.T) {
 	if strings.Contains(p.output(), password) {
 		t.Fatalf("the password is in the log; stderr:\n%s", p.output())
 	}
+	checkJSONLog(t, p.output())
 	s := coordtest.Remote(t, p.url)
 	var login protocol.LoginResponse
 	s.JSON(http.MethodPost, protocol.BasePath+"/auth/login", protocol.LoginRequest{Username: "admin", Password: password}, http.StatusOK, &login)
@@ -386,5 +387,27 @@ func TestCLIAgainstServer(t *testing.T) {
 	}
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkJSONLog checks a --log-format json log: every line is a JSON
+// object, and durations are strings ("15s"), never integer nanoseconds.
+func checkJSONLog(t *testing.T, log string) {
+	t.Helper()
+	durations := 0
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatalf("a log line is not JSON (%v): %q", err, line)
+		}
+		if d, ok := entry["tokenTTL"]; ok {
+			durations++
+			if _, isString := d.(string); !isString {
+				t.Errorf("tokenTTL is logged as %v (%T), want a duration string", d, d)
+			}
+		}
+	}
+	if durations == 0 {
+		t.Fatalf("no line logged tokenTTL, so durations were not checked:\n%s", log)
 	}
 }
