@@ -17,6 +17,10 @@ import (
 // enough that a client's request timeout outlasts it.
 const maxFailureDelay = time.Second
 
+// maxSlowWait is the longest a password check past a failure limit waits
+// for its turn (slowCheck).
+const maxSlowWait = 2 * time.Second
+
 // checkPassword checks a username and password under the failure limits.
 //
 // The limits slow failures and never lock out credentials that verify.
@@ -78,10 +82,17 @@ func (s *server) checkPassword(c *gin.Context, user, password string) (auth.Prin
 }
 
 // slowCheck checks a password past a failure limit: one such check at a
-// time across the server.
+// time across the server. A check that cannot start within maxSlowWait is
+// not run (the caller answers 429 with a short Retry-After): while a flood
+// of failures keeps the place busy, requests must not queue until their
+// connections' write deadlines cut them off.
 func (s *server) slowCheck(ctx context.Context, user, password string) (auth.Principal, error) {
+	wait := time.NewTimer(maxSlowWait)
+	defer wait.Stop()
 	select {
 	case s.slowChecks <- struct{}{}:
+	case <-wait.C:
+		return auth.Principal{}, errors.New("gateway: no place for a password check past its limit")
 	case <-ctx.Done():
 		return auth.Principal{}, ctx.Err()
 	}
