@@ -3,6 +3,8 @@ package member
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +33,11 @@ func TestInterruptCatchesReadSentAfterStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := newReadConn(rdb, key)
+	// The loop has taken its connection and published its id, as a loop
+	// that passed its context check just before the cancel has.
+	if _, err := rc.get(ctx); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -38,10 +45,9 @@ func TestInterruptCatchesReadSentAfterStop(t *testing.T) {
 		defer wg.Done()
 		rc.interruptUntil(ctx, done)
 	}()
-	// The stop's first rounds run while there is no read yet, and nothing
-	// signals them: the duration is the point, it lets the rounds back off
-	// before the read below is sent.
-	time.Sleep(30 * time.Millisecond)
+	// The read below goes out only after the stop's first rounds found
+	// nothing to unblock: Redis counts the CLIENT UNBLOCKs they sent.
+	waitUntil(t, 10*time.Second, func() bool { return unblocksSent(t, rdb) >= 3 }, "three CLIENT UNBLOCK rounds")
 	start := time.Now()
 	res, err := sendOnce(ctx, rdb, rc, xreadNew(ctx, key, longBlock)).Result()
 	took := time.Since(start)
@@ -163,4 +169,27 @@ func TestReadConnFollowsMovedSlot(t *testing.T) {
 	if p.Count != 2 {
 		t.Fatalf("%d entries pending after two reads of one entry; want 2", p.Count)
 	}
+}
+
+// unblocksSent is how many CLIENT UNBLOCK commands the server has run, from
+// INFO commandstats.
+func unblocksSent(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_client|unblock:calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", line, err)
+		}
+		return n
+	}
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -89,9 +90,13 @@ func testBinaryDiskFull(t *testing.T, flushFirst bool) {
 			big = append(big, m)
 		}
 		// The flush's last steps (the manifest, the log's recycling) run
-		// inside the server after the table appears, and nothing outside
-		// it signals their end: a short pause lets them finish.
-		time.Sleep(200 * time.Millisecond)
+		// inside the server after the table appears, and nothing signals
+		// their end: the test waits until the data directory has stayed
+		// unchanged for 200 ms.
+		poll.Until(t, 30*time.Second, func() bool {
+			before := dirState(t, data)
+			return poll.Stays(200*time.Millisecond, poll.Interval, func() bool { return dirState(t, data) == before })
+		}, "the flush's last steps in "+data)
 		t.Logf("a table flushed after %d joins to big", len(big))
 	}
 
@@ -239,6 +244,25 @@ func testBinaryDiskFull(t *testing.T, flushFirst bool) {
 const maxJoins = 120
 
 // hasTable reports whether the Pebble directory holds a table.
+// dirState names every file in dir with its size and modification time,
+// so that two calls differ when anything in dir was written.
+func dirState(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile: the next call differs anyway
+		}
+		fmt.Fprintf(&b, "%s %d %d\n", e.Name(), info.Size(), info.ModTime().UnixNano())
+	}
+	return b.String()
+}
+
 func hasTable(t *testing.T, dir string) bool {
 	t.Helper()
 	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))

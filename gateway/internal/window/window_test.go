@@ -85,6 +85,10 @@ func TestReserveConcurrent(t *testing.T) {
 		limited atomic.Int64
 		wg      sync.WaitGroup
 	)
+	// Every check holds its place until limit places are held at once, as
+	// password checks running side by side do: the other tries meet a
+	// full limit.
+	allHeld := make(chan struct{})
 	for range tries {
 		wg.Go(func() {
 			r, err := l.Reserve(context.Background(), "u")
@@ -97,10 +101,10 @@ func TestReserveConcurrent(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			ran.Add(1)
-			// The pause stands for a password check: it keeps the slot held
-			// while the other tries run, and its length is the point.
-			time.Sleep(time.Millisecond)
+			if ran.Add(1) == limit {
+				close(allHeld)
+			}
+			<-allHeld
 			r.Commit()
 		})
 	}
