@@ -96,6 +96,7 @@ var contractCases = []struct {
 	{"AuditPaging", testAuditPaging},
 	{"AuditCorruptEntryListed", testAuditCorruptEntryListed},
 	{"Tombstones", testTombstones},
+	{"APITokens", testAPITokens},
 }
 
 func TestContract(t *testing.T) {

@@ -181,9 +181,10 @@ func (e *etcdKV) scanOrdered(ctx context.Context, lower, upper []byte, reverse b
 
 // commit runs ops as one etcd transaction. Its conditions: the fence of
 // every unit the ops write (when fencing is on), and that audit entries
-// are new (two replicas may pick one sequence; the loser is refused, not
-// overwriting). A refused condition is errRefused (nothing applied); any
-// other error leaves the outcome unknown.
+// and API tokens are new (two replicas may pick one sequence, or create
+// one token name; the loser is refused, not overwriting). A refused
+// condition is errRefused (nothing applied); any other error leaves the
+// outcome unknown.
 func (e *etcdKV) commit(ctx context.Context, ops []op) error {
 	var cmps []clientv3.Cmp
 	units := map[string]bool{}
@@ -195,7 +196,7 @@ func (e *etcdKV) commit(ctx context.Context, ops []op) error {
 		} else {
 			thens = append(thens, clientv3.OpPut(k, string(o.value)))
 		}
-		if _, ok := parseAuditKey(o.key); ok {
+		if _, ok := parseAuditKey(o.key); ok || isAPITokenKey(o.key) && !o.del {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
 		}
 		if u := unitOfKey(o.key); u != "" && e.opts.Fence != nil && !units[u] {
@@ -222,7 +223,7 @@ func (e *etcdKV) commit(ctx context.Context, ops []op) error {
 			}
 			return &errRefused{fmt.Errorf("%w: %s (owner key gone or claimed anew)", ErrNotOwner, strings.Join(names, ", "))}
 		}
-		return &errRefused{newErr(ErrStaleRevision, "audit sequence taken by another writer")}
+		return &errRefused{newErr(ErrStaleRevision, "audit sequence or API token name taken by another writer")}
 	}
 	return nil
 }

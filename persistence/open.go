@@ -93,6 +93,10 @@ func (c *core) recoverRevisions(ctx context.Context) error {
 	if err := scan(lo, hi, kindStage); err != nil {
 		return err
 	}
+	lo, hi = apiTokenBounds()
+	if err := scan(lo, hi, kindAPIToken); err != nil {
+		return err
+	}
 	if v, err := c.kv.get(ctx, floorKey); err == nil {
 		if env, err := unframe(v, kindFloor); err == nil {
 			c.observeRevision(env.StoreRevision)
