@@ -47,12 +47,15 @@ func (s *server) authenticate(c *gin.Context) (auth.Principal, *authFailure) {
 		}
 		return s.checkPassword(c, user, password)
 	case strings.EqualFold(scheme, "bearer"):
-		p, err := s.auth.VerifyToken(value)
+		p, err := s.auth.VerifyBearer(c.Request.Context(), value)
 		if errors.Is(err, auth.ErrExpiredToken) {
 			return auth.Principal{}, unauthorized("token expired; log in again")
 		}
 		if errors.Is(err, auth.ErrRevokedToken) {
 			return auth.Principal{}, unauthorized("token revoked (logout or password change); log in again")
+		}
+		if errors.Is(err, auth.ErrAPITokenStore) {
+			return auth.Principal{}, unauthorized("API tokens cannot be checked now (store unavailable); retry")
 		}
 		if err != nil {
 			return auth.Principal{}, unauthorized("invalid token")

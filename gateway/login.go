@@ -96,6 +96,10 @@ func (s *server) logout(c *gin.Context) {
 		abortWith(c, protocol.CodeInvalidRequest, "logout revokes a bearer token: send Authorization: Bearer <accessToken>")
 		return
 	}
+	if auth.IsAPIToken(value) {
+		abortWith(c, protocol.CodeInvalidRequest, "logout revokes session tokens; revoke an API token with DELETE /coord/v1/auth/tokens/{name} (ADMIN)")
+		return
+	}
 	p, fail := s.authenticate(c)
 	if fail != nil {
 		s.refuseAuth(c, fail)

@@ -43,6 +43,9 @@ func (s *server) routes() []route {
 	return []route{
 		{http.MethodPost, b + "/auth/login", 0, "", s.login},
 		{http.MethodPost, b + "/auth/logout", 0, "", s.logout},
+		{http.MethodPost, b + "/auth/tokens", auth.PermAdmin, protocol.AuditCreateAPIToken, s.createAPIToken},
+		{http.MethodGet, b + "/auth/tokens", auth.PermAdmin, "", s.listAPITokens},
+		{http.MethodDelete, b + "/auth/tokens/:name", auth.PermAdmin, protocol.AuditRevokeAPIToken, s.revokeAPIToken},
 
 		{http.MethodPost, b + "/streams/:prefix", write, protocol.AuditCreateStream, s.createStream},
 		{http.MethodPost, b + "/streams/:prefix/scale", write, protocol.AuditScale, s.scaleStream},

@@ -76,6 +76,9 @@ type Options struct {
 	// otherwise reach it through DNS rebinding, where a name of the page's
 	// own resolves to 127.0.0.1 and its calls are same-origin.
 	LocalHostsOnly bool
+	// APITokens keeps the API tokens of /auth/tokens. Nil: those routes
+	// answer 404 (the Authenticator's own source still checks tokens).
+	APITokens APITokenStore
 	// Cluster answers GET /coord/v1/monitoring/cluster in cluster mode.
 	// Nil: the route answers 404 (one process, no cluster).
 	Cluster func(ctx context.Context) (protocol.ClusterResponse, error)

@@ -19,8 +19,8 @@ import (
 // off. Revoked tokens are kept in the data directory or, in the cluster
 // mode (cli not nil), in etcd, shared by every replica: the returned
 // closer ends the following of other replicas' revocations and closes the
-// authenticator.
-func (c *Config) openAuthenticator(ctx context.Context, log *slog.Logger, cli *clientv3.Client) (*auth.Authenticator, func() error, error) {
+// authenticator. API tokens are read from apiTokens, the store.
+func (c *Config) openAuthenticator(ctx context.Context, log *slog.Logger, cli *clientv3.Client, apiTokens auth.APITokenSource) (*auth.Authenticator, func() error, error) {
 	if c.Authenticator != nil {
 		return c.Authenticator, c.Authenticator.Close, nil
 	}
@@ -65,7 +65,7 @@ func (c *Config) openAuthenticator(ctx context.Context, log *slog.Logger, cli *c
 		return nil, nil, fmt.Errorf("auth: %w", err)
 	}
 	authn, err := auth.New(auth.Config{Users: users, Secret: secret, PreviousSecrets: previous,
-		TokenTTL: c.TokenTTL, Revocations: revocations})
+		TokenTTL: c.TokenTTL, Revocations: revocations, APITokens: apiTokens})
 	if err != nil {
 		stop()
 		return nil, nil, errors.Join(fmt.Errorf("auth: %w", err), revocations.Close())

@@ -92,11 +92,15 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 	}()
 
 	var rep *replica.Runner
+	// tokens keeps the API tokens: the engine itself, not the cluster
+	// mode's fenced wrapper (token records belong to no unit).
+	var tokens persistence.APITokens
 	if cfg.Cluster != nil {
 		var es *persistence.EtcdStore
 		if rep, es, err = s.join(ctx, cfg.Group.MemberLease); err != nil {
 			return nil, err
 		}
+		tokens = es
 		// Last, after the store (and the revocations' watch) closed: the
 		// etcd client. It also leaves the cluster on the error paths.
 		r.closers.push(func(context.Context) error { return rep.Close(context.Background()) })
@@ -111,8 +115,12 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 			}
 		}()
 		r.store, r.lease = rep.WrapStore(es), rep.Node().Lease()
-	} else if r.store, err = persistence.OpenPebble(cfg.DataDir, persistence.Options{Logger: log, AcceptWALLoss: cfg.AcceptWALLoss}); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+	} else {
+		ps, err := persistence.OpenPebble(cfg.DataDir, persistence.Options{Logger: log, AcceptWALLoss: cfg.AcceptWALLoss})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		r.store, tokens = ps, ps
 	}
 	// The authenticator closes after the store, as it always has: its
 	// slot is taken before the store's closer is pushed.
@@ -129,7 +137,7 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 	if rep != nil {
 		cli = rep.EtcdClient()
 	}
-	if r.authn, closeAuth, err = cfg.openAuthenticator(ctx, log, cli); err != nil {
+	if r.authn, closeAuth, err = cfg.openAuthenticator(ctx, log, cli, apiTokens{tokens}); err != nil {
 		return nil, err
 	}
 
@@ -176,7 +184,7 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 	r.closers.push(coord.Close)
 
 	gw := cfg.Gateway
-	gw.Logger, gw.Auth, gw.Metrics = log, r.authn, r.metrics
+	gw.Logger, gw.Auth, gw.Metrics, gw.APITokens = log, r.authn, r.metrics, apiTokens{tokens}
 	// Without credentials a loopback server is reached only by local
 	// clients, and through DNS rebinding by any web page its user opens:
 	// then Host names the page's own domain.

@@ -91,7 +91,7 @@ func (c ErrorCode) HTTPStatus() int {
 		return http.StatusMethodNotAllowed
 	case CodeGroupAlreadyExists, CodeStreamPrefixAlreadyExists, CodeActiveMigrationExists,
 		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers, CodeMemberLimitReached, CodeMemberIDInUse,
-		CodeGroupLimitReached:
+		CodeGroupLimitReached, CodeAPITokenAlreadyExists:
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

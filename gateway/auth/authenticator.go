@@ -34,6 +34,11 @@ type Config struct {
 	// Revocations remembers tokens revoked by logout. Nil: logout is
 	// refused with [ErrNoRevocations].
 	Revocations *Revocations
+	// APITokens reads the stored API tokens; nil: API tokens are refused.
+	APITokens APITokenSource
+	// APITokenCacheTTL bounds how long what was read of an API token is
+	// trusted. Default [DefaultAPITokenCacheTTL].
+	APITokenCacheTTL time.Duration
 	// TokenTTL is the lifetime of issued tokens. Default [DefaultTokenTTL].
 	TokenTTL time.Duration
 	// Now is the clock. Default time.Now.
@@ -55,6 +60,8 @@ type Authenticator struct {
 	cache *verifiedCache
 	// tokens remembers tokens whose signature checked out.
 	tokens *tokenCache
+	// apiTokens reads API tokens; nil without a source.
+	apiTokens *apiTokenCache
 	// checks holds one place per bcrypt comparison running: comparisons
 	// cost CPU, and however many requests bring passwords at once, at
 	// most this many compare them while heartbeats need the rest.
@@ -110,6 +117,12 @@ func New(cfg Config) (*Authenticator, error) {
 	a.dummy = dummy
 	a.cache = newVerifiedCache(random, 5*time.Minute, 10_000)
 	a.tokens = newTokenCache(10_000)
+	if cfg.APITokens != nil {
+		if cfg.APITokenCacheTTL <= 0 {
+			cfg.APITokenCacheTTL = DefaultAPITokenCacheTTL
+		}
+		a.apiTokens = newAPITokenCache(cfg.APITokens, cfg.APITokenCacheTTL)
+	}
 	return a, nil
 }
 

@@ -32,6 +32,9 @@ type Principal struct {
 	// TokenID is the id of the bearer token the principal presented; empty
 	// for other methods.
 	TokenID string
+	// APIToken is the name of the API token the principal presented;
+	// empty for other credentials.
+	APIToken string
 }
 
 // Grant gives roles on the streams its patterns match.
