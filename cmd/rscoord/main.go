@@ -7,6 +7,7 @@
 //	rscoord shards|offsets|messages     read shard streams through the coordinator
 //	rscoord audit                       page through the audit log
 //	rscoord login|logout                keep a token for later commands
+//	rscoord token create|list|revoke    long-lived API tokens for services
 //	rscoord completion bash|zsh|fish    print a shell completion script
 //	rscoord hash-password               bcrypt a password (no echo on a terminal)
 //	rscoord version, rscoord --version
@@ -59,6 +60,7 @@ type CLI struct {
 	Audit    AuditCmd    `cmd:"" help:"Page through the audit log of admin mutations, newest first."`
 	Login    LoginCmd    `cmd:"" help:"Log in and save the token (mode 0600, under the user's config directory) for later commands."`
 	Logout   LogoutCmd   `cmd:"" help:"Revoke the token saved for --server on the server, then forget it."`
+	Token    TokenCmd    `cmd:"" help:"Create, list and revoke long-lived API tokens for services (ADMIN)."`
 	Version  VersionCmd  `cmd:"" help:"Print the version of this binary and the protocol versions it speaks."`
 	Probe    ProbeCmd    `cmd:"" help:"GET a URL and exit 0 on a 2xx answer, 1 otherwise: a container healthcheck (the image has no curl)."`
 
