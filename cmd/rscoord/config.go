@@ -134,6 +134,9 @@ func (c *yamlConfig) Resolve(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (an
 			return nil, nil
 		}
 	}
+	if aliasSetFor(os.LookupEnv, flag.Tag.Envs) {
+		return nil, nil // the reference design's name of the variable
+	}
 	v, ok := c.values[flag.Name]
 	if !ok {
 		return nil, nil

@@ -217,6 +217,7 @@ func newParser(ctx context.Context, cli *CLI, stdin io.Reader, stdout, stderr io
 		kong.Exit(func(code int) { panic(exitRequest{code}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Configuration(loadYAMLConfig),
+		kong.Resolvers(aliasResolver{lookup: os.LookupEnv}),
 		kong.Vars{"requester": defaultRequester(), "version": versionLine()},
 		kong.BindTo(ctx, (*context.Context)(nil)),
 		kong.BindTo(stdout, (*io.Writer)(nil)),

@@ -133,6 +133,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	}
 	cfg := s.config()
 	cfg.Logger = s.logger()
+	logReferenceAliases(cfg.Logger, os.LookupEnv)
 	// go-redis has one logger per process, and the server owns the
 	// process: its lines go through the server's logger (--log-format).
 	redis.SetLogger(redisconn.NewLogger(cfg.Logger))
@@ -172,7 +173,7 @@ func (s *ServeCmd) config() server.Config {
 		DefaultShards: s.DefaultShards, AutoCreateGroups: s.AutoCreateGroups,
 		MaxGroupsPerStream: s.MaxGroupsPerStream, MaxGroupRegistrationsPerPrincipal: s.MaxGroupRegistrationsPerPrincipal, ShutdownTimeout: s.ShutdownTimeout,
 		Auth: s.Auth, UsersFile: s.Users, TokenTTL: s.TokenTTL,
-		TokenSecret: os.Getenv(envTokenSecret), AdminPassword: os.Getenv(envAdminPassword),
+		TokenSecret: envOrAlias(os.LookupEnv, envTokenSecret), AdminPassword: envOrAlias(os.LookupEnv, envAdminPassword),
 		Gateway: gateway.Options{
 			NoMemberAuth: !s.MemberAuth, MetricsPublic: s.MetricsPublic,
 			AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
