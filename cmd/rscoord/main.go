@@ -8,6 +8,7 @@
 //	rscoord audit                       page through the audit log
 //	rscoord login|logout                keep a token for later commands
 //	rscoord token create|list|revoke    long-lived API tokens for services
+//	rscoord import-reference            take over the reference design's streams and groups
 //	rscoord completion bash|zsh|fish    print a shell completion script
 //	rscoord hash-password               bcrypt a password (no echo on a terminal)
 //	rscoord version, rscoord --version
@@ -66,6 +67,8 @@ type CLI struct {
 
 	Completion   CompletionCmd   `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	HashPassword HashPasswordCmd `cmd:"" name:"hash-password" help:"Print the bcrypt hash of a password, for the --users file; reads it without echo on a terminal, else from stdin."`
+
+	ImportReference ImportReferenceCmd `cmd:"" name:"import-reference" help:"Create on this coordinator the streams and groups the reference coordinator keeps in Redis; a dry run unless --execute."`
 }
 
 // AdminFlags are the flags shared by every command that talks to a
