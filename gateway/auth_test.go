@@ -76,6 +76,10 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"GET", base + "/monitoring/grafana/options/streams", "", r, 200},
 		{"GET", base + "/monitoring/grafana/options/consumer-groups", "", r, 200},
 		{"GET", base + "/monitoring/grafana/options/shards", "", r, 200},
+		// 404: the test server keeps no API tokens (no store).
+		{"POST", base + "/auth/tokens", `{"username":"admin","name":"n","requestedBy":"ops"}`, auth.PermAdmin, 404},
+		{"GET", base + "/auth/tokens", "", auth.PermAdmin, 404},
+		{"DELETE", base + "/auth/tokens/n", op, auth.PermAdmin, 404},
 		{"GET", "/metrics", "", r, 200},
 		{"GET", "/actuator/prometheus", "", r, 200},
 		{"GET", "/debug/pprof/cmdline", "", auth.PermAdmin, 200},
