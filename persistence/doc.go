@@ -15,6 +15,8 @@
 //     member writes two small keys, whatever the size of the group.
 //   - The audit log: append-only entries of admin mutations, keyed by a
 //     sequence that is a store revision, listed newest first.
+//   - API tokens ([APITokens]): one record per token name holding the
+//     SHA-256 of its secret, written once and deleted on revoke.
 //   - The on-disk format: key layout (keys.go), the checksummed envelope and
 //     the versioned record types (encoding.go, group_codec.go), the rule that old
 //     code refuses new data, and the migration of older data at open

@@ -20,6 +20,7 @@ import (
 //	"x\x00" + prefix + "\x00" + name + "\x00" + revision (8) + part (4)
 //	                                    one part of a staged group write
 //	"a\x00" + seq (8 bytes, big-endian) audit entry
+//	"t\x00" + name                      API token (apitokens.go)
 //
 // Numbers in keys are big-endian so that they sort in key order. A group's
 // record sorts right before its members and owner-epoch chunks (the name is
