@@ -137,8 +137,8 @@ func (c *Coordinator) Health(ctx context.Context) protocol.Health {
 	h := protocol.Health{
 		Status:        protocol.HealthUp,
 		CoordinatorID: c.env.cfg.CoordinatorID,
-		Redis:         protocol.ComponentHealth{Status: protocol.HealthNotConfigured, Message: "no --redis given: no provisioning and no drain proofs"},
-		Loop:          protocol.ComponentHealth{Status: protocol.HealthUp},
+		RedisDetail:   protocol.ComponentHealth{Status: protocol.HealthNotConfigured, Message: "no --redis given: no provisioning and no drain proofs"},
+		LoopDetail:    protocol.ComponentHealth{Status: protocol.HealthUp},
 		Store:         protocol.ComponentHealth{Status: protocol.HealthUp},
 	}
 	if r := c.env.cfg.Redis; r != nil {
@@ -147,9 +147,9 @@ func (c *Coordinator) Health(ctx context.Context) protocol.Health {
 		cancel()
 		if err != nil {
 			h.Status = protocol.HealthDegraded
-			h.Redis = protocol.ComponentHealth{Status: protocol.HealthDown, Message: err.Error()}
+			h.RedisDetail = protocol.ComponentHealth{Status: protocol.HealthDown, Message: err.Error()}
 		} else {
-			h.Redis = protocol.ComponentHealth{Status: protocol.HealthUp}
+			h.RedisDetail = protocol.ComponentHealth{Status: protocol.HealthUp}
 		}
 	}
 	if failed := c.env.failed.list(); len(failed) > 0 {
@@ -168,8 +168,9 @@ func (c *Coordinator) Health(ctx context.Context) protocol.Health {
 	}
 	if c.Terminating() {
 		h.Status = protocol.HealthDown
-		h.Loop = protocol.ComponentHealth{Status: protocol.HealthDown, Message: "shutting down"}
+		h.LoopDetail = protocol.ComponentHealth{Status: protocol.HealthDown, Message: "shutting down"}
 	}
+	h.Redis, h.Loop = h.RedisDetail.Status, h.LoopDetail.Status
 	return h
 }
 

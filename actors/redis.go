@@ -38,7 +38,10 @@ type ShardFacts struct {
 	Exists          bool
 	Length          int64
 	LastGeneratedID string
-	Groups          []GroupFacts
+	// FirstEntryID and LastEntryID are the ids of the oldest and newest
+	// entries the stream holds now; "" when it holds none.
+	FirstEntryID, LastEntryID string
+	Groups                    []GroupFacts
 }
 
 // Entry is one stream entry read for monitoring.

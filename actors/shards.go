@@ -88,14 +88,14 @@ func (c *Coordinator) Shards(ctx context.Context, prefix, group string) (protoco
 		st := protocol.ShardState{
 			ShardIndex: rd.index, StreamKey: key, RedisSlot: protocol.RedisSlot(key), Draining: rd.draining,
 			Exists: rd.facts.Exists, Length: rd.facts.Length, LastGeneratedID: rd.facts.LastGeneratedID,
-			Owners: owners[rd.index],
+			FirstRecordID: rd.facts.FirstEntryID, LastRecordID: rd.facts.LastEntryID, Owners: owners[rd.index],
 		}
 		if st.Owners == nil {
 			st.Owners = []string{}
 		}
 		sort.Strings(st.Owners)
 		if g := rd.facts.Group(group); g != nil {
-			st.Pending, st.Lag = g.Pending, g.Lag
+			st.Pending, st.Lag, st.GroupLastDeliveredID = g.Pending, g.Lag, g.LastDeliveredID
 		}
 		out.Shards = append(out.Shards, st)
 	}

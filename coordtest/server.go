@@ -66,6 +66,9 @@ type Options struct {
 	// MaxHeldHeartbeats bounds the heartbeats held at once (zero: the
 	// coordinator's default).
 	MaxHeldHeartbeats int
+	// ReferenceMetrics also exports the reference design's metric
+	// families (--reference-metrics).
+	ReferenceMetrics bool
 }
 
 // Auth configures authentication of a test server.
@@ -137,7 +140,7 @@ func Start(t testing.TB, dir string, opts Options) *Server {
 	cfg := server.DefaultConfig()
 	cfg.Listen, cfg.DataDir, cfg.Logger, cfg.Now = "127.0.0.1:0", dir, log, opts.Now
 	cfg.Group = opts.Group.EnsureDefaults()
-	cfg.AutoCreateGroups = opts.AutoCreateGroups
+	cfg.AutoCreateGroups, cfg.ReferenceMetrics = opts.AutoCreateGroups, opts.ReferenceMetrics
 	cfg.Auth = false
 	if opts.Auth != nil {
 		cfg.Authenticator = newAuthenticator(t, dir, opts.Auth)
@@ -298,6 +301,13 @@ var nullable = map[string]bool{
 	"next":       true, // the audit page's cursor
 	"lag":        true, // shards and offsets: Redis cannot always tell
 	"nextCursor": true, // messages: the last page
+	// The reference design's monitoring fields: unknown ids, rates,
+	// memory, Redis Cluster nodes and release versions.
+	"redisNodeEndpoint": true, "redisNodeId": true, "redisSlotRangeStart": true, "redisSlotRangeEnd": true,
+	"firstRecordId": true, "lastRecordId": true, "lastGeneratedId": true, "groupLastDeliveredId": true,
+	"consumerLastDeliveredId": true, "consumerLastAckedId": true, "producedPerSecond": true, "consumedPerSecond": true,
+	"memoryUsageBytes": true, "totalLag": true, "payload": true, "recordTimestampMs": true, "recordTime": true,
+	"pageNextCursor": true, "deprecatedIn": true, "removedIn": true,
 }
 
 // CheckNoNullArrays fails the test if raw holds a null anywhere but in a

@@ -177,7 +177,8 @@ func TestMonitoringBasics(t *testing.T) {
 	}
 	var c protocol.Compatibility
 	s.JSON(http.MethodGet, base+"/monitoring/compatibility", nil, http.StatusOK, &c)
-	if c.CurrentCoordinationVersion != 1 || c.SupportedCoordinationVersions.Min != 1 || len(c.CoordinationVersions) != 1 {
+	if c.CurrentCoordinationVersion != 1 || c.SupportedCoordinationVersions.Min != 1 || len(c.CoordinationVersions) != 1 ||
+		c.CoordinationVersions[0].Version != 1 || len(c.CoordinationVersionNumbers) != 1 {
 		t.Fatalf("compatibility = %+v", c)
 	}
 	var sess protocol.Session

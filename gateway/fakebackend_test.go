@@ -244,8 +244,8 @@ func (f *fakeBackend) heartbeatsSeen() int {
 
 func (f *fakeBackend) Health(context.Context) protocol.Health {
 	up := protocol.ComponentHealth{Status: protocol.HealthUp}
-	return protocol.Health{Status: protocol.HealthUp, CoordinatorID: "fake", Loop: up, Store: up,
-		Redis: protocol.ComponentHealth{Status: protocol.HealthNotConfigured}}
+	return protocol.Health{Status: protocol.HealthUp, CoordinatorID: "fake", LoopDetail: up, Store: up, Loop: protocol.HealthUp,
+		RedisDetail: protocol.ComponentHealth{Status: protocol.HealthNotConfigured}, Redis: protocol.HealthNotConfigured}
 }
 
 func (f *fakeBackend) Ready(context.Context) error {

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -40,6 +42,29 @@ type GrafanaGroupRow struct {
 	// ActiveMigration is "<reshardingId> <state>" of the stream's
 	// migration in progress, "" when there is none.
 	ActiveMigration string `json:"activeMigration"`
+
+	// The reference design's columns. ActiveMembers is Members;
+	// TotalMembers counts terminal members too.
+	ActiveMembers int `json:"activeMembers"`
+	TotalMembers  int `json:"totalMembers"`
+	// CurrentShards and TargetShards sum the shards members report and
+	// are targeted; AssignedShardRatio is "current / shardCount".
+	CurrentShards      int    `json:"currentShards"`
+	TargetShards       int    `json:"targetShards"`
+	AssignedShardRatio string `json:"assignedShardRatio"`
+	RevokingShards     int    `json:"revokingShards"`
+	// The totals sum the group's shards as Redis shows them; TotalLag is
+	// null when some lag is unknown or Redis could not be read.
+	TotalStreamLength int64  `json:"totalStreamLength"`
+	TotalPendingCount int64  `json:"totalPendingCount"`
+	TotalLag          *int64 `json:"totalLag"`
+	// ProducedPerSecond and ConsumedPerSecond sum the shards' rates
+	// between this read and an earlier one; null until two reads a
+	// second apart.
+	ProducedPerSecond     *float64 `json:"producedPerSecond"`
+	ConsumedPerSecond     *float64 `json:"consumedPerSecond"`
+	TotalMemoryUsageBytes int64    `json:"totalMemoryUsageBytes"`
+	MemoryUsageKnown      bool     `json:"memoryUsageKnown"`
 }
 
 // GrafanaMemberRow is one member of one group.
@@ -70,6 +95,13 @@ type GrafanaMemberRow struct {
 	// LeaseExpiresAt is when its lease ends without another heartbeat;
 	// null when unknown.
 	LeaseExpiresAt *time.Time `json:"memberLeaseExpiresAt"`
+
+	// The reference design's columns.
+	MetadataVersion       int64 `json:"metadataVersion"`
+	CurrentShardCount     int   `json:"currentShardCount"`
+	RevokingShardCount    int   `json:"revokingShardCount"`
+	RuntimeMaxConcurrency int   `json:"runtimeMaxConcurrency"`
+	ActiveConsumerWorkers int   `json:"activeConsumerWorkers"`
 }
 
 // GrafanaAssignmentRow is one shard of one group: its target owner and
@@ -96,6 +128,12 @@ type GrafanaAssignmentRow struct {
 	// Settled is true when Current equals Target and nobody is giving the
 	// shard up.
 	Settled bool `json:"settled"`
+
+	// The reference design's names of Shard, Target, Current and Revoking.
+	ShardIndex     int    `json:"shardIndex"`
+	TargetOwners   string `json:"targetOwners"`
+	CurrentOwners  string `json:"currentOwners"`
+	RevokingOwners string `json:"revokingOwners"`
 }
 
 // GrafanaOption is one value of a dashboard variable.
@@ -131,17 +169,63 @@ func (s *server) grafanaGroups(c *gin.Context) {
 	}
 	rows := make([]GrafanaGroupRow, 0, len(groups))
 	for _, g := range groups {
-		row := GrafanaGroupRow{
-			StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup, State: string(g.State),
-			GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
-			ShardCount: g.ShardCount, Members: len(g.TargetAssignmentSummary),
-		}
-		if g.ActiveMigration != nil {
-			row.ActiveMigration = g.ActiveMigration.ReshardingID + " " + string(g.ActiveMigration.State)
-		}
-		rows = append(rows, row)
+		rows = append(rows, s.groupRow(c.Request.Context(), g))
 	}
 	c.JSON(http.StatusOK, rows)
+}
+
+// groupRow is g's row; the columns read from Redis stay zero (lag and
+// rates null, memory unknown) when Redis cannot be read.
+func (s *server) groupRow(ctx context.Context, g protocol.GroupResponse) GrafanaGroupRow {
+	row := GrafanaGroupRow{
+		StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup, State: string(g.State),
+		GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
+		ShardCount: g.ShardCount, Members: len(g.TargetAssignmentSummary), ActiveMembers: len(g.TargetAssignmentSummary),
+	}
+	if g.ActiveMigration != nil {
+		row.ActiveMigration = g.ActiveMigration.ReshardingID + " " + string(g.ActiveMigration.State)
+	}
+	for _, n := range g.CurrentAssignmentSummary {
+		row.CurrentShards += n
+	}
+	for _, n := range g.TargetAssignmentSummary {
+		row.TargetShards += n
+	}
+	row.AssignedShardRatio = fmt.Sprintf("%d / %d", row.CurrentShards, g.ShardCount)
+	if ms, err := s.coord.Members(ctx, g.StreamPrefix, g.ConsumerGroup); err == nil {
+		row.TotalMembers = len(ms.Members)
+		for _, m := range ms.Members {
+			row.RevokingShards += len(m.Revoking)
+		}
+	}
+	v, err := s.readShardView(ctx, g)
+	if err != nil {
+		return row
+	}
+	totals := protocol.OffsetsResponse{Shards: v.offsets}
+	offsetTotals(&totals)
+	row.TotalStreamLength, row.TotalPendingCount, row.TotalLag = totals.TotalStreamLength, totals.TotalPendingCount, totals.TotalLag
+	row.TotalMemoryUsageBytes, row.MemoryUsageKnown = totals.TotalMemoryUsageBytes, totals.MemoryUsageKnown
+	row.ProducedPerSecond, row.ConsumedPerSecond = sumRates(v.rates)
+	return row
+}
+
+// sumRates sums the known rates; a sum is null when no shard's is known.
+func sumRates(rates map[int]shardRate) (produced, consumed *float64) {
+	add := func(sum **float64, v *float64) {
+		if v == nil {
+			return
+		}
+		if *sum == nil {
+			*sum = new(float64)
+		}
+		**sum += *v
+	}
+	for _, r := range rates {
+		add(&produced, r.produced)
+		add(&consumed, r.consumed)
+	}
+	return produced, consumed
 }
 
 func (s *server) grafanaMembers(c *gin.Context) {
@@ -161,6 +245,8 @@ func (s *server) grafanaMembers(c *gin.Context) {
 				MemberName: m.MemberName, State: string(m.State), MemberEpoch: m.MemberEpoch,
 				CurrentShards: len(m.CurrentAssignment), Current: joinShards(m.CurrentAssignment),
 				Revoking: joinShards(m.Revoking), LastHeartbeat: m.LastHeartbeatAt, LeaseExpiresAt: m.MemberLeaseExpiresAt,
+				MetadataVersion: m.MetadataVersion, CurrentShardCount: len(m.CurrentAssignment), RevokingShardCount: len(m.Revoking),
+				RuntimeMaxConcurrency: m.RuntimeMaxConcurrency, ActiveConsumerWorkers: m.ActiveConsumerWorkers,
 			})
 		}
 	}
@@ -208,6 +294,11 @@ func assignmentRows(g protocol.GroupResponse, as protocol.AssignmentsResponse) [
 			at(s.ShardIndex).revoking = append(at(s.ShardIndex).revoking, m)
 		}
 	}
+	// Every live shard has a row, as in the reference design, even one
+	// nobody targets or reads.
+	for i := range g.ShardCount {
+		at(i)
+	}
 	indexes := make([]int, 0, len(byShard))
 	for s := range byShard {
 		indexes = append(indexes, s)
@@ -220,10 +311,12 @@ func assignmentRows(g protocol.GroupResponse, as protocol.AssignmentsResponse) [
 			sort.Strings(l)
 		}
 		target, current := strings.Join(w.target, ","), strings.Join(w.current, ",")
+		revoking := strings.Join(w.revoking, ",")
 		rows = append(rows, GrafanaAssignmentRow{
 			StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup, Shard: s,
 			StreamKey: protocol.StreamKey(g.StreamPrefix, s), Target: target, Current: current,
-			Revoking: strings.Join(w.revoking, ","), Settled: target == current && len(w.revoking) == 0,
+			Revoking: revoking, Settled: target == current && len(w.revoking) == 0,
+			ShardIndex: s, TargetOwners: target, CurrentOwners: current, RevokingOwners: revoking,
 		})
 	}
 	return rows
@@ -281,103 +374,4 @@ func (s *server) grafanaShardOptions(c *gin.Context) {
 		out[i] = GrafanaOption{Text: v, Value: v}
 	}
 	c.JSON(http.StatusOK, out)
-}
-
-// GrafanaShardRow is one readable shard of one group, read live from Redis.
-type GrafanaShardRow struct {
-	// StreamPrefix is the group's stream.
-	StreamPrefix string `json:"streamPrefix"`
-	// ConsumerGroup is the group whose pending count and lag are shown.
-	ConsumerGroup string `json:"consumerGroup"`
-	// Shard is the shard's index.
-	Shard int `json:"shard"`
-	// StreamKey is the shard's Redis key.
-	StreamKey string `json:"streamKey"`
-	// RedisSlot is the Redis Cluster slot of StreamKey.
-	RedisSlot int `json:"redisSlot"`
-	// Draining is true for a removed shard of a scale-in not yet retired.
-	Draining bool `json:"draining"`
-	// Length is the number of entries in the stream; 0 when the key is
-	// missing.
-	Length int64 `json:"length"`
-	// Pending is how many entries the group was delivered and has not
-	// acknowledged; 0 when the key or its Redis consumer group is missing.
-	Pending int64 `json:"pending"`
-	// Lag is how many entries the group has not yet been delivered; null
-	// when Redis cannot tell or the key or its Redis consumer group is
-	// missing.
-	Lag *int64 `json:"lag"`
-	// LastGeneratedID is the id of the newest entry ever added; "" when
-	// the key is missing.
-	LastGeneratedID string `json:"lastGeneratedId"`
-	// Owners lists the members that report owning the shard, sorted and
-	// comma-separated.
-	Owners string `json:"owners"`
-}
-
-// GrafanaMessageRow is one stream entry of one shard, with its fields as a
-// JSON object.
-type GrafanaMessageRow struct {
-	// StreamPrefix is the stream read.
-	StreamPrefix string `json:"streamPrefix"`
-	// Shard is the shard read.
-	Shard int `json:"shard"`
-	// StreamKey is the shard's Redis key.
-	StreamKey string `json:"streamKey"`
-	// ID is the entry id ("ms-seq"); rows come newest first.
-	ID string `json:"id"`
-	// Fields are the entry's field-value pairs; values are strings.
-	Fields map[string]any `json:"fields"`
-}
-
-func (s *server) grafanaShards(c *gin.Context) {
-	groups, ok := s.groupsFor(c)
-	if !ok {
-		return
-	}
-	rows := []GrafanaShardRow{}
-	for _, g := range groups {
-		sh, err := s.coord.Shards(c.Request.Context(), g.StreamPrefix, g.ConsumerGroup)
-		if err != nil {
-			s.writeError(c, err) // Redis not configured or down: say so rather than show nothing
-			return
-		}
-		for _, st := range sh.Shards {
-			rows = append(rows, GrafanaShardRow{
-				StreamPrefix: g.StreamPrefix, ConsumerGroup: g.ConsumerGroup, Shard: st.ShardIndex,
-				StreamKey: st.StreamKey, RedisSlot: st.RedisSlot, Draining: st.Draining, Length: st.Length,
-				Pending: st.Pending, Lag: st.Lag, LastGeneratedID: st.LastGeneratedID, Owners: strings.Join(st.Owners, ","),
-			})
-		}
-	}
-	c.JSON(http.StatusOK, rows)
-}
-
-// grafanaMessages shows the newest entries of one shard
-// (?streamPrefix=&consumerGroup=&shard=&limit=).
-func (s *server) grafanaMessages(c *gin.Context) {
-	prefix := c.Query("streamPrefix")
-	group := c.DefaultQuery("consumerGroup", prefix)
-	shard, err := strconv.Atoi(c.Query("shard"))
-	if prefix == "" || err != nil {
-		abortWith(c, protocol.CodeInvalidRequest, "streamPrefix and a numeric shard are required")
-		return
-	}
-	limit := 100
-	if v := c.Query("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil {
-			abortWith(c, protocol.CodeInvalidRequest, "limit must be an integer")
-			return
-		}
-	}
-	page, err := s.coord.Messages(c.Request.Context(), prefix, group, shard, "", limit, protocol.DirectionBackward)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	rows := make([]GrafanaMessageRow, len(page.Messages))
-	for i, m := range page.Messages {
-		rows[i] = GrafanaMessageRow{StreamPrefix: prefix, Shard: shard, StreamKey: page.StreamKey, ID: m.ID, Fields: m.Fields}
-	}
-	c.JSON(http.StatusOK, rows)
 }

@@ -64,6 +64,7 @@ func (s *server) heartbeat(c *gin.Context) {
 	}
 	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, req.WaitMs > 0, time.Since(start))
+	s.metrics.GroupHeartbeat(c.Param("prefix"), c.Param("group"), resp.Status)
 	s.writeHeartbeat(c, &resp)
 }
 

@@ -49,17 +49,44 @@ func (s *server) consumption(c *gin.Context) {
 	s.answer(c, http.StatusOK, resp, err)
 }
 
-// shards reads every readable shard live from Redis (ours): 503
+// shards reads every readable shard live from Redis (ours), with the
+// memory the background metrics collection last sampled: 503
 // REDIS_NOT_CONFIGURED without --redis.
 func (s *server) shards(c *gin.Context) {
 	resp, err := s.coord.Shards(c.Request.Context(), c.Param("prefix"), c.Param("group"))
+	if err == nil {
+		memory := s.metrics.ShardMemoryOf(resp.StreamPrefix)
+		for i := range resp.Shards {
+			if b, ok := memory[resp.Shards[i].ShardIndex]; ok && resp.Shards[i].Exists {
+				resp.Shards[i].MemoryUsageBytes = &b
+			}
+		}
+	}
 	s.answer(c, http.StatusOK, resp, err)
 }
 
-// offsets shows the group's position on every readable shard, from Redis.
+// offsets shows the group's position on every readable shard, from Redis,
+// and the same shards in the reference design's form with its totals.
 func (s *server) offsets(c *gin.Context) {
-	resp, err := s.coord.Offsets(c.Request.Context(), c.Param("prefix"), c.Param("group"))
-	s.answer(c, http.StatusOK, resp, err)
+	ctx := c.Request.Context()
+	resp, err := s.coord.Offsets(ctx, c.Param("prefix"), c.Param("group"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	g, err := s.coord.Group(ctx, resp.StreamPrefix, resp.ConsumerGroup)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	v, err := s.readShardView(ctx, g)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	resp.Shards = v.offsets
+	offsetTotals(&resp)
+	s.answer(c, http.StatusOK, resp, nil)
 }
 
 // messages pages through one shard's entries (?cursor=&limit=&direction=).
@@ -78,5 +105,13 @@ func (s *server) messages(c *gin.Context) {
 	}
 	resp, err := s.coord.Messages(c.Request.Context(), c.Param("prefix"), c.Param("group"), shard,
 		c.Query("cursor"), limit, strings.ToUpper(c.Query("direction")))
+	if err == nil {
+		// The reference design's fields beside ours.
+		resp.Shard, resp.Limit = protocol.Shard{ShardIndex: resp.ShardIndex}, limit
+		resp.Records = make([]protocol.StreamMessageRecord, len(resp.Messages))
+		for i, m := range resp.Messages {
+			resp.Records[i] = protocol.NewStreamMessageRecord(resp.StreamPrefix, resp.ConsumerGroup, resp.ShardIndex, resp.StreamKey, m)
+		}
+	}
 	s.answer(c, http.StatusOK, resp, err)
 }

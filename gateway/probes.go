@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/internal/version"
 )
 
 // Probe answers. They carry no detail on purpose: the probes need no
@@ -43,4 +45,30 @@ func (s *server) readyz(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": probeReady})
+}
+
+// actuatorHealth answers as Spring Boot's /actuator/health does, for the
+// reference design's probes: {"status":"UP"}, or 503 {"status":"DOWN"}
+// when the coordinator cannot serve (readyz's check). No details, no
+// credentials.
+func (s *server) actuatorHealth(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
+	defer cancel()
+	err := s.coord.Ready(ctx)
+	if err == nil && s.opts.Ready != nil {
+		err = s.opts.Ready(ctx)
+	}
+	if err != nil {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "DOWN"})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": probeUp})
+}
+
+// actuatorInfo answers as Spring Boot's /actuator/info does with build
+// information: which build runs (READ, since a version helps an attacker
+// pick an exploit).
+func actuatorInfo(c *gin.Context) {
+	v := version.Get()
+	c.JSON(http.StatusOK, gin.H{"build": gin.H{"name": "rscoord", "version": v.Version, "revision": v.Revision, "goVersion": v.GoVersion}})
 }

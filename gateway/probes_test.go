@@ -59,7 +59,7 @@ func TestProbes(t *testing.T) {
 	probe("/healthz", http.StatusOK, `{"status":"UP"}`)
 	var h protocol.Health
 	s.JSON(http.MethodGet, coordclient.MonitoringPath("health"), nil, http.StatusOK, &h)
-	if h.Redis.Status != protocol.HealthDown || h.Status != protocol.HealthDegraded {
+	if h.RedisDetail.Status != protocol.HealthDown || h.Redis != protocol.HealthDown || h.Status != protocol.HealthDegraded {
 		t.Errorf("health with Redis gone: %+v, want redis DOWN and DEGRADED", h)
 	}
 }

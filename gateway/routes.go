@@ -40,6 +40,7 @@ func (s *server) routes() []route {
 	}
 	read, write := auth.PermRead, auth.PermWrite
 	consolePage := consolePage()
+	explorer := explorerPage()
 	return []route{
 		{http.MethodPost, b + "/auth/login", 0, "", s.login},
 		{http.MethodPost, b + "/auth/logout", 0, "", s.logout},
@@ -99,6 +100,14 @@ func (s *server) routes() []route {
 		// carries the token its sign-in obtained.
 		{http.MethodGet, "/console", 0, "", consolePage},
 		{http.MethodGet, "/console/*file", 0, "", consolePage},
+		// The reference design's operators' paths: the API explorer, the
+		// document as JSON and Spring Boot's actuator probes.
+		{http.MethodGet, "/scalar", 0, "", explorer},
+		{http.MethodGet, "/swagger-ui.html", 0, "", explorer},
+		{http.MethodGet, "/swagger-ui/*file", 0, "", explorer},
+		{http.MethodGet, "/v3/api-docs", 0, "", serveOpenAPIJSON()},
+		{http.MethodGet, "/actuator/health", 0, "", s.actuatorHealth},
+		{http.MethodGet, "/actuator/info", read, "", actuatorInfo},
 	}
 }
 

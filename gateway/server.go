@@ -125,6 +125,9 @@ type server struct {
 	origins *http.CrossOriginProtection
 	// heartbeatJSON decodes heartbeat bodies (heartbeatOptions).
 	heartbeatJSON jsonv2.Options
+	// rates keeps the shard observations the Grafana rows' rates are
+	// computed from.
+	rates rateTracker
 }
 
 // Limits of the audit entries of refused requests (401, 403, 429), per

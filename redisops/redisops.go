@@ -64,6 +64,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (actors.ShardFacts, er
 		return out, fmt.Errorf("redisops: xinfo stream %s: %w", key, err)
 	}
 	out.Exists, out.Length, out.LastGeneratedID = true, info.Length, info.LastGeneratedID
+	out.FirstEntryID, out.LastEntryID = info.FirstEntry.ID, info.LastEntry.ID
 	groups, err := c.rdb.XInfoGroups(ctx, key).Result()
 	if isNoSuchKey(err) { // deleted between the two calls
 		return actors.ShardFacts{Key: key, Groups: []actors.GroupFacts{}}, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -85,6 +86,9 @@ type Config struct {
 	MetricsInterval   time.Duration
 	MetricsTimeout    time.Duration
 	MetricsMaxMembers int
+	// ReferenceMetrics also exports the reference design's
+	// redis_stream_coord_* families, for its Grafana dashboards.
+	ReferenceMetrics bool
 
 	// Redis is where shard streams are provisioned and drains proved: one
 	// host:port, several cluster seeds, or a redis:// or rediss:// URL.
@@ -357,4 +361,16 @@ func (c *ClusterConfig) replicaID() string {
 		return c.ReplicaID
 	}
 	return strings.TrimPrefix(strings.TrimPrefix(c.AdvertiseURL, "https://"), "http://")
+}
+
+// coordinatorLabel is the coordinator label of the reference design's
+// metrics: the replica id in cluster mode, else the host name.
+func (c *Config) coordinatorLabel() string {
+	if c.Cluster != nil {
+		return c.Cluster.replicaID()
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "rscoord"
 }

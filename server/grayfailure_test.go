@@ -175,7 +175,7 @@ func TestFrozenRedisKeepsTheServerReady(t *testing.T) {
 			t.Fatalf("/readyz %v into the Redis freeze: %d, want 200", time.Since(frozen).Round(time.Millisecond), code)
 		}
 		var h protocol.Health
-		if code := get(coordclient.MonitoringPath("health"), &h); code == http.StatusOK && h.Redis.Status == protocol.HealthDown {
+		if code := get(coordclient.MonitoringPath("health"), &h); code == http.StatusOK && h.RedisDetail.Status == protocol.HealthDown {
 			sawDown = true
 		}
 		return false // the whole ten seconds

@@ -159,7 +159,11 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 		log.Warn("no --redis: scales skip stream provisioning and drain proofs; removed shards wait for an operator")
 	}
 
-	r.metrics = metrics.New(metrics.WithVersion(cfg.Version), metrics.WithMaxMembers(cfg.MetricsMaxMembers))
+	metricOpts := []metrics.Option{metrics.WithVersion(cfg.Version), metrics.WithMaxMembers(cfg.MetricsMaxMembers)}
+	if cfg.ReferenceMetrics {
+		metricOpts = append(metricOpts, metrics.WithReferenceFamilies(cfg.coordinatorLabel()))
+	}
+	r.metrics = metrics.New(metricOpts...)
 	r.coord, err = actors.Start(ctx, actors.Config{
 		Redis:                             streamRedis,
 		ProducerRoutingLease:              cfg.ProducerRoutingLease,

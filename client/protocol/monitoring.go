@@ -1,6 +1,10 @@
 package protocol
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Health answers GET /monitoring/health.
 type Health struct {
@@ -9,11 +13,17 @@ type Health struct {
 	// CoordinatorID names the answering coordinator process ("rscoord-"
 	// and an id that changes with every start).
 	CoordinatorID string `json:"coordinatorId"`
-	// Redis is UP, DOWN when a ping fails (Message says why), or
+	// Redis is RedisDetail's status alone, a string as the reference
+	// design sends it.
+	Redis string `json:"redis"`
+	// RedisDetail is UP, DOWN when a ping fails (Message says why), or
 	// NOT_CONFIGURED without --redis.
-	Redis ComponentHealth `json:"redis"`
-	// Loop is UP, or DOWN once shutdown began.
-	Loop ComponentHealth `json:"loop"`
+	RedisDetail ComponentHealth `json:"redisDetail"`
+	// Loop is LoopDetail's status alone, a string as the reference
+	// design sends it.
+	Loop string `json:"loop"`
+	// LoopDetail is UP, or DOWN once shutdown began.
+	LoopDetail ComponentHealth `json:"loopDetail"`
 	// Store is UP, DEGRADED while groups failed closed (Message names
 	// them), or DOWN when the store reports an error.
 	Store ComponentHealth `json:"store"`
@@ -76,8 +86,46 @@ type Compatibility struct {
 	// SupportedCoordinationVersions are the protocolVersion values a
 	// heartbeat may carry.
 	SupportedCoordinationVersions VersionRange `json:"supportedCoordinationVersions"`
-	// CoordinationVersions lists every supported version, ascending.
-	CoordinationVersions []int `json:"coordinationVersions"`
+	// CoordinationVersions describes every supported version, ascending,
+	// with its lifecycle and timing defaults, as the reference design does.
+	CoordinationVersions []CoordinationVersionSupport `json:"coordinationVersions"`
+	// CoordinationVersionNumbers lists every supported version, ascending.
+	CoordinationVersionNumbers []int `json:"coordinationVersionNumbers"`
+}
+
+// CoordinationVersionSupport is the lifecycle of one protocol version.
+type CoordinationVersionSupport struct {
+	// Version is the protocolVersion value.
+	Version int `json:"version"`
+	// Status is ACTIVE while the version is served; DEPRECATED once a
+	// removal is announced.
+	Status string `json:"status"`
+	// IntroducedIn is the release that first spoke the version.
+	IntroducedIn ReleaseVersion `json:"introducedIn"`
+	// DeprecatedIn is the release that deprecated it; null while it is not.
+	DeprecatedIn *ReleaseVersion `json:"deprecatedIn"`
+	// MinimumSupportedUntil is the release up to which it stays served.
+	MinimumSupportedUntil ReleaseVersion `json:"minimumSupportedUntil"`
+	// RemovedIn is the release that stops serving it; null while none is
+	// planned.
+	RemovedIn *ReleaseVersion `json:"removedIn"`
+	// TimingDefaults are the member timings the version assumes when the
+	// coordinator sends none.
+	TimingDefaults TimingDefaults `json:"timingDefaults"`
+}
+
+// ReleaseVersion is a semantic version.
+type ReleaseVersion struct {
+	Major int `json:"major"`
+	Minor int `json:"minor"`
+	Patch int `json:"patch"`
+}
+
+// TimingDefaults are durations in ISO 8601 form ("PT3S").
+type TimingDefaults struct {
+	HeartbeatInterval string `json:"heartbeatInterval"`
+	MemberLeaseTTL    string `json:"memberLeaseTtl"`
+	RebalanceTimeout  string `json:"rebalanceTimeout"`
 }
 
 // VersionRange is an inclusive range of protocol versions.
@@ -91,14 +139,29 @@ type VersionRange struct {
 // CurrentCompatibility describes the versions this build speaks.
 func CurrentCompatibility() Compatibility {
 	versions := []int{}
+	support := []CoordinationVersionSupport{}
 	for v := MinVersion; v <= MaxVersion; v++ {
 		versions = append(versions, v)
+		support = append(support, CoordinationVersionSupport{
+			Version: v, Status: "ACTIVE",
+			IntroducedIn: ReleaseVersion{0, 1, 0}, MinimumSupportedUntil: ReleaseVersion{1, 0, 0},
+			TimingDefaults: TimingDefaults{
+				HeartbeatInterval: isoSeconds(DefaultHeartbeatInterval), MemberLeaseTTL: isoSeconds(DefaultMemberLease),
+				RebalanceTimeout: isoSeconds(DefaultRebalanceTimeout),
+			},
+		})
 	}
 	return Compatibility{
 		CurrentCoordinationVersion:    CurrentVersion,
 		SupportedCoordinationVersions: VersionRange{Min: MinVersion, Max: MaxVersion},
-		CoordinationVersions:          versions,
+		CoordinationVersions:          support,
+		CoordinationVersionNumbers:    versions,
 	}
+}
+
+// isoSeconds writes d in whole seconds as an ISO 8601 duration.
+func isoSeconds(d time.Duration) string {
+	return "PT" + strconv.FormatInt(int64(d/time.Second), 10) + "S"
 }
 
 // GroupsResponse answers GET /monitoring/groups.
@@ -289,6 +352,17 @@ type ShardState struct {
 	// LastGeneratedID is the id of the newest entry ever added to the
 	// stream; empty when the key is missing.
 	LastGeneratedID string `json:"lastGeneratedId"`
+	// FirstRecordID and LastRecordID are the ids of the oldest and newest
+	// entries the stream holds; "" when it holds none.
+	FirstRecordID string `json:"firstRecordId"`
+	LastRecordID  string `json:"lastRecordId"`
+	// GroupLastDeliveredID is the id of the last entry delivered to this
+	// consumer group; "" when the key or the group is missing.
+	GroupLastDeliveredID string `json:"groupLastDeliveredId"`
+	// MemoryUsageBytes is what Redis last reported the key takes (MEMORY
+	// USAGE, sampled by the background metrics collection); null until a
+	// collection round read it, or for a missing key.
+	MemoryUsageBytes *int64 `json:"memoryUsageBytes"`
 	// Pending is how many entries this consumer group was delivered and
 	// has not acknowledged; 0 when the key or the group's Redis consumer
 	// group is missing.
@@ -310,6 +384,55 @@ type OffsetsResponse struct {
 	ConsumerGroup string `json:"consumerGroup"`
 	// Offsets are the live shards by index, then the draining ones.
 	Offsets []ShardOffset `json:"offsets"`
+	// Shards are the same shards in the reference design's form, with
+	// lengths, owners and memory; the totals below sum them.
+	Shards []StreamShardOffset `json:"shards"`
+	// TotalStreamLength sums the shards' lengths.
+	TotalStreamLength int64 `json:"totalStreamLength"`
+	// TotalPendingCount sums the shards' pending counts.
+	TotalPendingCount int64 `json:"totalPendingCount"`
+	// TotalLag sums the shards' lags; null when any lag is unknown.
+	TotalLag *int64 `json:"totalLag"`
+	// TotalMemoryUsageBytes sums the memory known of the shards.
+	TotalMemoryUsageBytes int64 `json:"totalMemoryUsageBytes"`
+	// MemoryUsageKnown is false when some shard's memory is unknown.
+	MemoryUsageKnown bool `json:"memoryUsageKnown"`
+}
+
+// StreamShardOffset is one shard of one group in the reference design's
+// monitoring form. Ids are null when unknown.
+type StreamShardOffset struct {
+	StreamPrefix  string `json:"streamPrefix"`
+	ConsumerGroup string `json:"consumerGroup"`
+	Shard         Shard  `json:"shard"`
+	StreamKey     string `json:"streamKey"`
+	// RedisSlot is the Redis Cluster slot of StreamKey.
+	RedisSlot int `json:"redisSlot"`
+	// RedisNodeEndpoint, RedisNodeID and the slot range name the Redis
+	// Cluster node serving the slot; null: this server does not map
+	// slots to nodes.
+	RedisNodeEndpoint   *string `json:"redisNodeEndpoint"`
+	RedisNodeID         *string `json:"redisNodeId"`
+	RedisSlotRangeStart *int    `json:"redisSlotRangeStart"`
+	RedisSlotRangeEnd   *int    `json:"redisSlotRangeEnd"`
+	// StreamLength is XLEN; 0 for a missing key.
+	StreamLength    int64   `json:"streamLength"`
+	FirstRecordID   *string `json:"firstRecordId"`
+	LastRecordID    *string `json:"lastRecordId"`
+	LastGeneratedID *string `json:"lastGeneratedId"`
+	// GroupLastDeliveredID is the Redis consumer group's last delivered id.
+	GroupLastDeliveredID *string `json:"groupLastDeliveredId"`
+	// ConsumerLastDeliveredID and ConsumerLastAckedID are what the member
+	// owning the shard last reported reading and acknowledging.
+	ConsumerLastDeliveredID *string `json:"consumerLastDeliveredId"`
+	ConsumerLastAckedID     *string `json:"consumerLastAckedId"`
+	PendingCount            int64   `json:"pendingCount"`
+	// Lag is null when Redis cannot tell.
+	Lag *int64 `json:"lag"`
+	// MemoryUsageBytes is the sampled MEMORY USAGE; null when unknown.
+	MemoryUsageBytes *int64 `json:"memoryUsageBytes"`
+	// OwnerMemberIDs are the members reporting the shard as owned, sorted.
+	OwnerMemberIDs []string `json:"ownerMemberIds"`
 }
 
 // ShardOffset is one consumer group's position on one shard.
@@ -365,6 +488,45 @@ type MessagesResponse struct {
 	// NextCursor is the id of the page's last entry, to pass back as
 	// cursor; null when no entry follows.
 	NextCursor *string `json:"nextCursor"`
+	// Shard is ShardIndex as the reference design sends it.
+	Shard Shard `json:"shard"`
+	// Limit is the page size asked for.
+	Limit int `json:"limit"`
+	// Records are Messages in the reference design's form.
+	Records []StreamMessageRecord `json:"records"`
+}
+
+// StreamMessageRecord is one stream entry in the reference design's form.
+type StreamMessageRecord struct {
+	StreamPrefix  string         `json:"streamPrefix"`
+	ConsumerGroup string         `json:"consumerGroup"`
+	Shard         Shard          `json:"shard"`
+	StreamKey     string         `json:"streamKey"`
+	RecordID      string         `json:"recordId"`
+	Fields        map[string]any `json:"fields"`
+	// Payload is the value of the field "payload"; null without one.
+	Payload *string `json:"payload"`
+	// RecordTimestampMs and RecordTime are the milliseconds part of
+	// RecordID; null when it does not parse.
+	RecordTimestampMs *int64     `json:"recordTimestampMs"`
+	RecordTime        *time.Time `json:"recordTime"`
+}
+
+// NewStreamMessageRecord describes entry m of shard shard in the
+// reference design's form.
+func NewStreamMessageRecord(prefix, group string, shard int, key string, m StreamMessage) StreamMessageRecord {
+	r := StreamMessageRecord{StreamPrefix: prefix, ConsumerGroup: group, Shard: Shard{ShardIndex: shard}, StreamKey: key,
+		RecordID: m.ID, Fields: m.Fields}
+	if p, ok := m.Fields["payload"].(string); ok {
+		r.Payload = &p
+	}
+	if ms, _, ok := strings.Cut(m.ID, "-"); ok {
+		if v, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			t := time.UnixMilli(v).UTC()
+			r.RecordTimestampMs, r.RecordTime = &v, &t
+		}
+	}
+	return r
 }
 
 // StreamMessage is one stream entry; field values are strings.

@@ -121,7 +121,10 @@ func TestResponsesMarshalEmptyArrays(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if strings.Contains(string(raw), "null") {
+		// The release versions a version has not reached are null, as
+		// in the reference design; no array ever is.
+		text := strings.NewReplacer(`"deprecatedIn":null`, "", `"removedIn":null`, "").Replace(string(raw))
+		if strings.Contains(text, "null") {
 			t.Errorf("%s marshals a null: %s", tc.name, raw)
 		}
 	}

@@ -307,7 +307,7 @@ func healthMessage(h protocol.Health) string {
 	for _, c := range []struct {
 		name string
 		c    protocol.ComponentHealth
-	}{{"redis", h.Redis}, {"loop", h.Loop}, {"store", h.Store}} {
+	}{{"redis", h.RedisDetail}, {"loop", h.LoopDetail}, {"store", h.Store}} {
 		if c.c.Status != protocol.HealthUp && c.c.Status != protocol.HealthNotConfigured {
 			msg := c.name + " " + c.c.Status
 			if c.c.Message != "" {

@@ -62,6 +62,7 @@ type ServeCmd struct {
 	MetricsInterval       time.Duration `default:"15s" env:"RSCOORD_METRICS_INTERVAL" help:"How often the shard gauges (length, pending, lag, memory) are read from Redis, in the background; member gauges are read at scrape time."`
 	MetricsTimeout        time.Duration `default:"10s" env:"RSCOORD_METRICS_TIMEOUT" help:"Bound of one collection round (at most --metrics-interval); series of groups not read in time are absent until a later round."`
 	MetricsMaxMembers     int           `default:"1000" env:"RSCOORD_METRICS_MAX_MEMBERS" help:"Most members exported by the per-member gauges (those with the oldest heartbeats first); the rest are counted in rscoord_member_series_capped."`
+	ReferenceMetrics      bool          `default:"false" negatable:"" env:"RSCOORD_REFERENCE_METRICS" help:"Also export the reference design's redis_stream_coord_* metrics (its Grafana dashboards query them), labelled coordinator=<replica id or host name>."`
 
 	Redis                             []string      `placeholder:"HOST:PORT|URL" sep:"," env:"RSCOORD_REDIS" help:"Redis the coordinator provisions shard streams in and proves drains against: one host:port is a standalone server, several the seeds of a cluster; or a redis:// or rediss:// (TLS) URL, with addr= parameters for further cluster seeds. None: scales skip provisioning and drain proofs."`
 	RedisUsername                     string        `env:"RSCOORD_REDIS_USERNAME" help:"ACL user for --redis (its password comes from RSCOORD_REDIS_PASSWORD); a URL with its own credentials keeps them."`
@@ -187,7 +188,8 @@ func (s *ServeCmd) config() server.Config {
 			MaxConnections: s.HTTPMaxConnections, HTTP2: s.HTTP2, MaxConcurrentStreams: s.HTTP2MaxStreams,
 		},
 		MetricsInterval: s.MetricsInterval, MetricsTimeout: s.MetricsTimeout, MetricsMaxMembers: s.MetricsMaxMembers,
-		Redis: s.Redis, RedisUsername: s.RedisUsername, RedisPassword: os.Getenv(envRedisPassword),
+		ReferenceMetrics: s.ReferenceMetrics,
+		Redis:            s.Redis, RedisUsername: s.RedisUsername, RedisPassword: os.Getenv(envRedisPassword),
 		RedisCAFile: s.RedisCAFile, RedisNATMap: s.RedisNATMap,
 		ProducerRoutingLease: s.ProducerRoutingLease, DrainCheckInterval: s.DrainCheckInterval,
 		RetireRemovedShards: s.RetireRemovedShards, MaxHeldHeartbeats: s.MaxHeldHeartbeats,

@@ -74,13 +74,17 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 // route, method and code and reused after: the steady path is a map read
 // and two atomic updates.
 func (m *Metrics) HTTPMiddleware() gin.HandlerFunc {
-	h := m.http
+	h, ref := m.http, m.ref
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
+		took := time.Since(start)
 		rs := h.seriesOf(c.FullPath(), c.Request.Method)
-		rs.duration.Observe(time.Since(start).Seconds())
+		rs.duration.Observe(took.Seconds())
 		rs.counter(h, c.Writer.Status()).Inc()
+		if ref != nil {
+			ref.apiRequest(c, took)
+		}
 	}
 }
 

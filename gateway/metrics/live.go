@@ -292,6 +292,9 @@ type Option func(*options)
 type options struct {
 	version    string
 	maxMembers int
+	// reference and coordinator: see WithReferenceFamilies.
+	reference   bool
+	coordinator string
 }
 
 // WithVersion sets the version label of rscoord_build_info (default: the

@@ -49,6 +49,9 @@ type Metrics struct {
 	members *memberCollector
 	caps    *capsCollector
 	http    *httpMetrics
+	// ref is nil unless WithReferenceFamilies asked for the reference
+	// design's families.
+	ref *refMetrics
 }
 
 var _ actors.Observer = (*Metrics)(nil)
@@ -109,6 +112,10 @@ func New(opts ...Option) *Metrics {
 	m.reg.MustRegister(heartbeatLatencies, m.rebalanceDuration, m.storeWriteDuration, m.state, m.live, m.members, m.caps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initLabels()
+	if o.reference {
+		m.ref = newRefMetrics(m, o.coordinator)
+		m.ref.register(m.reg)
+	}
 	return m
 }
 
@@ -192,7 +199,10 @@ func (m *Metrics) RateLimited(limiter string) { m.rateLimited.WithLabelValues(li
 func (m *Metrics) AuthRefused(status int) { m.authRefused.WithLabelValues(strconv.Itoa(status)).Inc() }
 
 // GroupStep implements [actors.Observer].
-func (m *Metrics) GroupStep(_, _ string, step actors.GroupStep) {
+func (m *Metrics) GroupStep(prefix, group string, step actors.GroupStep) {
+	if m.ref != nil {
+		m.ref.refGroupStep(prefix, group, step)
+	}
 	m.groupSteps.WithLabelValues(step.Kind, strconv.FormatBool(step.Persisted)).Inc()
 	ev := step.Events
 	m.joins.Add(float64(len(ev.Joined)))

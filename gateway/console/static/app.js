@@ -173,8 +173,8 @@ async function refresh() {
     const missing = (missingReplicas || []).map((m) =>
       " · Incomplete: replica " + m.id + " did not answer (" + m.error + "), missing " +
       ((m.units || []).join(", ") || "no streams"));
-    $("health").textContent = "Coordinator " + health.status + " · Redis " + health.redis.status +
-      (health.redis.message ? " (" + health.redis.message + ")" : "") + " · Store " + health.store.status +
+    $("health").textContent = "Coordinator " + health.status + " · Redis " + health.redisDetail.status +
+      (health.redisDetail.message ? " (" + health.redisDetail.message + ")" : "") + " · Store " + health.store.status +
       missing.join("");
     $("health").className = health.status === "UP" && missing.length === 0 ? "ok" : "error";
     // A group deleted meanwhile is no longer shown as selected.

@@ -121,7 +121,7 @@ func Round(ctx context.Context, cfg Config) {
 	defer cancel()
 
 	var redisUp *bool
-	switch cfg.Source.Health(rctx).Redis.Status {
+	switch cfg.Source.Health(rctx).RedisDetail.Status {
 	case protocol.HealthNotConfigured:
 	case protocol.HealthUp:
 		up := true

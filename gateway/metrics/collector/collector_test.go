@@ -30,7 +30,7 @@ type source struct {
 }
 
 func (s *source) Health(context.Context) protocol.Health {
-	return protocol.Health{Redis: protocol.ComponentHealth{Status: s.redis}}
+	return protocol.Health{RedisDetail: protocol.ComponentHealth{Status: s.redis}}
 }
 func (s *source) Groups(context.Context) (protocol.GroupsResponse, error) {
 	return protocol.GroupsResponse{Groups: s.groups}, nil
