@@ -36,7 +36,7 @@ type HistorySample struct {
 	// Length is the stream's length (0 for a missing key).
 	Length int64 `json:"length"`
 	// Pending is the group's delivered and unacknowledged entries.
-	Pending *int64 `json:"pending"`
+	Pending int64 `json:"pending"`
 	// Lag is the group's entries not yet delivered.
 	Lag *int64 `json:"lag"`
 	// AppendsPerSecond is the rise of the length since the previous

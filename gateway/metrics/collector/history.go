@@ -47,8 +47,8 @@ type groupHistory struct {
 	partial bool
 }
 
-// sample is one round's figures of a series; an unknown integer is -1,
-// an unknown rate NaN.
+// sample is one round's figures of a series; an unknown lag is -1, an
+// unknown rate NaN.
 type sample struct {
 	at                    int64 // Unix milliseconds
 	length, pending, lag  int64
@@ -255,7 +255,7 @@ func wire(in []sample) []protocol.HistorySample {
 	out := make([]protocol.HistorySample, len(in))
 	for i, s := range in {
 		out[i] = protocol.HistorySample{At: time.UnixMilli(s.at).UTC(), Length: s.length,
-			Pending: known(s.pending), Lag: known(s.lag), AppendsPerSecond: rate(s.appendsPerS), AcksPerSecond: rate(s.acksPerS)}
+			Pending: s.pending, Lag: known(s.lag), AppendsPerSecond: rate(s.appendsPerS), AcksPerSecond: rate(s.acksPerS)}
 	}
 	return out
 }

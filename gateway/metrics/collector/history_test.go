@@ -90,7 +90,7 @@ func TestHistorySumsShardsIntoTheGroup(t *testing.T) {
 	h.Record(t0, shardsOf("s", "g", protocol.ShardState{Length: 5, Pending: 1, Lag: of[int64](2)}, protocol.ShardState{Length: 7, Pending: 3, Lag: of[int64](4)}))
 	h.Record(t0.Add(time.Second), shardsOf("s", "g", protocol.ShardState{Length: 5, Pending: 1, Lag: of[int64](2)}, protocol.ShardState{Length: 9}))
 	got := h.Group("s", "g").Group
-	if got[0].Length != 12 || *got[0].Pending != 4 || *got[0].Lag != 6 {
+	if got[0].Length != 12 || got[0].Pending != 4 || *got[0].Lag != 6 {
 		t.Errorf("totals %+v", got[0])
 	}
 	// One shard's lag unknown: the group's is unknown, not a smaller sum.
