@@ -94,8 +94,10 @@ func signIn(t *testing.T, s *coordtest.Server, user string, shards int) context.
 // member apart from the live one in class and words, browses entries
 // across shards newest first and from an entry id, and rolls the
 // migration back from the button on its own row (after the
-// confirmation, audited). Signed in as a READ user the page has no write
-// buttons. The screenshot is kept in the test's directory, and with
+// confirmation, audited), after which the added shards read draining.
+// Signed in as a READ user the page has no write buttons; it shows the
+// autoscale panel and health details of servers that send them, and
+// judges each member state from a member row. The screenshot is kept in the test's directory, and with
 // RSCOORD_CONSOLE_SCREENSHOT=FILE also there (docs/console.png is made
 // that way).
 func TestConsoleViewsAndRowActions(t *testing.T) {
@@ -170,6 +172,11 @@ func TestConsoleViewsAndRowActions(t *testing.T) {
 	run("type the reason", chromedp.SendKeys(chromedp.ID("confirm-reason"), "console row action"))
 	run("confirm", chromedp.Click(chromedp.ID("confirm-yes")))
 	run("see it done", pollTrue(`document.getElementById("action-result").textContent.startsWith("Done: rollback migration `+id+`")`))
+	// The scale-out's added shards now drain: their rows say so.
+	run("see shards 4 and 5 draining", pollTrue(`["4", "5"].every((i) => {
+		const row = document.querySelector('#assignment tbody tr[data-shard="' + i + '"]');
+		return row !== null && row.classList.contains("draining") && row.cells[8].textContent.startsWith("draining");
+	})`))
 	var m protocol.Migration
 	s.JSON(http.MethodGet, coordclient.StreamPath("orders")+"/groups/orders/migrations/"+id, nil, http.StatusOK, &m)
 	if m.State != protocol.MigrationRollingBack && m.State != protocol.MigrationRolledBack {
@@ -190,6 +197,57 @@ func TestConsoleViewsAndRowActions(t *testing.T) {
 	if n := eval[int](t, reader, `[...document.querySelectorAll("button.write, .write-only button")].filter((b) => b.offsetParent !== null).length +
 		document.querySelectorAll("#migrations button").length`); n != 0 {
 		t.Errorf("a READ user sees %d write buttons", n)
+	}
+
+	// Servers with autoscaling answer its panel, and servers that send
+	// health.redis as a string carry the object in redisDetail: the page
+	// is given both by its fetch, rewritten.
+	eval[bool](t, reader, `(() => {
+		const real = window.fetch;
+		window.fetch = async (url, opts) => {
+			const u = String(url);
+			if (u.endsWith("/streams/orders/autoscale")) return new Response(JSON.stringify({stream: "orders",
+				policy: {mode: "dry-run", minShards: 2, maxShards: 8},
+				lastDecision: {action: "SCALE_OUT", fromShards: 6, toShards: 8, reason: "lag above target", at: new Date().toISOString(), taken: false}}),
+				{status: 200, headers: {"Content-Type": "application/json"}});
+			if (u.endsWith("/monitoring/health")) {
+				const h = await (await real(url, opts)).json();
+				Object.assign(h, {redisDetail: {status: "UP", message: "from detail"}, redis: "UP", loopDetail: h.loop, loop: "UP"});
+				return new Response(JSON.stringify(h), {status: 200, headers: {"Content-Type": "application/json"}});
+			}
+			return real(url, opts);
+		};
+		return true;
+	})()`)
+	if err := chromedp.Do(reader, pollTrue(`!document.getElementById("autoscale").hidden &&
+		document.getElementById("autoscale-policy").textContent.startsWith("Mode dry-run") &&
+		document.getElementById("autoscale-decision").textContent.startsWith("Last decision: SCALE_OUT 6 → 8 (lag above target)") &&
+		document.getElementById("autoscale-decision").textContent.endsWith("not taken") &&
+		document.getElementById("health").textContent.includes("Redis UP (from detail)")`)); err != nil {
+		body, _ := chromedp.Run(reader, chromedp.OuterHTML(chromedp.ID("app")))
+		t.Fatalf("autoscale panel and health detail: %v\n%s", err, body)
+	}
+
+	// Each member state in words and class, as the page judges it from a
+	// member row: late from the heartbeat's age unless the server says.
+	for _, tc := range []struct{ member, text, class string }{
+		{`{state: "ACTIVE", lastHeartbeatAt: at(-10), memberLeaseExpiresAt: at(5), heartbeatIntervalMs: 1000}`, "ACTIVE · late", "member st-late"},
+		{`{state: "ACTIVE", lastHeartbeatAt: at(-10), memberLeaseExpiresAt: at(5), late: false}`, "ACTIVE", "member st-active"},
+		{`{state: "ACTIVE", lastHeartbeatAt: at(-1), memberLeaseExpiresAt: at(5), late: true}`, "ACTIVE · late", "member st-late"},
+		{`{state: "ACTIVE", lastHeartbeatAt: at(-20), memberLeaseExpiresAt: at(-1)}`, "PAST LEASE (recorded ACTIVE)", "dead member st-expired"},
+		{`{state: "LEAVING", lastHeartbeatAt: at(0), memberLeaseExpiresAt: at(5)}`, "LEAVING", "member st-leaving"},
+		{`{state: "ACTIVE", lastHeartbeatAt: at(0), memberLeaseExpiresAt: at(5), revoking: [{shardIndex: 1}]}`, "ACTIVE · revoking", "member st-revoking"},
+		{`{state: "FENCED", lastHeartbeatAt: at(-5), memberLeaseExpiresAt: null}`, "FENCED", "dead member st-fenced"},
+		{`{state: "EXPIRED", lastHeartbeatAt: at(-30), memberLeaseExpiresAt: null}`, "EXPIRED", "dead member st-expired"},
+	} {
+		got := eval[string](t, reader, `(() => { const now = Date.now(); const at = (s) => new Date(now + s * 1000).toISOString();
+			const st = memberStatus(`+tc.member+`, now); return st.text + "|" + st.cls; })()`)
+		if want := tc.text + "|" + tc.class; got != want {
+			t.Errorf("member %s shows %q, want %q", tc.member, got, want)
+		}
+	}
+	if got := eval[string](t, reader, `clientOf({clientAddress: "10.0.0.7:5123", instanceId: "i-1", userAgent: "rscoord-member/1"})`); got != "10.0.0.7:5123 · i-1 · rscoord-member/1" {
+		t.Errorf("client of a member: %q", got)
 	}
 }
 
