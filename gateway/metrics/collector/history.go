@@ -154,10 +154,16 @@ func (h *History) Record(at time.Time, sh protocol.ShardsResponse) {
 		totalAcks += float64(cur.acksPerS)
 	}
 	// A shard that is gone from the layout (retired) is forgotten.
-	for i := range g.shards {
-		if !slices.ContainsFunc(sh.Shards, func(s protocol.ShardState) bool { return s.ShardIndex == i }) {
-			delete(g.shards, i)
-			h.series--
+	if len(g.shards) > len(sh.Shards) || g.partial {
+		read := make(map[int]bool, len(sh.Shards))
+		for _, s := range sh.Shards {
+			read[s.ShardIndex] = true
+		}
+		for i := range g.shards {
+			if !read[i] {
+				delete(g.shards, i)
+				h.series--
+			}
 		}
 	}
 	if !lagKnown {

@@ -165,3 +165,17 @@ func show(v *float64) any {
 	}
 	return *v
 }
+
+// TestHistoryForgetsRetiredShards: a shard no longer read (retired after a
+// scale-in) leaves the history; the others keep their samples.
+func TestHistoryForgetsRetiredShards(t *testing.T) {
+	t.Parallel()
+	h := collector.NewHistory(time.Second, time.Minute)
+	t0 := time.UnixMilli(1_700_000_000_000)
+	h.Record(t0, shardsOf("s", "g", protocol.ShardState{Length: 1}, protocol.ShardState{Length: 2}, protocol.ShardState{Length: 3}))
+	h.Record(t0.Add(time.Second), shardsOf("s", "g", protocol.ShardState{Length: 1}, protocol.ShardState{Length: 2}))
+	got := h.Group("s", "g")
+	if len(got.Shards) != 2 || len(got.Shards[1].Samples) != 2 || got.Group[1].Length != 3 {
+		t.Fatalf("after shard 2 retired: %+v", got)
+	}
+}
