@@ -67,6 +67,7 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"GET", base + "/monitoring/streams/orders/groups/orders/migrations", "", r, 200},
 		{"GET", base + "/monitoring/streams/orders/groups/orders/shards", "", r, 503},
 		{"GET", base + "/monitoring/streams/orders/groups/orders/offsets", "", r, 503},
+		{"GET", base + "/monitoring/streams/orders/groups/orders/history", "", r, 200},
 		{"GET", base + "/monitoring/streams/orders/groups/orders/shards/0/messages", "", r, 503},
 		{"GET", base + "/monitoring/grafana/groups", "", r, 200},
 		{"GET", base + "/monitoring/grafana/members", "", r, 200},

@@ -73,6 +73,7 @@ func (s *server) routes() []route {
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/migrations", read, "", s.migrations},
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/shards", read, "", s.shards},
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/offsets", read, "", s.offsets},
+		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/history", read, "", s.history},
 		{http.MethodGet, b + "/monitoring/streams/:prefix/groups/:group/shards/:shard/messages", read, "", s.messages},
 
 		{http.MethodGet, b + "/monitoring/grafana/groups", read, "", s.grafanaGroups},

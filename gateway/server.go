@@ -82,6 +82,9 @@ type Options struct {
 	// Cluster answers GET /coord/v1/monitoring/cluster in cluster mode.
 	// Nil: the route answers 404 (one process, no cluster).
 	Cluster func(ctx context.Context) (protocol.ClusterResponse, error)
+	// History answers GET …/groups/{group}/history: the samples the
+	// metrics collection kept. Nil: empty lists.
+	History HistorySource
 
 	// probe, set only by tests (export_test.go), is handed the server New
 	// builds, so that they can look at its limiters' memory.

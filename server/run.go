@@ -38,6 +38,8 @@ type run struct {
 	lease clientv3.LeaseID
 	// memory reads shard memory for the collector; nil without --redis.
 	memory collector.Memory
+	// history keeps the collector's recent samples for the console.
+	history *collector.History
 
 	closers closers
 	// release, when set, ends the run's context after its close.
@@ -189,6 +191,8 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 
 	gw := cfg.Gateway
 	gw.Logger, gw.Auth, gw.Metrics, gw.APITokens = log, r.authn, r.metrics, apiTokens{tokens}
+	r.history = collector.NewHistory(cfg.MetricsInterval, 0)
+	gw.History = r.history
 	// Without credentials a loopback server is reached only by local
 	// clients, and through DNS rebinding by any web page its user opens:
 	// then Host names the page's own domain.
@@ -240,7 +244,7 @@ func (s *Server) background(r *run) {
 	collected := make(chan error, 1)
 	wg.Go(func() {
 		collected <- collector.Run(ctx, collector.Config{
-			Source: r.coord, Sink: r.metrics, Memory: r.memory,
+			Source: r.coord, Sink: r.metrics, Memory: r.memory, History: r.history,
 			Interval: s.cfg.MetricsInterval, Timeout: s.cfg.MetricsTimeout, Logger: s.log})
 	})
 	r.closers.push(func(context.Context) error {

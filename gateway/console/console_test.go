@@ -285,8 +285,7 @@ func TestScriptRequestsGetNoBasicChallenge(t *testing.T) {
 // with Redis in headless Chromium as a WRITE user: each shard's lag comes
 // from Redis, each member's last heartbeat and lease read as ages, and a
 // stream created through the page (after its confirmation) exists and is
-// audited under the user's name. With RSCOORD_CONSOLE_SCREENSHOT=FILE it
-// also saves a screenshot (docs/console.png is made that way).
+// audited under the user's name.
 func TestConsoleLagHeartbeatAgeAndAction(t *testing.T) {
 	t.Parallel()
 	browser := chromium(t)
@@ -349,16 +348,6 @@ func TestConsoleLagHeartbeatAgeAndAction(t *testing.T) {
 			t.Errorf("member row %q lacks its heartbeat age and lease left", row)
 		}
 	}
-	if path := os.Getenv("RSCOORD_CONSOLE_SCREENSHOT"); path != "" {
-		png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	// An action end to end: create a stream, confirm, see it done.
 	for _, step := range []struct {
 		what string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,9 @@ func tableRows(t *testing.T, ctx context.Context, id string) []pageRow {
 	}
 	return rows
 }
+
+// has reports whether the row carries class cls.
+func (r *pageRow) has(cls string) bool { return slices.Contains(strings.Fields(r.Class), cls) }
 
 // memberRow is the members-table row of id, or nil.
 func memberRow(rows []pageRow, id string) *pageRow {
@@ -98,9 +102,9 @@ func TestConsoleShowsExpiredMember(t *testing.T) {
 		b.Beat(s)
 		members, assignment = tableRows(t, ctx, "members"), tableRows(t, ctx, "assignment")
 		ra, rb := memberRow(members, a.ID), memberRow(members, b.ID)
-		aDead := ra != nil && len(ra.Cells) == 7 && strings.HasPrefix(ra.Cells[6], "expired ") &&
+		aDead := ra != nil && len(ra.Cells) >= 7 && strings.HasPrefix(ra.Cells[6], "expired ") &&
 			(ra.Cells[1] == string(protocol.MemberExpired) || strings.HasPrefix(ra.Cells[1], "PAST LEASE"))
-		bLive := rb != nil && len(rb.Cells) == 7 && strings.HasSuffix(rb.Cells[6], " left") && rb.Class != "dead"
+		bLive := rb != nil && len(rb.Cells) >= 7 && strings.HasSuffix(rb.Cells[6], " left") && !rb.has("dead")
 		allToB := len(assignment) == 4
 		for _, r := range assignment {
 			allToB = allToB && len(r.Cells) > 1 && r.Cells[1] == b.ID
@@ -131,7 +135,8 @@ func TestConsoleMarksActiveMemberPastLease(t *testing.T) {
 	// Before: both live, lease left in minutes.
 	for _, m := range []*coordtest.Member{a, b} {
 		r := memberRow(tableRows(t, ctx, "members"), m.ID)
-		if r == nil || r.Class == "dead" || r.Cells[1] != string(protocol.MemberActive) || !strings.HasSuffix(r.Cells[6], " min left") {
+		// Silent since they converged, they may read as late already.
+		if r == nil || r.has("dead") || !strings.HasPrefix(r.Cells[1], string(protocol.MemberActive)) || !strings.HasSuffix(r.Cells[6], " min left") {
 			t.Fatalf("%s before the clock moves: %+v", m.ID, r)
 		}
 	}
@@ -146,7 +151,7 @@ func TestConsoleMarksActiveMemberPastLease(t *testing.T) {
 		ok := true
 		for _, m := range []*coordtest.Member{a, b} {
 			r := memberRow(rows, m.ID)
-			ok = ok && r != nil && r.Class == "dead" && r.Cells[1] == want &&
+			ok = ok && r != nil && r.has("dead") && r.Cells[1] == want &&
 				strings.HasPrefix(r.Cells[6], "expired ") && strings.HasSuffix(r.Cells[5], " min ago")
 		}
 		return ok

@@ -8,7 +8,9 @@ const refreshMs = 2000;
 // (paused, its host gone, a proxy holding the connection) must read as an
 // error, not as the last answers it gave.
 const requestTimeoutMs = 10000;
-const state = { token: sessionStorage.getItem("rscoord.token"), selected: null, loop: null, updatedAt: "", user: "", canWrite: false, pending: null, browse: null };
+// groups is the last list of groups; shardIndexes the selected group's
+// shards, for the message browser.
+const state = { token: sessionStorage.getItem("rscoord.token"), selected: null, loop: null, updatedAt: "", user: "", canWrite: false, pending: null, browse: null, groups: [], shardIndexes: [] };
 
 const $ = (id) => document.getElementById(id);
 
@@ -113,6 +115,10 @@ function signOut(message) {
   for (const table of document.querySelectorAll("#app table")) table.tBodies[0].replaceChildren();
   $("group").hidden = true;
   $("cluster").hidden = true;
+  $("charts").replaceChildren();
+  $("autoscale").hidden = true;
+  state.browse = null;
+  resetView(null);
   $("app").classList.remove("stale");
   $("health").textContent = "";
   $("status").textContent = "";
@@ -132,6 +138,14 @@ $("signout").addEventListener("click", async () => {
     if (err.status !== 401) $("signin-error").textContent = "Signed out here, but the server did not revoke the session: " + err.message;
   }
 });
+
+// detail is a health component as an object: the server's detail field
+// when it sends one, else its object, else a plain status string.
+function detail(obj, plain) {
+  if (obj && typeof obj === "object") return obj;
+  if (plain && typeof plain === "object") return plain;
+  return { status: plain || "unknown" };
+}
 
 function cell(row, text, cls) {
   const td = document.createElement("td");
@@ -173,10 +187,13 @@ async function refresh() {
     const missing = (missingReplicas || []).map((m) =>
       " · Incomplete: replica " + m.id + " did not answer (" + m.error + "), missing " +
       ((m.units || []).join(", ") || "no streams"));
-    $("health").textContent = "Coordinator " + health.status + " · Redis " + health.redisDetail.status +
-      (health.redisDetail.message ? " (" + health.redisDetail.message + ")" : "") + " · Store " + health.store.status +
-      missing.join("");
-    $("health").className = health.status === "UP" && missing.length === 0 ? "ok" : "error";
+    const redis = detail(health.redisDetail, health.redis);
+    const down = (health.replicas || []).filter((r) => r.status !== "UP").map((r) => " · Replica " + r.id + " " + r.status + (r.message ? " (" + r.message + ")" : ""));
+    $("health").textContent = "Coordinator " + health.status + " · Redis " + redis.status +
+      (redis.message ? " (" + redis.message + ")" : "") + " · Store " + health.store.status +
+      down.join("") + missing.join("");
+    $("health").className = health.status === "UP" && missing.length === 0 && down.length === 0 ? "ok" : "error";
+    state.groups = groups;
     // A group deleted meanwhile is no longer shown as selected.
     if (state.selected && !groups.some((g) => g.streamPrefix + "/" + g.consumerGroup === state.selected)) {
       state.selected = null;
@@ -188,7 +205,8 @@ async function refresh() {
       if (state.selected === key) row.className = "selected";
       cell(row, g.streamPrefix);
       cell(row, g.consumerGroup);
-      cell(row, g.state);
+      cell(row, g.state, g.state === "STABLE" || g.state === "EMPTY" ? "state" : "state warn").title =
+        g.state === "STABLE" || g.state === "EMPTY" ? "" : "not stable: members are still moving shards";
       cell(row, g.shardCount);
       cell(row, Object.keys(g.targetAssignmentSummary).length);
       cell(row, g.groupEpoch);
@@ -239,11 +257,11 @@ async function refreshCluster() {
   $("cluster-note").textContent = "Store " + view.store + " · " + live + " of " + view.replicas.length +
     " replicas live · answered by " + view.self.id;
   fill("replicas", view.replicas, (row, r) => {
-    row.className = r.live ? "" : "dead";
+    row.className = r.live ? "" : "dead replica-down";
     row.dataset.replica = r.id;
     cell(row, r.id);
     cell(row, r.advertiseUrl);
-    cell(row, r.live ? "yes" : "NO");
+    cell(row, r.live ? "yes" : "NO (down)", r.live ? "" : "state bad");
     cell(row, r.role);
     cell(row, (r.units || []).join(", "));
     cell(row, r.groupsOwned);
@@ -256,162 +274,3 @@ async function refreshCluster() {
     cell(row, g.ownerUrl);
   });
 }
-
-async function refreshGroup(key) {
-  const [prefix, group] = key.split("/");
-  const base = "/monitoring/streams/" + enc(prefix) + "/groups/" + enc(group);
-  const [members, assignments, migrations, live, audit] = await Promise.all([
-    call(base + "/members"),
-    call(base + "/assignments"),
-    call(base + "/migrations"),
-    // Length, pending and lag come from Redis: absent without --redis.
-    call(base + "/shards").catch((err) => ({ error: err.message, shards: [] })),
-    call("/monitoring/audit?limit=20&streamPrefix=" + enc(prefix)).catch(() => ({ entries: [] })),
-  ]);
-  $("group").hidden = false;
-  $("group-title").textContent = prefix + " / " + group;
-  const now = Date.now();
-  fill("members", members.members, (row, m) => {
-    // A live member whose lease has passed is dead, whatever the
-    // coordinator recorded: it stopped reading on its own (fail closed).
-    const leaseLeft = m.memberLeaseExpiresAt ? Date.parse(m.memberLeaseExpiresAt) - now : null;
-    const pastLease = leaseLeft !== null && leaseLeft <= 0 && (m.state === "ACTIVE" || m.state === "STARTING" || m.state === "LEAVING");
-    row.className = pastLease ? "dead" : "";
-    cell(row, m.memberId);
-    cell(row, pastLease ? "PAST LEASE (recorded " + m.state + ")" : m.state);
-    cell(row, m.memberEpoch);
-    cell(row, shards(m.currentAssignment));
-    cell(row, shards(m.revoking));
-    cell(row, ago(m.lastHeartbeatAt)).title = clock(m.lastHeartbeatAt);
-    cell(row, leaseLeft === null ? "" : leaseLeft > 0 ? span(leaseLeft) + " left" : "expired " + span(leaseLeft) + " ago").title = clock(m.memberLeaseExpiresAt);
-  });
-  // One row per shard: who should own it, who reports owning it, its
-  // ownership token, and what Redis says.
-  const perShard = new Map();
-  const at = (s) => { if (!perShard.has(s)) perShard.set(s, { target: [], current: [], revoking: [], ownerEpoch: "", redis: null }); return perShard.get(s); };
-  for (const [member, list] of Object.entries(assignments.targetAssignment)) for (const s of list) at(s.shardIndex).target.push(member);
-  for (const [member, list] of Object.entries(assignments.currentAssignments)) for (const s of list) at(s.shardIndex).current.push(member);
-  for (const [member, list] of Object.entries(assignments.revokeProgress)) for (const s of list) at(s.shardIndex).revoking.push(member);
-  for (const s of assignments.ownerEpochs || []) at(s.shardIndex).ownerEpoch = s.ownerEpoch;
-  for (const s of live.shards || []) at(s.shardIndex).redis = s;
-  const rows = [...perShard.entries()].sort((a, b) => a[0] - b[0]);
-  $("shards-note").textContent = live.error ? "Redis figures unavailable: " + live.error : "";
-  fill("assignment", rows, (row, [shard, who]) => {
-    const settled = who.target.join(",") === who.current.join(",") && who.revoking.length === 0;
-    row.className = settled ? "" : "mismatch";
-    cell(row, shard);
-    cell(row, who.target.join(", "));
-    cell(row, who.current.join(", "));
-    cell(row, who.revoking.join(", "));
-    cell(row, who.ownerEpoch);
-    const r = who.redis;
-    cell(row, r ? (r.exists ? r.length : "missing") : "");
-    cell(row, r ? r.pending : "");
-    cell(row, r ? (r.lag === null ? "unknown" : r.lag) : "");
-  });
-  $("violations").textContent = assignments.invariantViolations.length ? "Invariant violations: " + assignments.invariantViolations.join("; ") : "";
-  fill("migrations", migrations.migrations, (row, m) => {
-    cell(row, m.reshardingId);
-    cell(row, m.fromShardCount + " → " + m.toShardCount);
-    cell(row, m.state);
-    cell(row, m.detail || "");
-    cell(row, clock(m.createdAt));
-    cell(row, ago(m.updatedAt)).title = clock(m.updatedAt);
-  });
-  fill("audit", audit.entries || [], (row, e) => {
-    cell(row, ago(e.time)).title = clock(e.time);
-    cell(row, e.operation);
-    cell(row, e.requestedBy + (e.principal && e.principal !== e.requestedBy ? " (" + e.principal + ")" : ""));
-    cell(row, e.consumerGroup + (e.reshardingId ? " " + e.reshardingId : ""));
-    cell(row, e.result.outcome + " " + e.result.status + (e.result.errorCode ? " " + e.result.errorCode : ""));
-    cell(row, e.reason);
-  });
-}
-
-// Message browser: one page of a shard's entries (nothing is delivered
-// or acknowledged); "Next" follows the server's cursor.
-async function browse(cursor) {
-  if (!state.selected) return;
-  const [prefix, group] = state.selected.split("/");
-  const shard = $("browse-shard").value;
-  let path = "/monitoring/streams/" + enc(prefix) + "/groups/" + enc(group) + "/shards/" + enc(shard) +
-    "/messages?limit=20&direction=" + ($("browse-backward").checked ? "BACKWARD" : "FORWARD");
-  if (cursor) path += "&cursor=" + enc(cursor);
-  try {
-    const page = await call(path);
-    $("browse-error").textContent = "";
-    fill("messages", page.messages, (row, m) => {
-      cell(row, m.id);
-      cell(row, Object.entries(m.fields).map(([k, v]) => k + "=" + v).join(" "));
-    });
-    state.browse = page.nextCursor;
-    $("browse-next").hidden = !page.nextCursor;
-  } catch (err) {
-    $("browse-error").textContent = err.message;
-  }
-}
-$("browse-form").addEventListener("submit", (ev) => { ev.preventDefault(); browse(""); });
-$("browse-next").addEventListener("click", () => browse(state.browse));
-
-// Actions (WRITE role). Each form first shows what it will do; only the
-// confirmation sends it. Every mutation carries requestedBy and a reason,
-// and the server audits it.
-function ask(summary, send) {
-  state.pending = send;
-  $("confirm-text").textContent = summary;
-  $("confirm").hidden = false;
-  $("action-result").textContent = "";
-}
-$("confirm-no").addEventListener("click", () => { state.pending = null; $("confirm").hidden = true; });
-$("confirm-yes").addEventListener("click", async () => {
-  const send = state.pending;
-  state.pending = null;
-  $("confirm").hidden = true;
-  if (!send) return;
-  try {
-    await send();
-    $("action-result").className = "ok";
-    $("action-result").textContent = "Done: " + $("confirm-text").textContent;
-    startRefreshing();
-  } catch (err) {
-    $("action-result").className = "error";
-    $("action-result").textContent = "Refused: " + err.message;
-  }
-});
-const post = (path, body, method) => call(path, { method: method || "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-const selectedRef = () => (state.selected || "/").split("/");
-const reason = (id) => $(id).value.trim();
-
-$("create-form").addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  const prefix = $("create-prefix").value.trim();
-  const count = parseInt($("create-shards").value, 10);
-  ask("create stream " + prefix + " with " + count + " shards", () =>
-    post("/streams/" + enc(prefix), { initialShardCount: count, requestedBy: state.user, reason: reason("create-reason") }));
-});
-$("scale-form").addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  const [prefix] = selectedRef();
-  const count = parseInt($("scale-count").value, 10);
-  ask("scale stream " + prefix + " to " + count + " shards", () =>
-    post("/streams/" + enc(prefix) + "/scale", { targetShardCount: count, requestedBy: state.user, reason: reason("scale-reason") }));
-});
-$("migration-form").addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  const [prefix, group] = selectedRef();
-  const id = $("migration-id").value.trim();
-  const op = ev.submitter && ev.submitter.value === "complete" ? "complete" : "rollback";
-  const path = op === "complete"
-    ? "/streams/" + enc(prefix) + "/migrations/" + enc(id) + "/complete"
-    : "/streams/" + enc(prefix) + "/groups/" + enc(group) + "/migrations/" + enc(id) + "/rollback";
-  ask(op + " migration " + id + " of " + prefix, () => post(path, { requestedBy: state.user, reason: reason("migration-reason") }));
-});
-$("delete-form").addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  const [prefix, group] = selectedRef();
-  const force = $("delete-force").checked;
-  ask("delete group " + group + " of " + prefix + (force ? " (force)" : ""), () =>
-    post("/streams/" + enc(prefix) + "/groups/" + enc(group), { requestedBy: state.user, reason: reason("delete-reason"), force }, "DELETE"));
-});
-
-start();

@@ -73,6 +73,9 @@ type Config struct {
 	// not read in time have no memory series until a later round reads
 	// them. Nil: no memory series.
 	Memory Memory
+	// History, when set, keeps each round's shard figures for the
+	// console's charts. Nil: none kept.
+	History *History
 	// Logger receives a round's warnings (groups that could not be
 	// listed or read) and, at debug level, why; nil discards them.
 	Logger *slog.Logger
@@ -150,6 +153,12 @@ func Round(ctx context.Context, cfg Config) {
 			continue
 		}
 		stats = append(stats, shardStats(sh)...)
+		if cfg.History != nil {
+			cfg.History.Record(start, sh)
+		}
+	}
+	if cfg.History != nil && err == nil {
+		cfg.History.Retain(groups.Groups)
 	}
 	if failed > 0 {
 		cfg.Logger.Warn("metrics collection: some groups could not be read; their series are absent until the next round",
