@@ -3,17 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
+	"runtime/pprof"
+	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rscoord/client/coordclient"
-	"github.com/rscoord/rscoord/client/member"
 	"github.com/rscoord/rscoord/client/protocol"
 )
 
@@ -23,81 +20,236 @@ type ConsumerConfig struct {
 	// Credentials authenticate every call; the zero value sends none.
 	Credentials coordclient.Credentials
 	Redis       redis.UniversalClient
-	// Shards per stream; each phase and round reads a fresh stream.
+	// Shards per stream; each phase reads a fresh stream.
 	Shards int
-	// Records per phase and round, spread evenly over the shards.
+	// Records per phase, spread evenly over the shards.
 	Records int
-	// Workers is the member's runtimeMaxConcurrency and the raw loop's
-	// goroutine count.
+	// Workers is the member's runtimeMaxConcurrency, the raw loop's
+	// goroutine count and the service's workers.
 	Workers int
-	// Batch is the XREADGROUP COUNT of both.
+	// Batch is the XREADGROUP COUNT of the raw loop and of the bench's
+	// members (the service keeps the runtime's default, as users do).
 	Batch int
-	// Rounds alternates the phases this many times.
+	// Rounds are measured after one warm-up round, which is discarded;
+	// each runs every subject four times beside four runs of the raw
+	// loop.
 	Rounds int
+	// RedisCPU, if set, reads redis-server's CPU time (ProcessCPU), so
+	// that the report tells Redis's cost per record too.
+	RedisCPU func() (time.Duration, error)
 }
 
-// RunConsumer compares the member runtime (one member, Workers workers)
-// with a hand-written consumer on the same Redis: Workers goroutines each
-// reading its share of the shards with XREADGROUP and acknowledging each
-// read with one XACK of all its ids. Both subjects drain a pre-filled
-// stream of the same records: a Handler that calls msg.Ack per record
-// (acks coalesced by the runtime), and a BatchHandler that calls AckAll.
-// It returns one comparison per subject, against the same baseline. The
-// order of the phases rotates per round, so that a noisy neighbour hurts
-// all alike.
+// The consumer subjects, each compared with the raw loop.
+var consumerSubjects = []struct {
+	name, title string
+	target      float64
+	start       startFunc
+}{
+	{"member", "member Handler+msg.Ack vs raw XREADGROUP+batch XACK", 0.8, startMember},
+	{"batch", "member BatchHandler+AckAll vs raw XREADGROUP+batch XACK", 0.95, startMemberBatch},
+	{"service", "tally service (Handler+msg.Ack, runtime defaults) vs raw XREADGROUP+batch XACK", 0.8, startService},
+}
+
+// phasePattern is the order of one subject's phases in a round (true: the
+// raw loop): ABBA BAAB, four of each, whose mean positions are equal, so
+// that a load that rises or falls steadily over the round weighs on both
+// alike.
+var phasePattern = []bool{true, false, false, true, false, true, true, false}
+
+// startFunc starts a subject consuming stream prefix in the background.
+// done yields its error if it stops by itself (nil: it stopped because it
+// found nothing more, as the raw loop does); stop ends it and waits.
+type startFunc func(ctx context.Context, cfg ConsumerConfig, prefix string) (done <-chan error, stop func() error, err error)
+
+// RunConsumer compares consumers on one Redis, each draining a pre-filled
+// stream of the same records, with a hand-written baseline: Workers
+// goroutines each reading its share of the shards with XREADGROUP and
+// acknowledging each read with one XACK of all its ids. The subjects are
+// one member (Workers workers) whose Handler calls msg.Ack per record
+// (acks coalesced by the runtime), one whose BatchHandler calls AckAll, and
+// the tally example service, built as the documentation tells users.
+//
+// Every phase is timed alike, from Redis (drainWatch): from the group's
+// first read to the point where it has read every record and none is
+// pending, so the join before and the leave after are not counted. A
+// round fills every stream it needs first, then runs, for each subject
+// in turn (the order rotates from round to round), four phases of the
+// raw loop and four of the subject, interleaved (phasePattern) and back
+// to back. A subject's ratio in a round is the raw loop's fastest of
+// those phases over its own fastest: other work on a shared machine only
+// ever adds time to a phase, and the fastest of four is the one it left
+// alone, or nearly. The first round warms up
+// (connections, code paths, the heap) and is not counted. The figure to
+// quote is the median of the rounds' ratios: on a machine shared with
+// other work single phases swing, the median much less. CPU per record
+// is reported too: it depends on what a consumer does, not on how much
+// of the machine it got.
 func RunConsumer(ctx context.Context, cfg ConsumerConfig) ([]Comparison, error) {
-	perRecord := Comparison{Name: "member Handler+msg.Ack vs raw XREADGROUP+batch XACK", Target: 0.8}
-	batch := Comparison{Name: "member BatchHandler+AckAll vs raw XREADGROUP+batch XACK", Target: 0.95}
-	var baseline Rate
-	// rounds[i] are round i's rates: raw, Handler, BatchHandler.
-	rounds := make([][3]float64, cfg.Rounds)
 	hc, err := newClient(cfg.Coordinator, cfg.Credentials, 4)
 	if err != nil {
 		return nil, err
 	}
 	defer hc.CloseIdleConnections()
-	for round := range cfg.Rounds {
-		phases := []struct {
-			name string
-			rate *Rate
-			slot int
-			run  func(context.Context, ConsumerConfig, string) (time.Duration, error)
-		}{
-			{"raw", &baseline, 0, consumeRaw},
-			{"member", &perRecord.Subject, 1, consumeMember},
-			{"batch", &batch.Subject, 2, consumeMemberBatch},
+	n := len(consumerSubjects)
+	out := make([]Comparison, n)
+	for i, s := range consumerSubjects {
+		out[i] = Comparison{Name: s.title, Target: s.target}
+	}
+	var base phaseTotals
+	subj := make([]phaseTotals, n)
+	for round := range cfg.Rounds + 1 {
+		// Every stream of the round is filled first, so that its phases
+		// run back to back: a subject's phases and the raw ones beside
+		// them are as close in time as they can be.
+		type phase struct {
+			subject int  // the subject the phase is measured for
+			raw     bool // the raw loop's phase beside it
+			prefix  string
 		}
-		k := round % len(phases)
-		phases = append(phases[k:], phases[:k]...)
+		var phases []phase
+		for i := range n {
+			slot := (i + round) % n
+			for j, raw := range phasePattern {
+				name := consumerSubjects[slot].name
+				if raw {
+					name += "-raw"
+				}
+				phases = append(phases, phase{slot, raw, fmt.Sprintf("bench-%s-%d-%d", name, round, j)})
+			}
+		}
 		for _, ph := range phases {
-			prefix := fmt.Sprintf("bench-%s-%d", ph.name, round)
-			if err := fill(ctx, hc, cfg, prefix); err != nil {
+			if err := fill(ctx, hc, cfg, ph.prefix); err != nil {
 				return nil, err
 			}
-			d, err := ph.run(ctx, cfg, prefix)
-			if err != nil {
-				return nil, fmt.Errorf("%s phase: %w", ph.name, err)
+		}
+		// Each subject's own phases and the raw ones beside them.
+		roundBase := make([][]watchResult, n)
+		roundSubj := make([][]watchResult, n)
+		for _, ph := range phases {
+			start, name := consumerSubjects[ph.subject].start, consumerSubjects[ph.subject].name
+			if ph.raw {
+				start, name = startRaw, "raw"
 			}
-			ph.rate.add(cfg.Records, d)
-			rounds[round][ph.slot] = float64(cfg.Records) / d.Seconds()
+			res, err := drainPhase(ctx, cfg, ph.prefix, start)
+			if err != nil {
+				return nil, fmt.Errorf("%s phase of round %d: %w", name, round, err)
+			}
+			if ph.raw {
+				roundBase[ph.subject] = append(roundBase[ph.subject], res)
+			} else {
+				roundSubj[ph.subject] = append(roundSubj[ph.subject], res)
+			}
+		}
+		if round == 0 {
+			continue // warm-up
+		}
+		for i := range n {
+			for _, r := range roundBase[i] {
+				base.add(r)
+			}
+			for _, r := range roundSubj[i] {
+				subj[i].add(r)
+			}
+			out[i].RoundRatios = append(out[i].RoundRatios, fastest(roundBase[i]).Seconds()/fastest(roundSubj[i]).Seconds())
 		}
 	}
-	out := []Comparison{perRecord, batch}
 	for i := range out {
-		out[i].Baseline = baseline
-		if baseline.PerSecond > 0 {
-			out[i].Ratio = out[i].Subject.PerSecond / baseline.PerSecond
+		c := &out[i]
+		c.Baseline, c.Subject = base.rate, subj[i].rate
+		if c.Baseline.PerSecond > 0 {
+			c.Ratio = c.Subject.PerSecond / c.Baseline.PerSecond
 		}
-		for _, r := range rounds {
-			out[i].RoundRatios = append(out[i].RoundRatios, r[i+1]/r[0])
+		c.MedianRatio = median(c.RoundRatios)
+		if len(c.RoundRatios) > 0 {
+			c.MinRatio, c.MaxRatio = slices.Min(c.RoundRatios), slices.Max(c.RoundRatios)
 		}
-		out[i].MedianRatio = median(out[i].RoundRatios)
+		c.BaselineCPU, c.SubjectCPU = base.perRecord(), subj[i].perRecord()
+		c.BestRatio = base.best.Seconds() / subj[i].best.Seconds()
 	}
 	return out, nil
 }
 
+// phaseTotals adds up a subject's measured phases.
+type phaseTotals struct {
+	records  int
+	rate     Rate
+	cpu      time.Duration
+	redisCPU time.Duration
+	// best is the fastest phase.
+	best time.Duration
+}
+
+func (t *phaseTotals) add(r watchResult) {
+	t.rate.add(r.Records, r.Elapsed)
+	t.cpu += r.CPU
+	t.redisCPU += r.RedisCPU
+	if t.best == 0 || r.Elapsed < t.best {
+		t.best = r.Elapsed
+	}
+}
+
+// fastest is the shortest of the phases' times: on a shared machine other
+// work only ever adds time to a phase, so of two runs of the same work
+// the faster is the better estimate of what it costs.
+func fastest(rs []watchResult) time.Duration {
+	var best time.Duration
+	for _, r := range rs {
+		if best == 0 || r.Elapsed < best {
+			best = r.Elapsed
+		}
+	}
+	return best
+}
+
+func (t *phaseTotals) perRecord() CPUCost {
+	if t.rate.Records == 0 {
+		return CPUCost{}
+	}
+	n := time.Duration(t.rate.Records)
+	return CPUCost{Process: t.cpu / n, Redis: t.redisCPU / n}
+}
+
+// drainPhase lets start's subject drain a filled stream while drainWatch
+// times it, stops the subject and deletes the stream's keys.
+func drainPhase(ctx context.Context, cfg ConsumerConfig, prefix string, start startFunc) (watchResult, error) {
+	keys := make([]string, cfg.Shards)
+	for i := range keys {
+		keys[i] = protocol.StreamKey(prefix, i)
+	}
+	defer deleteKeys(context.WithoutCancel(ctx), cfg.Redis, keys)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	w := &drainWatch{rdb: cfg.Redis, keys: keys, group: prefix, records: int64(cfg.Records), cpu: selfCPU, redisCPU: cfg.RedisCPU}
+	// A CPU profile of the run (rscoord-bench --cpuprofile) tells the
+	// subjects apart by this label (go tool pprof -tagfocus phase=…).
+	var done <-chan error
+	var stop func() error
+	var err error
+	pprof.Do(pctx, pprof.Labels("phase", strings.TrimPrefix(prefix, "bench-")), func(lctx context.Context) {
+		done, stop, err = start(lctx, cfg, prefix)
+	})
+	if err != nil {
+		return watchResult{}, err
+	}
+	res, err := w.run(pctx, done)
+	if serr := stop(); err == nil && serr != nil {
+		err = serr
+	}
+	return res, err
+}
+
+// deleteKeys frees the phase's records in Redis (one phase's stream is
+// not read again); a failure only leaves memory in use.
+func deleteKeys(ctx context.Context, rdb redis.UniversalClient, keys []string) {
+	pipe := rdb.Pipeline()
+	for _, k := range keys {
+		pipe.Del(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
 // fill creates the stream on the coordinator, its shard keys and consumer
-// group in Redis, and writes the records.
+// group in Redis, and writes the records, each with an integer field "n".
 func fill(ctx context.Context, hc *coordclient.Client, cfg ConsumerConfig, prefix string) error {
 	if err := CreateStream(ctx, hc, prefix, cfg.Shards); err != nil {
 		return err
@@ -119,138 +271,4 @@ func fill(ctx context.Context, hc *coordclient.Client, cfg ConsumerConfig, prefi
 		return fmt.Errorf("fill %s: %w", prefix, err)
 	}
 	return nil
-}
-
-// consumeRaw drains the stream with Workers goroutines, each owning every
-// Workers-th shard, reading with XREADGROUP and acknowledging what each
-// read returned with one XACK, as a hand-written consumer would.
-func consumeRaw(ctx context.Context, cfg ConsumerConfig, prefix string) (time.Duration, error) {
-	var acked atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Workers)
-	start := time.Now()
-	for w := range cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var keys []string
-			for s := w; s < cfg.Shards; s += cfg.Workers {
-				keys = append(keys, protocol.StreamKey(prefix, s))
-			}
-			for acked.Load() < int64(cfg.Records) && len(keys) > 0 {
-				idle := 0
-				for _, key := range keys {
-					res, err := cfg.Redis.XReadGroup(ctx, &redis.XReadGroupArgs{
-						Group: prefix, Consumer: "raw", Streams: []string{key, ">"}, Count: int64(cfg.Batch), Block: -1,
-					}).Result()
-					if err == redis.Nil || (err == nil && len(res) == 0) {
-						idle++
-						continue
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-					msgs := res[0].Messages
-					ids := make([]string, len(msgs))
-					for i, m := range msgs {
-						ids[i] = m.ID
-					}
-					if err := cfg.Redis.XAck(ctx, key, prefix, ids...).Err(); err != nil {
-						errs <- err
-						return
-					}
-					acked.Add(int64(len(ids)))
-				}
-				if idle == len(keys) {
-					return // this worker's shards are drained
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	d := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
-		return d, err
-	}
-	if n := acked.Load(); n != int64(cfg.Records) {
-		return d, fmt.Errorf("raw loop acked %d of %d records", n, cfg.Records)
-	}
-	return d, nil
-}
-
-// consumeMember drains the stream with one member of the runtime whose
-// Handler only acknowledges each record.
-func consumeMember(ctx context.Context, cfg ConsumerConfig, prefix string) (time.Duration, error) {
-	return drainMember(ctx, cfg, prefix, func(opts []member.Opt, first func()) (*member.Runtime, error) {
-		return member.New(func(ctx context.Context, msg *member.Message) error {
-			first()
-			return msg.Ack(ctx)
-		}, opts...)
-	})
-}
-
-// consumeMemberBatch drains the stream with one member whose BatchHandler
-// acknowledges each batch with AckAll.
-func consumeMemberBatch(ctx context.Context, cfg ConsumerConfig, prefix string) (time.Duration, error) {
-	return drainMember(ctx, cfg, prefix, func(opts []member.Opt, first func()) (*member.Runtime, error) {
-		return member.NewBatch(func(ctx context.Context, msgs []*member.Message) error {
-			first()
-			return member.AckAll(ctx, msgs)
-		}, opts...)
-	})
-}
-
-// drainMember runs one member until every record is acknowledged in Redis
-// (the runtime's Acked counters, which count XACKs Redis answered, not Ack
-// calls), timed from the first handler call to that point: the join and a
-// new shard's recovery reads (its own pending entries, a claim, none of
-// which find anything here) are the cost of an assignment, paid once per
-// grant, not of the data plane; the raw loop's first read is timed, the
-// member's is not, one round trip of a phase.
-func drainMember(ctx context.Context, cfg ConsumerConfig, prefix string, newRuntime func([]member.Opt, func()) (*member.Runtime, error)) (time.Duration, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var started atomic.Pointer[time.Time]
-	rt, err := newRuntime([]member.Opt{member.WithCoordinator(cfg.Coordinator), member.WithStream(prefix), member.WithRedis(cfg.Redis),
-		member.WithBaseID("bench"), member.WithMaxWorkers(cfg.Workers), member.WithBatch(cfg.Batch),
-		member.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), memberAuth(cfg.Credentials)}, func() {
-		if started.Load() == nil {
-			now := time.Now()
-			started.CompareAndSwap(nil, &now)
-		}
-	})
-	if err != nil {
-		return 0, err
-	}
-	runErr := make(chan error, 1)
-	go func() { runErr <- rt.Run(ctx) }()
-	acked := func() int64 {
-		n := int64(0)
-		for _, s := range rt.Stats() {
-			n += s.Acked
-		}
-		return n
-	}
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	limit := time.After(5 * time.Minute)
-	for acked() < int64(cfg.Records) {
-		select {
-		case <-tick.C:
-		case err := <-runErr:
-			return 0, fmt.Errorf("member stopped early: %w", err)
-		case <-limit:
-			cancel()
-			<-runErr
-			return 0, fmt.Errorf("member acked %d of %d records in 5 minutes", acked(), cfg.Records)
-		}
-	}
-	end := time.Now()
-	cancel()
-	if err := <-runErr; err != nil && ctx.Err() == nil {
-		return 0, err
-	}
-	return end.Sub(*started.Load()), nil
 }

@@ -43,6 +43,24 @@ type Comparison struct {
 	// little. Empty and 0 where not measured per round.
 	RoundRatios []float64 `json:"roundRatios,omitempty"`
 	MedianRatio float64   `json:"medianRatio,omitempty"`
+	// BestRatio is the baseline's fastest phase over the subject's: what
+	// each costs when other work leaves it alone. 0 where not measured.
+	BestRatio float64 `json:"bestRatio,omitempty"`
+	// MinRatio and MaxRatio are the spread of RoundRatios.
+	MinRatio float64 `json:"minRatio,omitempty"`
+	MaxRatio float64 `json:"maxRatio,omitempty"`
+	// SubjectCPU and BaselineCPU are what one record cost in CPU over the
+	// timed windows; zero where not measured.
+	SubjectCPU  CPUCost `json:"subjectCpu"`
+	BaselineCPU CPUCost `json:"baselineCpu"`
+}
+
+// CPUCost is CPU time per record: of the consuming process (the bench's,
+// which runs subject and baseline alike) and of redis-server (0 when the
+// bench cannot read it).
+type CPUCost struct {
+	Process time.Duration `json:"processPerRecord"`
+	Redis   time.Duration `json:"redisPerRecord,omitempty"`
 }
 
 // Rate is records moved over the time they took, summed over rounds.

@@ -105,8 +105,8 @@ func (l *lastErrors) take(key string) error {
 // overDelivered hands records delivered more often than WithDeadLetter
 // allows to the dead-letter stream, and returns the others, in order.
 func (c *memberCore) overDelivered(run *shardRun, msgs []*Message) []*Message {
-	if c.cfg.dlqMax <= 0 {
-		return msgs
+	if c.cfg.dlqMax <= 0 || !slices.ContainsFunc(msgs, func(m *Message) bool { return m.Deliveries > int64(c.cfg.dlqMax) }) {
+		return msgs // the usual case: nothing to move, nothing to copy
 	}
 	out := msgs[:0:0]
 	for _, m := range msgs {

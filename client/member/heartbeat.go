@@ -270,7 +270,7 @@ func (a *memberActor) onAnswer(m *answerMsg) {
 		a.after(jitter(a.interval))
 		return
 	case !p.Renew: // RETRY
-		a.onRetry(resp)
+		a.onRetry(resp, m.req.WaitMs > 0)
 		return
 	}
 	a.rejoins, a.retries, a.reason = 0, 0, ""
@@ -337,14 +337,22 @@ func (a *memberActor) heartbeatHook(m *answerMsg) {
 // back together). It may heal, so it is a WARN with the reason, not
 // an error: another live process holding the member id, a full group, or
 // a coordinator that cannot decide now (store down, shutting down,
-// overloaded).
-func (a *memberActor) onRetry(resp protocol.HeartbeatResponse) {
+// overloaded). held says the request asked to be held (waitMs).
+func (a *memberActor) onRetry(resp protocol.HeartbeatResponse, held bool) {
 	a.retries++
 	var reason string
-	switch resp.ErrorCode {
-	case protocol.CodeMemberIDInUse:
+	switch {
+	case resp.ErrorCode == protocol.CodeMemberIDInUse:
 		reason = "another process is using this member id (check WithBaseID / POD_NAME): " + resp.Message
-	case "":
+	case resp.ErrorCode == "" && held:
+		// The coordinator answers a held heartbeat RETRY when a newer
+		// heartbeat of the same member id arrives: the live holder of an
+		// id a second process also uses sees it at each of the other's
+		// heartbeats. It also lets held answers go when it cannot keep
+		// them (a failed write, a restart).
+		reason = "a held heartbeat was let go: the coordinator got a newer heartbeat under this member id " +
+			"(another process using it? check WithBaseID / POD_NAME) or could not keep held answers"
+	case resp.ErrorCode == "":
 		reason = "the coordinator cannot decide now (store unavailable, shutting down or overloaded)"
 	default:
 		reason = string(resp.ErrorCode) + ": " + resp.Message

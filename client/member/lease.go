@@ -102,7 +102,9 @@ func (l *leaseClock) until() time.Duration {
 	if e == nil {
 		return 0
 	}
-	left := min(e.mono-l.now(), e.wall.Sub(time.Now().Round(0)))
+	// One reading of both clocks (a read loop and every Ack ask).
+	now, wall := l.stamp()
+	left := min(e.mono-now, e.wall.Sub(wall))
 	if left <= 0 && l.seenPassed.Load() != e {
 		l.seenPassed.Store(e)
 	}

@@ -172,7 +172,10 @@ func WithBlock(d time.Duration) Opt {
 }
 
 // WithBatch sets how many entries one read fetches (COUNT); they are
-// handled before the shard reads again. Default 32; 1..MaxBatch.
+// handled before the shard reads again. Default 64; 1..MaxBatch. Each
+// read is a round trip (the previous batch's XACK rides on it), so a
+// smaller batch costs more per record; a larger one costs little at a
+// revocation, which hands the records not started yet back.
 func WithBatch(n int) Opt {
 	return optFunc(func(c *config) { c.batch = n })
 }
@@ -326,7 +329,7 @@ func newConfig(opts []Opt) (config, error) {
 		concurrency:  1,
 		maxWorkers:   1,
 		block:        time.Second,
-		batch:        32,
+		batch:        64,
 		claimMinIdle: 30 * time.Second,
 		memberName:   "rscoord-go",
 		memberLease:  protocol.DefaultMemberLease,

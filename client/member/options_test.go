@@ -22,7 +22,7 @@ func TestOptions(t *testing.T) {
 		}
 		c := rt.cfg
 		if c.group != "orders" || c.concurrency != 1 || c.maxWorkers != 1 || c.block != time.Second ||
-			c.batch != 32 || c.claimMinIdle != 30*time.Second || c.memberLease != 15*time.Second || c.leaveTimeout != 25*time.Second || c.ackMax != 256 || c.ackDelay != 5*time.Millisecond || c.syncAcks {
+			c.batch != 64 || c.claimMinIdle != 30*time.Second || c.memberLease != 15*time.Second || c.leaveTimeout != 25*time.Second || c.ackMax != 256 || c.ackDelay != 5*time.Millisecond || c.syncAcks {
 			t.Fatalf("unexpected defaults: %+v", c)
 		}
 		if c.redisFailureLimit != 3 || c.retryAttempts != 1 {

@@ -3,7 +3,10 @@ package memberit_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,7 +129,8 @@ func TestDuplicateMemberIDIsReported(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "dup", 2)
 	handler := func(ctx context.Context, msg *member.Message) error { return msg.Ack(ctx) }
-	first := e.start("twin", handler)
+	retries := &retryLog{}
+	first := e.start("twin", handler, member.WithLogger(slog.New(retries)))
 	eventually(t, 10*time.Second, "the first process is ready", first.rt.Ready)
 	if first.rt.Status().Members[0].State != member.StateActive {
 		t.Fatalf("first: %+v", first.rt.Status())
@@ -142,6 +146,14 @@ func TestDuplicateMemberIDIsReported(t *testing.T) {
 	if !first.rt.Ready() || len(first.rt.Status().Members[0].Owned) != 2 {
 		t.Fatalf("the first process lost its shards to a duplicate: %+v", first.rt.Status())
 	}
+	// The first one's held heartbeats are let go (RETRY) whenever the
+	// second one's arrive: it says so, not that the coordinator is down.
+	eventually(t, 10*time.Second, "the first process logs a RETRY", func() bool { return len(retries.reasons()) > 0 })
+	for _, r := range retries.reasons() {
+		if !strings.Contains(r, "newer heartbeat under this member id") || strings.Contains(r, "store unavailable") {
+			t.Fatalf("the holder's RETRY reason %q, want one naming a newer heartbeat under its id", r)
+		}
+	}
 	if err := first.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -151,4 +163,35 @@ func TestDuplicateMemberIDIsReported(t *testing.T) {
 	eventually(t, 10*time.Second, "the second process takes over the id", func() bool {
 		return second.rt.Ready() && len(second.rt.Status().Members[0].Owned) == 2
 	})
+}
+
+// retryLog is a slog handler that keeps the reason of every "coordinator
+// answered RETRY" line.
+type retryLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *retryLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *retryLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *retryLog) WithGroup(string) slog.Handler            { return l }
+func (l *retryLog) Handle(_ context.Context, r slog.Record) error {
+	if !strings.HasPrefix(r.Message, "coordinator answered RETRY") {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "reason" {
+			l.mu.Lock()
+			l.seen = append(l.seen, a.Value.String())
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (l *retryLog) reasons() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
 }
