@@ -84,6 +84,10 @@ type streamLayout struct {
 	shardCount      int
 	draining        []int
 	metadataVersion int64
+	// spanned is one past the highest shard index any layout of the
+	// stream had (its migrations' counts included): keys from 0 up to it
+	// may hold the stream's consumer groups.
+	spanned int
 }
 
 // reply carries a value of the type its request names, or an error, back
