@@ -187,6 +187,8 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		ctx.Respond(view(a, (*assign.Group).Summary))
 	case *membersMsg:
 		ctx.Respond(view(a, func(g *assign.Group) []protocol.Member { return g.MemberViews(a.env.cfg.Group) }))
+	case *holdersMsg:
+		ctx.Respond(view(a, func(g *assign.Group) map[int][]string { return g.ShardHolders(m.shards) }))
 	case *assignmentsMsg:
 		ctx.Respond(view(a, func(g *assign.Group) protocol.AssignmentsResponse {
 			view := g.Assignments()

@@ -88,6 +88,8 @@ type streamLayout struct {
 	// stream had (its migrations' counts included): keys from 0 up to it
 	// may hold the stream's consumer groups.
 	spanned int
+	// active is the migration in progress, or nil.
+	active *protocol.Migration
 }
 
 // reply carries a value of the type its request names, or an error, back

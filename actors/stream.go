@@ -117,8 +117,13 @@ func (s *streamActor) Receive(ctx actor.Context) {
 			ctx.Respond(reply[streamLayout]{err: err})
 			return
 		}
-		ctx.Respond(reply[streamLayout]{value: streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards),
-			metadataVersion: s.rec.MetadataVersion, spanned: s.spanned()}})
+		layout := streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards),
+			metadataVersion: s.rec.MetadataVersion, spanned: s.spanned()}
+		if mig := s.activeMigration(); mig != nil {
+			w := s.wire(*mig)
+			layout.active = &w
+		}
+		ctx.Respond(reply[streamLayout]{value: layout})
 	case *readyMsg:
 		ctx.Respond(reply[struct{}]{err: s.failed})
 	case *ensureGroupMsg:

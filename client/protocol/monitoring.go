@@ -107,10 +107,23 @@ type GroupsResponse struct {
 	// group; a group that failed closed or did not answer in time is left
 	// out.
 	Groups []GroupResponse `json:"groups"`
+	// Streams (ours) are the streams the coordinator runs, sorted by
+	// prefix, those without any group included: a stream whose groups
+	// were all deleted still has a layout, and maybe a migration, to show.
+	Streams []StreamSummary `json:"streams"`
 	// MissingReplicas is, in cluster mode, every replica whose groups are
 	// missing from Groups because it did not answer in time; empty when
 	// the list is whole.
 	MissingReplicas []MissingReplica `json:"missingReplicas,omitempty"`
+}
+
+// StreamSummary is one stream in a [GroupsResponse].
+type StreamSummary struct {
+	StreamPrefix    string `json:"streamPrefix"`
+	ShardCount      int    `json:"shardCount"`
+	MetadataVersion int64  `json:"metadataVersion"`
+	// ActiveMigration is the stream's migration in progress, or null.
+	ActiveMigration *Migration `json:"activeMigration"`
 }
 
 // MissingReplica is a replica whose part of a cluster-wide list is

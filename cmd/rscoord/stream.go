@@ -17,7 +17,7 @@ import (
 type StreamCmd struct {
 	AdminFlags `embed:""`
 
-	List       StreamListCmd       `cmd:"" help:"List the streams that have consumer groups."`
+	List       StreamListCmd       `cmd:"" help:"List the streams, with their consumer groups and active migration."`
 	Create     StreamCreateCmd     `cmd:"" help:"Create a stream and its default consumer group (named like the prefix)."`
 	Scale      StreamScaleCmd      `cmd:"" help:"Change the shard count of a stream (every group of it)."`
 	Rollback   StreamRollbackCmd   `cmd:"" help:"Roll back an ACTIVE migration."`
