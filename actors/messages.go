@@ -18,6 +18,8 @@ type (
 		// gone is closed once the asker has given up (its request's
 		// context ended); nil for an asker that never does.
 		gone <-chan struct{}
+		// origin is where the heartbeat came from (members API).
+		origin Origin
 	}
 	// tickMsg is the group's own timer firing.
 	tickMsg struct{}

@@ -75,6 +75,7 @@ func (g *Group) MemberViews(cfg Config) []protocol.Member {
 			RebalanceTimeoutMs:    millis(cfg.RebalanceTimeout),
 			RebalanceDeadlineAt:   timePtr(m.RebalanceDeadline),
 			ShardProgress:         sortedProgress(m.Progress),
+			InstanceID:            m.InstanceID,
 		})
 	}
 	return out

@@ -70,6 +70,12 @@ type GrafanaMemberRow struct {
 	// LeaseExpiresAt is when its lease ends without another heartbeat;
 	// null when unknown.
 	LeaseExpiresAt *time.Time `json:"memberLeaseExpiresAt"`
+	// ClientAddress, InstanceID and UserAgent say where it runs, Late
+	// that its heartbeat is late (protocol.Member).
+	ClientAddress string `json:"clientAddress"`
+	InstanceID    string `json:"instanceId"`
+	UserAgent     string `json:"userAgent"`
+	Late          bool   `json:"late"`
 }
 
 // GrafanaAssignmentRow is one shard of one group: its target owner and
@@ -161,6 +167,7 @@ func (s *server) grafanaMembers(c *gin.Context) {
 				MemberName: m.MemberName, State: string(m.State), MemberEpoch: m.MemberEpoch,
 				CurrentShards: len(m.CurrentAssignment), Current: joinShards(m.CurrentAssignment),
 				Revoking: joinShards(m.Revoking), LastHeartbeat: m.LastHeartbeatAt, LeaseExpiresAt: m.MemberLeaseExpiresAt,
+				ClientAddress: m.ClientAddress, InstanceID: m.InstanceID, UserAgent: m.UserAgent, Late: m.Late,
 			})
 		}
 	}

@@ -198,6 +198,18 @@ type Member struct {
 	// ShardProgress is its last reported progress, by shard index. Not
 	// durable: empty after a restart until it heartbeats.
 	ShardProgress []ShardProgress `json:"shardProgress"`
+	// InstanceID (ours) is the instanceId of the member's current
+	// incarnation (docs/protocol.md §9.2), "" when it sends none.
+	InstanceID string `json:"instanceId"`
+	// ClientAddress (ours) is the address its last heartbeat came from, as
+	// the coordinator saw the connection; "" until it heartbeats to this
+	// coordinator.
+	ClientAddress string `json:"clientAddress"`
+	// UserAgent (ours) is its last heartbeat's User-Agent header.
+	UserAgent string `json:"userAgent"`
+	// Late (ours) is true for a live member whose last heartbeat is older
+	// than two heartbeat intervals while its lease still runs.
+	Late bool `json:"late"`
 }
 
 // AssignmentsResponse answers GET …/assignments. Maps are memberId → shards.
