@@ -153,7 +153,35 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, prefix, group string, req
 	}
 	c.env.log.Info("group deleted", slog.String("stream", prefix), slog.String("group", group),
 		slog.String("by", req.RequestedBy), slog.Bool("force", req.Force))
+	c.destroyRedisGroup(ctx, prefix, group)
 	return summary, nil
+}
+
+// destroyRedisGroup removes a deleted group's Redis consumer group from
+// every shard key any layout of the stream had: left there, it would
+// hold pending entries nobody claims, and a later scale-in's drain proof,
+// which counts every consumer group on a removed key, would wait on it
+// forever. The group is deleted already, so a failure is logged with
+// what the operator must run, not answered.
+func (c *Coordinator) destroyRedisGroup(ctx context.Context, prefix, group string) {
+	r := c.env.cfg.Redis
+	if r == nil {
+		return
+	}
+	layout, err := askReply[streamLayout](ctx, c, c.env.dir.stream(prefix), &shardsMsg{})
+	if err == nil {
+		keys := make([]string, layout.spanned)
+		for i := range keys {
+			keys[i] = protocol.StreamKey(prefix, i)
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.env.cfg.RedisTimeout)
+		err = r.DestroyGroup(rctx, keys, group)
+		cancel()
+	}
+	if err != nil {
+		c.env.log.Warn("deleted group's Redis consumer groups not destroyed: run XGROUP DESTROY on each shard key",
+			slog.String("stream", prefix), slog.String("group", group), slog.Any("error", err))
+	}
 }
 
 // Scale starts a stream-wide resharding to req.TargetShardCount.

@@ -32,3 +32,24 @@ func callerOf(ctx context.Context) Caller {
 	}
 	return Caller{}
 }
+
+// Origin is where a heartbeat comes from, for the members API: the
+// client address (the connection's, as the gateway reads it) and the
+// User-Agent header. The gateway attaches it with [WithOrigin].
+type Origin struct {
+	Address   string
+	UserAgent string
+}
+
+type originKey struct{}
+
+// WithOrigin returns ctx carrying o.
+func WithOrigin(ctx context.Context, o Origin) context.Context {
+	return context.WithValue(ctx, originKey{}, o)
+}
+
+// originOf is the origin ctx carries, zero when none.
+func originOf(ctx context.Context) Origin {
+	o, _ := ctx.Value(originKey{}).(Origin)
+	return o
+}

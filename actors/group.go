@@ -74,6 +74,9 @@ type groupActor struct {
 	rebalanceStart time.Time
 	// live is what this actor publishes for scrapes (see live.go).
 	live *liveGroup
+	// origins is where each member's last heartbeat came from
+	// (origin.go). Not durable: shown once a member heartbeats here.
+	origins map[string]Origin
 }
 
 // epochMark is what must never go back between two steps of a group.
@@ -174,6 +177,7 @@ func (a *groupActor) Receive(ctx actor.Context) {
 			a.dropLive()
 		}
 	case *heartbeatMsg:
+		a.noteOrigin(m)
 		a.heartbeat(ctx, m)
 	case *heldExpiredMsg:
 		a.heldExpired(ctx, m)
@@ -186,7 +190,9 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	case *getGroupMsg:
 		ctx.Respond(view(a, (*assign.Group).Summary))
 	case *membersMsg:
-		ctx.Respond(view(a, func(g *assign.Group) []protocol.Member { return g.MemberViews(a.env.cfg.Group) }))
+		ctx.Respond(view(a, a.memberViews))
+	case *holdersMsg:
+		ctx.Respond(view(a, func(g *assign.Group) map[int][]string { return g.ShardHolders(m.shards) }))
 	case *assignmentsMsg:
 		ctx.Respond(view(a, func(g *assign.Group) protocol.AssignmentsResponse {
 			view := g.Assignments()

@@ -91,7 +91,7 @@ func (c *Coordinator) askHeartbeat(ctx context.Context, pid *actor.PID, req *pro
 		return heartbeatAnswer{}, errors.New("the group actor stopped")
 	}
 	to := make(answerTo, 1)
-	proc.SendUserMessage(pid, &heartbeatMsg{req: req, to: to, gone: ctx.Done()})
+	proc.SendUserMessage(pid, &heartbeatMsg{req: req, to: to, gone: ctx.Done(), origin: originOf(ctx)})
 	timeout := time.NewTimer(c.HeartbeatBudget(req))
 	defer timeout.Stop()
 	select {

@@ -18,6 +18,8 @@ type (
 		// gone is closed once the asker has given up (its request's
 		// context ended); nil for an asker that never does.
 		gone <-chan struct{}
+		// origin is where the heartbeat came from (members API).
+		origin Origin
 	}
 	// tickMsg is the group's own timer firing.
 	tickMsg struct{}
@@ -84,6 +86,12 @@ type streamLayout struct {
 	shardCount      int
 	draining        []int
 	metadataVersion int64
+	// spanned is one past the highest shard index any layout of the
+	// stream had (its migrations' counts included): keys from 0 up to it
+	// may hold the stream's consumer groups.
+	spanned int
+	// active is the migration in progress, or nil.
+	active *protocol.Migration
 }
 
 // reply carries a value of the type its request names, or an error, back

@@ -93,7 +93,7 @@ func (c *Coordinator) ensureRouted(ctx context.Context, routing protocol.Produce
 // are left out here and reported by Health. Once ctx is done it answers
 // with the groups that answered by then, and ctx's error.
 func (c *Coordinator) Groups(ctx context.Context) (protocol.GroupsResponse, error) {
-	out := protocol.GroupsResponse{Groups: []protocol.GroupResponse{}}
+	out := protocol.GroupsResponse{Groups: []protocol.GroupResponse{}, Streams: []protocol.StreamSummary{}}
 	// The asks time out at ctx's deadline too: nobody waits for their
 	// answers past it, and their futures should not outlive it.
 	timeout := c.env.cfg.AskTimeout
@@ -128,7 +128,36 @@ func (c *Coordinator) Groups(ctx context.Context) (protocol.GroupsResponse, erro
 	if err := ctx.Err(); err != nil {
 		return out, fmt.Errorf("list groups: %w", err)
 	}
+	out.Streams = c.streamSummaries(ctx, timeout)
 	return out, nil
+}
+
+// streamSummaries describes every stream that answers within timeout,
+// sorted by prefix; one that does not (failed closed, stopping) is left
+// out, as its groups are.
+func (c *Coordinator) streamSummaries(ctx context.Context, timeout time.Duration) []protocol.StreamSummary {
+	prefixes := c.env.dir.prefixes()
+	futures := make([]*actor.Future, 0, len(prefixes))
+	for _, p := range prefixes {
+		if pid := c.env.dir.stream(p); pid != nil {
+			futures = append(futures, c.env.system.Root.RequestFuture(pid, &shardsMsg{}, timeout))
+		} else {
+			futures = append(futures, nil)
+		}
+	}
+	out := make([]protocol.StreamSummary, 0, len(prefixes))
+	for i, f := range futures {
+		if f == nil || (waitFuture(ctx, c.env.system, f) != nil && ctx.Err() != nil) {
+			continue
+		}
+		l, err := resultOf[streamLayout](f)
+		if err != nil {
+			continue
+		}
+		out = append(out, protocol.StreamSummary{StreamPrefix: prefixes[i], ShardCount: l.shardCount,
+			MetadataVersion: l.metadataVersion, ActiveMigration: l.active})
+	}
+	return out
 }
 
 // Health reports the coordinator's state: DEGRADED while any group failed

@@ -28,6 +28,13 @@ type StreamRedis interface {
 	Range(ctx context.Context, key, after string, count int64, backward bool) ([]Entry, error)
 	// Delete deletes keys; missing keys are fine.
 	Delete(ctx context.Context, keys ...string) error
+	// DestroyGroup removes the consumer group from every key (XGROUP
+	// DESTROY), its pending entries with it. Missing keys and keys
+	// without the group are fine: it is idempotent.
+	DestroyGroup(ctx context.Context, keys []string, group string) error
+	// SetGroupID moves the group's last delivered id on key (XGROUP
+	// SETID); its pending entries stay as they are.
+	SetGroupID(ctx context.Context, key, group, id string) error
 	// Ping checks that Redis answers.
 	Ping(ctx context.Context) error
 }

@@ -117,8 +117,13 @@ func (s *streamActor) Receive(ctx actor.Context) {
 			ctx.Respond(reply[streamLayout]{err: err})
 			return
 		}
-		ctx.Respond(reply[streamLayout]{value: streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards),
-			metadataVersion: s.rec.MetadataVersion}})
+		layout := streamLayout{shardCount: s.rec.ShardCount, draining: slices.Clone(s.rec.DrainingShards),
+			metadataVersion: s.rec.MetadataVersion, spanned: s.spanned()}
+		if mig := s.activeMigration(); mig != nil {
+			w := s.wire(*mig)
+			layout.active = &w
+		}
+		ctx.Respond(reply[streamLayout]{value: layout})
 	case *readyMsg:
 		ctx.Respond(reply[struct{}]{err: s.failed})
 	case *ensureGroupMsg:
@@ -252,6 +257,19 @@ func (s *streamActor) spawnGroupActor(ctx actor.Context, name string, producer a
 	s.groups[name] = pid
 	s.env.dir.putGroup(s.prefix, name, pid)
 	return pid
+}
+
+// spanned is one past the highest shard index of any layout the stream
+// had: its count, its draining shards and both counts of every migration.
+func (s *streamActor) spanned() int {
+	n := s.rec.ShardCount
+	for _, d := range s.rec.DrainingShards {
+		n = max(n, d+1)
+	}
+	for _, m := range s.rec.Migrations {
+		n = max(n, m.FromShardCount, m.ToShardCount)
+	}
+	return n
 }
 
 // unavailable is the error of a stream that failed closed, or nil.

@@ -75,6 +75,7 @@ func (g *Group) MemberViews(cfg Config) []protocol.Member {
 			RebalanceTimeoutMs:    millis(cfg.RebalanceTimeout),
 			RebalanceDeadlineAt:   timePtr(m.RebalanceDeadline),
 			ShardProgress:         sortedProgress(m.Progress),
+			InstanceID:            m.InstanceID,
 		})
 	}
 	return out
@@ -164,6 +165,33 @@ func (g *Group) HoldingMembers() int {
 		}
 	}
 	return n
+}
+
+// ShardHolders names, for each of shards, the members that read it or may
+// start to: a live member whose target, current, granted or revoking set
+// has it, and any other member still holding it (a FENCED or EXPIRED one
+// whose lease has not lapsed, a LEAVING one draining). Sorted by id; a
+// shard nobody holds is absent.
+func (g *Group) ShardHolders(shards []int) map[int][]string {
+	out := map[int][]string{}
+	for _, m := range g.Members {
+		sets := [][]int{m.Current, m.Granted, m.Revoking}
+		if m.State.Live() {
+			sets = append(sets, g.Target[m.ID])
+		}
+		for _, s := range shards {
+			for _, set := range sets {
+				if contains(set, s) {
+					out[s] = append(out[s], m.ID)
+					break
+				}
+			}
+		}
+	}
+	for _, ids := range out {
+		slices.Sort(ids)
+	}
+	return out
 }
 
 // LiveMembers counts ACTIVE and STARTING members (for DELETE's

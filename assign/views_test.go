@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -106,4 +107,24 @@ func TestViewsHaveNoNullsWithMembers(t *testing.T) {
 	}
 	checkNoNulls(t, protocol.MembersResponse{Members: g.MemberViews(Config{})})
 	checkNoNulls(t, g.Assignments())
+}
+
+// TestShardHolders names who reads or may start to read each shard: a
+// live member by its target or any held set, any other member only while
+// it still holds the shard.
+func TestShardHolders(t *testing.T) {
+	t.Parallel()
+	g := NewGroup("orders", "billing", 4, t0)
+	g.Members = map[string]*Member{
+		"a": {ID: "a", State: protocol.MemberActive, Current: []int{0}},
+		"b": {ID: "b", State: protocol.MemberActive, Granted: []int{1}},
+		"c": {ID: "c", State: protocol.MemberFenced, Revoking: []int{1}},
+		"d": {ID: "d", State: protocol.MemberExpired},
+	}
+	g.Target = map[string][]int{"a": {0, 2}, "b": {1}, "d": {3}}
+	got := g.ShardHolders([]int{0, 1, 2, 3})
+	want := map[int][]string{0: {"a"}, 1: {"b", "c"}, 2: {"a"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ShardHolders = %v, want %v", got, want)
+	}
 }

@@ -48,6 +48,7 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"POST", base + "/streams/orders/groups/orders", `{"requestedBy":"ops"}`, w, 409},
 		{"GET", base + "/streams/orders/groups/orders", "", r, 200},
 		{"DELETE", base + "/streams/orders/groups/nope", op, w, 404},
+		{"POST", base + "/streams/orders/groups/orders/offsets/reset", `{"requestedBy":"ops","to":"EARLIEST"}`, w, 200},
 		{"GET", base + "/streams/orders/groups/orders/producer-routing", "", auth.PermRouting, 200},
 		{"POST", base + "/streams/orders/groups/orders/scale", scaleNoop, w, 202},
 		{"GET", base + "/streams/orders/groups/orders/migrations/rs-9", "", r, 404},

@@ -41,6 +41,9 @@ type Admin interface {
 	Scale(ctx context.Context, prefix string, req protocol.ScaleRequest) (protocol.ScaleResponse, error)
 	Rollback(ctx context.Context, prefix, group, id string, req protocol.OperatorRequest) (protocol.Migration, error)
 	Complete(ctx context.Context, prefix, id string, req protocol.OperatorRequest) (protocol.Migration, error)
+	// ResetOffsets moves a group's last delivered id on the stream's
+	// shards; a dry run unless req.Execute.
+	ResetOffsets(ctx context.Context, prefix, group string, req protocol.OffsetsResetRequest) (protocol.OffsetsResetResponse, error)
 	// RecordAudit appends entry to the durable audit log and returns its
 	// id; Audit pages the log newest first.
 	RecordAudit(ctx context.Context, entry protocol.AuditEntry) (string, error)

@@ -200,6 +200,10 @@ func (f *fakeBackend) Rollback(_ context.Context, prefix, group, id string, _ pr
 	return protocol.Migration{}, migrationNotFound(prefix, id)
 }
 
+func (f *fakeBackend) ResetOffsets(_ context.Context, prefix, group string, req protocol.OffsetsResetRequest) (protocol.OffsetsResetResponse, error) {
+	return protocol.OffsetsResetResponse{StreamPrefix: prefix, ConsumerGroup: group, To: req.To, Shards: []protocol.OffsetReset{}}, nil
+}
+
 func (f *fakeBackend) Complete(_ context.Context, prefix, id string, _ protocol.OperatorRequest) (protocol.Migration, error) {
 	if err := f.known(prefix, ""); err != nil {
 		return protocol.Migration{}, err

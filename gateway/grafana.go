@@ -102,6 +102,12 @@ type GrafanaMemberRow struct {
 	RevokingShardCount    int   `json:"revokingShardCount"`
 	RuntimeMaxConcurrency int   `json:"runtimeMaxConcurrency"`
 	ActiveConsumerWorkers int   `json:"activeConsumerWorkers"`
+	// ClientAddress, InstanceID and UserAgent say where it runs, Late
+	// that its heartbeat is late (protocol.Member).
+	ClientAddress string `json:"clientAddress"`
+	InstanceID    string `json:"instanceId"`
+	UserAgent     string `json:"userAgent"`
+	Late          bool   `json:"late"`
 }
 
 // GrafanaAssignmentRow is one shard of one group: its target owner and
@@ -247,6 +253,7 @@ func (s *server) grafanaMembers(c *gin.Context) {
 				Revoking: joinShards(m.Revoking), LastHeartbeat: m.LastHeartbeatAt, LeaseExpiresAt: m.MemberLeaseExpiresAt,
 				MetadataVersion: m.MetadataVersion, CurrentShardCount: len(m.CurrentAssignment), RevokingShardCount: len(m.Revoking),
 				RuntimeMaxConcurrency: m.RuntimeMaxConcurrency, ActiveConsumerWorkers: m.ActiveConsumerWorkers,
+				ClientAddress: m.ClientAddress, InstanceID: m.InstanceID, UserAgent: m.UserAgent, Late: m.Late,
 			})
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
 )
@@ -62,7 +63,10 @@ func (s *server) heartbeat(c *gin.Context) {
 			req.WaitMs = 0
 		}
 	}
-	resp := s.coord.Heartbeat(c.Request.Context(), c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
+	// Where the member runs, for the members API; the group actor stores
+	// it only when it changed.
+	ctx := actors.WithOrigin(c.Request.Context(), actors.Origin{Address: c.ClientIP(), UserAgent: c.Request.UserAgent()})
+	resp := s.coord.Heartbeat(ctx, c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, req.WaitMs > 0, time.Since(start))
 	s.metrics.GroupHeartbeat(c.Param("prefix"), c.Param("group"), resp.Status)
 	s.writeHeartbeat(c, &resp)

@@ -54,6 +54,7 @@ func (s *server) routes() []route {
 		{http.MethodPost, b + "/streams/:prefix/groups/:group", write, protocol.AuditCreateGroup, s.createGroup},
 		{http.MethodGet, b + "/streams/:prefix/groups/:group", read, "", s.getGroup},
 		{http.MethodDelete, b + "/streams/:prefix/groups/:group", write, protocol.AuditDeleteGroup, s.deleteGroup},
+		{http.MethodPost, b + "/streams/:prefix/groups/:group/offsets/reset", write, protocol.AuditResetOffsets, s.resetOffsets},
 		{http.MethodGet, routingRoute, auth.PermRouting, "", s.producerRouting},
 		{http.MethodPost, b + "/streams/:prefix/groups/:group/scale", write, protocol.AuditScale, s.scaleGroup},
 		{http.MethodGet, b + "/streams/:prefix/groups/:group/migrations/:id", read, "", s.getMigration},

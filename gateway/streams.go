@@ -42,6 +42,17 @@ func (s *server) deleteGroup(c *gin.Context) {
 	s.answer(c, http.StatusOK, resp, err)
 }
 
+// resetOffsets plans or applies an offsets reset (ours): 200 either way,
+// the answer's executed saying which.
+func (s *server) resetOffsets(c *gin.Context) {
+	var req protocol.OffsetsResetRequest
+	if !s.decodeBody(c, &req) {
+		return
+	}
+	resp, err := s.coord.ResetOffsets(c.Request.Context(), c.Param("prefix"), c.Param("group"), req)
+	s.answer(c, http.StatusOK, resp, err)
+}
+
 // producerRouting answers a producer's routing. Only a caller that could
 // join the group or create it (MEMBER, WRITE, ADMIN) may have an unknown
 // group registered on the fly: a registration is durable, provisions a

@@ -165,6 +165,41 @@ func (c *Client) Delete(ctx context.Context, keys ...string) error {
 	return nil
 }
 
+// DestroyGroup implements [actors.StreamRedis.DestroyGroup]: one XGROUP
+// DESTROY per key, pipelined. Redis refuses XGROUP on a missing key; such
+// a key holds no group, which is what is asked.
+func (c *Client) DestroyGroup(ctx context.Context, keys []string, group string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, key := range keys {
+		cmds[i] = pipe.XGroupDestroy(ctx, key, group)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !isMissingKey(err) {
+			return fmt.Errorf("redisops: xgroup destroy %s %s: %w", keys[i], group, err)
+		}
+	}
+	return nil
+}
+
+// SetGroupID implements [actors.StreamRedis.SetGroupID] with XGROUP SETID.
+func (c *Client) SetGroupID(ctx context.Context, key, group, id string) error {
+	if err := c.rdb.XGroupSetID(ctx, key, group, id).Err(); err != nil {
+		return fmt.Errorf("redisops: xgroup setid %s %s %s: %w", key, group, id, err)
+	}
+	return nil
+}
+
+// isMissingKey reports Redis's refusal of an XGROUP subcommand on a key
+// that does not exist.
+func isMissingKey(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "requires the key to exist")
+}
+
 // Ping implements [actors.StreamRedis.Ping]; on a cluster every master
 // must answer.
 func (c *Client) Ping(ctx context.Context) error {

@@ -83,6 +83,28 @@ func TestOperationsOnStandaloneAndCluster(t *testing.T) {
 			if err != nil || len(back) != 1 || back[0].Fields["n"] != "4" {
 				t.Fatalf("range backward = %+v %v", back, err)
 			}
+			// SETID moves where billing stands; its pending entry stays.
+			if err := ops.SetGroupID(ctx, "orders:1", "billing", "0"); err != nil {
+				t.Fatal(err)
+			}
+			if f, err := ops.Inspect(ctx, "orders:1"); err != nil || f.Group("billing").LastDeliveredID != "0-0" || f.Group("billing").Pending != 1 {
+				t.Fatalf("billing after SETID 0 = %+v %v", f.Group("billing"), err)
+			}
+			if err := ops.SetGroupID(ctx, "orders:1", "missing", "0"); err == nil {
+				t.Fatal("SETID of a group that does not exist succeeded")
+			}
+			// DESTROY takes billing off every key, missing keys included,
+			// and leaves orders; a repeat changes nothing.
+			for range 2 {
+				if err := ops.DestroyGroup(ctx, append(keys, "missing:9"), "billing"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, key := range keys {
+				if f, err := ops.Inspect(ctx, key); err != nil || f.Group("billing") != nil || f.Group("orders") == nil {
+					t.Fatalf("%s after DestroyGroup = %+v %v", key, f, err)
+				}
+			}
 			if err := ops.Delete(ctx, "orders:1", "orders:2", "missing:9"); err != nil {
 				t.Fatal(err)
 			}

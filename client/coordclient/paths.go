@@ -33,6 +33,11 @@ func StreamScalePath(prefix string) string { return Path("streams", prefix, "sca
 // DELETE deletes.
 func GroupPath(prefix, group string) string { return Path("streams", prefix, "groups", group) }
 
+// OffsetsResetPath is POST /streams/{prefix}/groups/{group}/offsets/reset.
+func OffsetsResetPath(prefix, group string) string {
+	return Path("streams", prefix, "groups", group, "offsets", "reset")
+}
+
 // GroupScalePath is the compatibility scale path of a group.
 func GroupScalePath(prefix, group string) string {
 	return Path("streams", prefix, "groups", group, "scale")

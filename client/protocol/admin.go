@@ -180,3 +180,55 @@ func NewProducerRouting(prefix, group string, shardCount int, metadataVersion in
 		Shards:           shards,
 	}
 }
+
+// Where an offsets reset moves a group (OffsetsResetRequest.To).
+const (
+	ResetToEarliest = "EARLIEST" // before the first entry: everything is read again
+	ResetToLatest   = "LATEST"   // the last entry: only entries added later are read
+	ResetToTime     = "TIME"     // before the first entry added at or after Time
+	ResetToID       = "ID"       // the entry ID: the entries after it are read next
+)
+
+// OffsetsResetRequest is the body of POST
+// /streams/{p}/groups/{g}/offsets/reset (ours): where to move the group's
+// last delivered id on the stream's shards.
+type OffsetsResetRequest struct {
+	RequestedBy string `json:"requestedBy"`
+	Reason      string `json:"reason"`
+	// To is EARLIEST, LATEST, TIME or ID.
+	To string `json:"to"`
+	// Time (RFC 3339) is the moment of TIME.
+	Time string `json:"time,omitempty"`
+	// ID is the entry id of ID.
+	ID string `json:"id,omitempty"`
+	// Shards limits the reset to these shard indexes; empty means every
+	// readable shard.
+	Shards []int `json:"shards,omitempty"`
+	// Execute applies the reset; without it the answer is a dry run that
+	// changes nothing.
+	Execute bool `json:"execute,omitempty"`
+}
+
+// OffsetsResetResponse answers an offsets reset: each shard's last
+// delivered id before and after (planned, in a dry run).
+type OffsetsResetResponse struct {
+	StreamPrefix  string `json:"streamPrefix"`
+	ConsumerGroup string `json:"consumerGroup"`
+	To            string `json:"to"`
+	// Executed is false for a dry run.
+	Executed bool          `json:"executed"`
+	Shards   []OffsetReset `json:"shards"`
+}
+
+// OffsetReset is one shard of an offsets reset.
+type OffsetReset struct {
+	ShardIndex int    `json:"shardIndex"`
+	StreamKey  string `json:"streamKey"`
+	// CurrentLastDeliveredID is where the group stood ("" when the key
+	// does not hold the group).
+	CurrentLastDeliveredID string `json:"currentLastDeliveredId"`
+	NewLastDeliveredID     string `json:"newLastDeliveredId"`
+	// Owners are the members that read, or may still read, the shard:
+	// while there is one, an executed reset is refused.
+	Owners []string `json:"owners"`
+}

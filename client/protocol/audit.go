@@ -13,6 +13,8 @@ const (
 	AuditScale             AuditOperation = "SCALE"
 	AuditRollback          AuditOperation = "ROLLBACK"
 	AuditCompleteMigration AuditOperation = "COMPLETE_MIGRATION"
+	// AuditResetOffsets (ours): an offsets reset, dry runs included.
+	AuditResetOffsets AuditOperation = "RESET_OFFSETS"
 	// AuditAcceptWALLoss is not an admin call: the store opened without
 	// acknowledged writes its write-ahead log lost (--accept-wal-loss).
 	AuditAcceptWALLoss AuditOperation = "ACCEPT_WAL_LOSS"

@@ -170,10 +170,23 @@ type GroupsResponse struct {
 	// group; a group that failed closed or did not answer in time is left
 	// out.
 	Groups []GroupResponse `json:"groups"`
+	// Streams (ours) are the streams the coordinator runs, sorted by
+	// prefix, those without any group included: a stream whose groups
+	// were all deleted still has a layout, and maybe a migration, to show.
+	Streams []StreamSummary `json:"streams"`
 	// MissingReplicas is, in cluster mode, every replica whose groups are
 	// missing from Groups because it did not answer in time; empty when
 	// the list is whole.
 	MissingReplicas []MissingReplica `json:"missingReplicas,omitempty"`
+}
+
+// StreamSummary is one stream in a [GroupsResponse].
+type StreamSummary struct {
+	StreamPrefix    string `json:"streamPrefix"`
+	ShardCount      int    `json:"shardCount"`
+	MetadataVersion int64  `json:"metadataVersion"`
+	// ActiveMigration is the stream's migration in progress, or null.
+	ActiveMigration *Migration `json:"activeMigration"`
 }
 
 // MissingReplica is a replica whose part of a cluster-wide list is
@@ -248,6 +261,18 @@ type Member struct {
 	// ShardProgress is its last reported progress, by shard index. Not
 	// durable: empty after a restart until it heartbeats.
 	ShardProgress []ShardProgress `json:"shardProgress"`
+	// InstanceID (ours) is the instanceId of the member's current
+	// incarnation (docs/protocol.md §9.2), "" when it sends none.
+	InstanceID string `json:"instanceId"`
+	// ClientAddress (ours) is the address its last heartbeat came from, as
+	// the coordinator saw the connection; "" until it heartbeats to this
+	// coordinator.
+	ClientAddress string `json:"clientAddress"`
+	// UserAgent (ours) is its last heartbeat's User-Agent header.
+	UserAgent string `json:"userAgent"`
+	// Late (ours) is true for a live member whose last heartbeat is older
+	// than two heartbeat intervals while its lease still runs.
+	Late bool `json:"late"`
 }
 
 // AssignmentsResponse answers GET …/assignments. Maps are memberId → shards.

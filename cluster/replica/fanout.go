@@ -242,9 +242,14 @@ func mergeGroups(l *listParts) (any, bool, error) {
 	if err := json.Unmarshal(l.local, &out); err != nil {
 		return nil, false, fmt.Errorf("this replica's groups: %w", err)
 	}
+	// Groups are keyed by stream and name, streams by prefix and "" (no
+	// group is named "").
 	seen := map[[2]string]bool{}
 	for _, g := range out.Groups {
 		seen[[2]string{g.StreamPrefix, g.ConsumerGroup}] = true
+	}
+	for _, st := range out.Streams {
+		seen[[2]string{st.StreamPrefix, ""}] = true
 	}
 	for _, p := range l.parts {
 		var resp protocol.GroupsResponse
@@ -259,10 +264,20 @@ func mergeGroups(l *listParts) (any, bool, error) {
 				out.Groups = append(out.Groups, g)
 			}
 		}
+		for _, st := range resp.Streams {
+			if k := [2]string{st.StreamPrefix, ""}; !seen[k] {
+				seen[k] = true
+				out.Streams = append(out.Streams, st)
+			}
+		}
 	}
 	if out.Groups == nil {
 		out.Groups = []protocol.GroupResponse{}
 	}
+	if out.Streams == nil {
+		out.Streams = []protocol.StreamSummary{}
+	}
+	slices.SortStableFunc(out.Streams, func(a, b protocol.StreamSummary) int { return strings.Compare(a.StreamPrefix, b.StreamPrefix) })
 	slices.SortStableFunc(out.Groups, func(a, b protocol.GroupResponse) int {
 		return cmp.Or(strings.Compare(a.StreamPrefix, b.StreamPrefix), strings.Compare(a.ConsumerGroup, b.ConsumerGroup))
 	})

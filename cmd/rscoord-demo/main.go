@@ -79,6 +79,8 @@ type demo struct {
 // child is one process the demo started.
 type child struct {
 	name string
+	// pod marks a consumer pod: the demo goes on without it.
+	pod  bool
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{}
@@ -130,12 +132,10 @@ func run(ctx context.Context, cli CLI, out io.Writer) (err error) {
 	memberEnv := []string{"RSCOORD_USER=" + memberUser, "RSCOORD_PASSWORD=" + memberPassword}
 	for i := range cli.Consumers {
 		name := fmt.Sprintf("consumer-%c", 'a'+i)
-		if err := d.start(ctx, name, "consumer-pod", append(memberEnv, "POD_NAME="+name),
-			"--coordinator", base, "--redis", cli.Redis, "--stream", cli.Stream, "--group", cli.Stream,
-			"--base-id", name, "--concurrency", "1", "--workers", "2",
-			"--events-log", filepath.Join(cli.Dir, name+".events.jsonl")); err != nil {
+		if err := d.start(ctx, name, "consumer-pod", append(memberEnv, "POD_NAME="+name), d.podArgs(base, name)...); err != nil {
 			return err
 		}
+		d.started[len(d.started)-1].pod = true
 	}
 	if err := d.start(ctx, "publisher", "publisher-pod", append(memberEnv, "POD_NAME=publisher"),
 		"--coordinator", base, "--redis", cli.Redis, "--stream", cli.Stream,
@@ -143,6 +143,7 @@ func run(ctx context.Context, cli CLI, out io.Writer) (err error) {
 		return err
 	}
 	d.banner(base, adminPassword, generated)
+	d.podHelp(base, memberPassword)
 	return d.wait(ctx)
 }
 
@@ -296,18 +297,28 @@ func (d *demo) wait(ctx context.Context) error {
 			}
 		}()
 	}
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(d.out, "\nStopping the demo…")
-		return nil
-	case <-timer:
-		fmt.Fprintln(d.out, "Stopping the demo (--stop-after)…")
-		return nil
-	case c := <-exited:
-		if c.err == nil {
-			return fmt.Errorf("%s exited on its own (exit status 0); see %s", c.name, c.log)
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(d.out, "\nStopping the demo…")
+			return nil
+		case <-timer:
+			fmt.Fprintln(d.out, "Stopping the demo (--stop-after)…")
+			return nil
+		case c := <-exited:
+			why := "exit status 0"
+			if c.err != nil {
+				why = c.err.Error()
+			}
+			if c.pod {
+				// A consumer pod that dies is what the demo is for: the
+				// others take its shards once its lease lapses.
+				fmt.Fprintf(d.out, "%s exited (%s; log %s): the other pods take over its shards once its lease lapses. The demo goes on.\n",
+					c.name, why, c.log)
+				continue
+			}
+			return fmt.Errorf("%s exited on its own (%s); see %s", c.name, why, c.log)
 		}
-		return fmt.Errorf("%s exited on its own (%w); see %s", c.name, c.err, c.log)
 	}
 }
 
@@ -362,6 +373,31 @@ What to look at:
 
 Press Ctrl-C to stop everything the demo started.
 `, base, pw, d.cli.Dir, d.cli.Redis, d.cli.Stream, d.cli.Shards, d.cli.Consumers, d.cli.Rate, adminPassword)
+}
+
+// podArgs are the arguments of consumer pod name.
+func (d *demo) podArgs(base, name string) []string {
+	return []string{"--coordinator", base, "--redis", d.cli.Redis, "--stream", d.cli.Stream, "--group", d.cli.Stream,
+		"--base-id", name, "--concurrency", "1", "--workers", "2",
+		"--events-log", filepath.Join(d.cli.Dir, name+".events.jsonl")}
+}
+
+// podHelp says how to kill a consumer pod and how to add one, so that a
+// failover can be watched in the console.
+func (d *demo) podHelp(base, memberPassword string) {
+	fmt.Fprintln(d.out, "Watch a failover: kill a consumer pod; the demo goes on and the others take its shards.")
+	for _, c := range d.started {
+		if c.pod {
+			fmt.Fprintf(d.out, "  kill %d        # %s\n", c.cmd.Process.Pid, c.name)
+		}
+	}
+	name := fmt.Sprintf("consumer-%c", 'a'+d.cli.Consumers)
+	fmt.Fprintf(d.out, "Add a pod, in another terminal (Ctrl-C there stops it):\n  RSCOORD_USER=%s RSCOORD_PASSWORD='%s' POD_NAME=%s %s",
+		memberUser, memberPassword, name, filepath.Join(d.cli.Bin, "consumer-pod"))
+	for _, a := range d.podArgs(base, name) {
+		fmt.Fprintf(d.out, " %s", a)
+	}
+	fmt.Fprintln(d.out)
 }
 
 // newClient is the demo's client of the coordinator at base, as the

@@ -158,3 +158,26 @@ func freeAddr(t *testing.T) string {
 	}
 	return addr
 }
+
+// TestWaitGoesOnWhenAPodDies: a consumer pod that exits is told and the
+// demo goes on (until --stop-after here); any other child that exits ends
+// the demo with an error naming it.
+func TestWaitGoesOnWhenAPodDies(t *testing.T) {
+	exited := func(name string, pod bool) *child {
+		c := &child{name: name, pod: pod, log: name + ".log", done: make(chan struct{}), err: errors.New("signal: killed")}
+		close(c.done)
+		return c
+	}
+	var out strings.Builder
+	d := &demo{cli: CLI{StopAfter: 100 * time.Millisecond}, out: &out, started: []*child{exited("consumer-a", true)}}
+	if err := d.wait(context.Background()); err != nil {
+		t.Fatalf("wait after a pod died: %v", err)
+	}
+	if !strings.Contains(out.String(), "consumer-a exited (signal: killed") || !strings.Contains(out.String(), "The demo goes on") {
+		t.Errorf("the pod's exit is not told:\n%s", out.String())
+	}
+	d = &demo{cli: CLI{StopAfter: time.Minute}, out: &out, started: []*child{exited("rscoord", false)}}
+	if err := d.wait(context.Background()); err == nil || !strings.Contains(err.Error(), "rscoord exited on its own") {
+		t.Errorf("wait after the coordinator died: %v, want an error naming it", err)
+	}
+}

@@ -28,7 +28,7 @@ type streamRow struct {
 	ActiveMigration string   `json:"activeMigration"`
 }
 
-// Run lists every stream that has a consumer group: GET /monitoring/groups.
+// Run lists every stream, with its consumer groups: GET /monitoring/groups.
 func (c *StreamListCmd) Run(ctx context.Context, a *Admin) error {
 	var resp protocol.GroupsResponse
 	if _, err := a.Client.Do(ctx, http.MethodGet, coordclient.MonitoringPath("groups"), nil, &resp); err != nil {
@@ -45,6 +45,19 @@ func (c *StreamListCmd) Run(ctx context.Context, a *Admin) error {
 		row.ConsumerGroups = append(row.ConsumerGroups, g.ConsumerGroup)
 		if g.ActiveMigration != nil {
 			row.ActiveMigration = formatMigration(g.ActiveMigration)
+		}
+	}
+	// A stream without groups (all deleted, say, while a migration is
+	// still under way) is listed from the streams the answer carries.
+	for _, st := range resp.Streams {
+		row := byPrefix[st.StreamPrefix]
+		if row == nil {
+			row = &streamRow{StreamPrefix: st.StreamPrefix, ConsumerGroups: []string{}}
+			byPrefix[st.StreamPrefix] = row
+		}
+		row.ShardCount = max(row.ShardCount, st.ShardCount)
+		if st.ActiveMigration != nil {
+			row.ActiveMigration = formatMigration(st.ActiveMigration)
 		}
 	}
 	rows := make([]streamRow, 0, len(byPrefix))
@@ -65,7 +78,7 @@ func (c *StreamListCmd) Run(ctx context.Context, a *Admin) error {
 	}
 	t := newTable(a.Out, "STREAM", "SHARDS", "GROUPS", "ACTIVE MIGRATION")
 	for _, r := range rows {
-		t.row(r.StreamPrefix, formatInt(r.ShardCount), strings.Join(r.ConsumerGroups, ","), orNone(r.ActiveMigration))
+		t.row(r.StreamPrefix, formatInt(r.ShardCount), joinOrNone(r.ConsumerGroups), orNone(r.ActiveMigration))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -201,15 +214,22 @@ func (c *ShardsCmd) Run(ctx context.Context, a *Admin) error {
 	return t.flush()
 }
 
-// OffsetsCmd is "rscoord offsets".
+// OffsetsCmd is "rscoord offsets": show them (the default), or reset them.
 type OffsetsCmd struct {
 	AdminFlags `embed:""`
-	GroupRef   `embed:""`
+
+	Show  OffsetsShowCmd  `cmd:"" default:"withargs" help:"Show where a consumer group stands on every shard (the default: rscoord offsets PREFIX GROUP)."`
+	Reset OffsetsResetCmd `cmd:"" help:"Move a consumer group's last delivered id on a stream's shards (a dry run unless --execute)."`
+}
+
+// OffsetsShowCmd is "rscoord offsets [show]".
+type OffsetsShowCmd struct {
+	GroupRef `embed:""`
 }
 
 // Run shows where the group stands on every readable shard:
 // GET /monitoring/streams/{p}/groups/{g}/offsets.
-func (c *OffsetsCmd) Run(ctx context.Context, a *Admin) error {
+func (c *OffsetsShowCmd) Run(ctx context.Context, a *Admin) error {
 	if err := c.validate("offsets"); err != nil {
 		return err
 	}

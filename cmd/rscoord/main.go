@@ -5,6 +5,7 @@
 //	rscoord stream list|create|scale|rollback|migrations|complete|status
 //	rscoord group list|create|get|delete|members|assignments
 //	rscoord shards|offsets|messages     read shard streams through the coordinator
+//	rscoord offsets reset GROUP --stream S --to-…  move a group's offsets (dry run by default)
 //	rscoord audit                       page through the audit log
 //	rscoord login|logout                keep a token for later commands
 //	rscoord token create|list|revoke    long-lived API tokens for services
@@ -56,7 +57,7 @@ type CLI struct {
 	Stream   StreamCmd   `cmd:"" help:"Create, scale and inspect streams."`
 	Group    GroupCmd    `cmd:"" help:"Create, inspect and delete consumer groups."`
 	Shards   ShardsCmd   `cmd:"" help:"Show every shard of a group as Redis has it: length, pending, lag, owners."`
-	Offsets  OffsetsCmd  `cmd:"" help:"Show where a consumer group stands on every shard."`
+	Offsets  OffsetsCmd  `cmd:"" help:"Show where a consumer group stands on every shard; offsets reset moves it."`
 	Messages MessagesCmd `cmd:"" help:"Page through the entries of one shard (nothing is delivered or acknowledged)."`
 	Audit    AuditCmd    `cmd:"" help:"Page through the audit log of admin mutations, newest first."`
 	Login    LoginCmd    `cmd:"" help:"Log in and save the token (mode 0600, under the user's config directory) for later commands."`

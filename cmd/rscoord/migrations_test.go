@@ -62,38 +62,45 @@ func TestStreamRollbackAndMigrations(t *testing.T) {
 	})
 }
 
-// TestStreamScaleWait follows a scale-in until it is DEPRECATED, printing
-// each change once.
+// TestStreamScaleWait follows a scale-out until its new layout is in use:
+// the migration ACTIVE (DRAINING here) and every group STABLE on the new
+// count. Each wait is said once, and the end is told as done, not as the
+// migration's state.
 func TestStreamScaleWait(t *testing.T) {
-	states := []string{"ACTIVE", "DRAINING", "DRAINING", "DEPRECATED"}
-	var polls atomic.Int32
+	states := []string{"PREPARING", "ACTIVE", "DRAINING"}
+	groups := []string{"RECONCILING", "STABLE"}
+	var polls, groupPolls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/coord/v1/streams/orders/scale":
 			w.WriteHeader(http.StatusAccepted)
-			_, _ = w.Write([]byte(`{"streamPrefix":"orders","targetShardCount":2,"affectedConsumerGroups":["orders"],"migrations":[{"reshardingId":"rs-2","fromShardCount":8,"toShardCount":2,"state":"ACTIVE","createdAt":"2026-11-29T20:00:00Z","updatedAt":"2026-11-29T20:00:00Z"}]}`))
+			_, _ = w.Write([]byte(`{"streamPrefix":"orders","targetShardCount":8,"affectedConsumerGroups":["orders"],"migrations":[{"reshardingId":"rs-2","fromShardCount":2,"toShardCount":8,"state":"PREPARING","createdAt":"2026-11-29T20:00:00Z","updatedAt":"2026-11-29T20:00:00Z"}]}`))
 		case r.Method == http.MethodGet && r.URL.Path == "/coord/v1/streams/orders/groups/orders/migrations/rs-2":
 			i := min(int(polls.Add(1))-1, len(states)-1)
-			detail := ""
-			if states[i] == "DRAINING" {
-				detail = `,"detail":"drain not proven: orders:7 group orders has 3 pending"`
-			}
-			_, _ = w.Write([]byte(`{"reshardingId":"rs-2","fromShardCount":8,"toShardCount":2,"state":"` + states[i] + `","createdAt":"2026-11-29T20:00:00Z","updatedAt":"2026-11-29T20:00:00Z"` + detail + `}`))
+			_, _ = w.Write([]byte(`{"reshardingId":"rs-2","fromShardCount":2,"toShardCount":8,"state":"` + states[i] + `","createdAt":"2026-11-29T20:00:00Z","updatedAt":"2026-11-29T20:00:00Z"}`))
+		case r.Method == http.MethodGet && r.URL.Path == "/coord/v1/monitoring/groups":
+			i := min(int(groupPolls.Add(1))-1, len(groups)-1)
+			_, _ = w.Write([]byte(`{"groups":[{"streamPrefix":"orders","consumerGroup":"orders","state":"` + groups[i] + `","shardCount":8},
+				{"streamPrefix":"other","consumerGroup":"x","state":"RECONCILING","shardCount":1}],"streams":[]}`))
 		default:
 			t.Errorf("unexpected %s %s", r.Method, r.URL.Path)
 			w.WriteHeader(http.StatusNotFound)
 		}
 	}))
 	defer srv.Close()
-	res := runCLI(context.Background(), "stream", "scale", "orders", "--to", "2", "--reason", "r", "--wait", "--poll", "10ms", "--server", srv.URL)
+	res := runCLI(context.Background(), "stream", "scale", "orders", "--to", "8", "--reason", "r", "--wait", "--poll", "10ms", "--server", srv.URL)
 	if res.code != exitOK {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
 	if got := int(polls.Load()); got != len(states) {
 		t.Errorf("polled %d times, want %d", got, len(states))
 	}
-	for _, want := range []string{"rs-2 ACTIVE (8 → 2)", "rs-2 DRAINING (8 → 2): drain not proven", "rs-2 DEPRECATED (8 → 2)"} {
+	for _, want := range []string{
+		"rs-2 PREPARING (2 → 8); waiting for the new shard keys",
+		"rs-2 ACTIVE (2 → 8); waiting for every group to read 8 shards: orders (RECONCILING, 8 shards)",
+		"rs-2 done (2 → 8): producers and every group use 8 shards; the migration ends in the background (now DRAINING",
+	} {
 		if strings.Count(res.stdout, want) != 1 {
 			t.Errorf("stdout has %q %d times, want once:\n%s", want, strings.Count(res.stdout, want), res.stdout)
 		}

@@ -14,9 +14,9 @@ import (
 // TestScaleOutputAgainstServer scales a stream of two groups on the built
 // server with Redis and a short producer routing lease, so that the
 // migration ends on its own: the scale table names the group of each row
-// (the answer holds the one migration once per group), --wait prints each
-// change on a line of its own with no blank line between, and --json
-// --wait prints only JSON: the answer, then one object per change.
+// (the answer holds the one migration once per group), --wait ends once
+// the new layout is in use and says so as done, and --json --wait prints
+// only JSON: the answer, then one object per change.
 func TestScaleOutputAgainstServer(t *testing.T) {
 	rdb := redistest.Standalone(t)
 	p := startProcess(t, t.TempDir(), "--redis", rdb.Addr,
@@ -41,13 +41,17 @@ func TestScaleOutputAgainstServer(t *testing.T) {
 	if !strings.Contains(header, "RESHARDING ID") || len(rows) != 2 {
 		t.Errorf("scale table does not name the group of each row (header %q, rows %v):\n%s", header, rows, res.stdout)
 	}
-	if !strings.Contains(res.stdout, "rs-1 DEPRECATED (2 → 4)") {
-		t.Fatalf("--wait did not follow the migration to its end:\n%s", res.stdout)
+	if !strings.Contains(res.stdout, "rs-1 done (2 → 4): producers and every group use 4 shards") || strings.Contains(res.stdout, "DEPRECATED (2 → 4)\n") {
+		t.Fatalf("--wait did not end once the new layout was in use:\n%s", res.stdout)
 	}
 	// The progress lines come after the table; none is followed by a blank line.
-	progress := res.stdout[strings.Index(res.stdout, "rs-1 ACTIVE (2 → 4)"):]
+	progress := res.stdout[strings.Index(res.stdout, "rs-1 done"):]
 	if strings.Contains(progress, "\n\n") {
 		t.Errorf("--wait progress has blank lines:\n%s", progress)
+	}
+	// stream migrations --wait follows it to its end.
+	if res := cli("stream", "migrations", "orders", "--wait", "--poll", "50ms"); !strings.Contains(res.stdout, "rs-1 DEPRECATED (2 → 4)") {
+		t.Fatalf("migrations --wait did not follow rs-1 to its end:\n%s", res.stdout)
 	}
 
 	res = cli("stream", "scale", "orders", "--to", "6", "--reason", "test", "--wait", "--poll", "50ms", "--json")
@@ -64,8 +68,8 @@ func TestScaleOutputAgainstServer(t *testing.T) {
 		}
 		changes++
 	}
-	if changes == 0 || last.ReshardingID != "rs-2" || last.State != protocol.MigrationDeprecated {
-		t.Errorf("--json --wait: %d changes, last %+v; want rs-2 DEPRECATED last:\n%s", changes, last, res.stdout)
+	if changes == 0 || last.ReshardingID != "rs-2" || last.State == protocol.MigrationPreparing || last.State == protocol.MigrationRolledBack {
+		t.Errorf("--json --wait: %d changes, last %+v; want rs-2 with its layout in use last:\n%s", changes, last, res.stdout)
 	}
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

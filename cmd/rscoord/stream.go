@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
@@ -17,7 +18,7 @@ import (
 type StreamCmd struct {
 	AdminFlags `embed:""`
 
-	List       StreamListCmd       `cmd:"" help:"List the streams that have consumer groups."`
+	List       StreamListCmd       `cmd:"" help:"List the streams, with their consumer groups and active migration."`
 	Create     StreamCreateCmd     `cmd:"" help:"Create a stream and its default consumer group (named like the prefix)."`
 	Scale      StreamScaleCmd      `cmd:"" help:"Change the shard count of a stream (every group of it)."`
 	Rollback   StreamRollbackCmd   `cmd:"" help:"Roll back an ACTIVE migration."`
@@ -72,11 +73,12 @@ func (c *StreamCreateCmd) Run(ctx context.Context, a *Admin) error {
 
 // StreamScaleCmd is "rscoord stream scale".
 type StreamScaleCmd struct {
-	Prefix      string `arg:"" help:"Stream prefix."`
-	To          int    `required:"" placeholder:"N" help:"Target shard count (0 retires every shard)."`
-	Reason      string `required:"" placeholder:"TEXT" help:"Why, for the audit log."`
-	RequestedBy string `default:"${requester}" help:"Who asks, for the audit log; defaults to $$USER, else cli."`
-	WaitFlags
+	Prefix      string        `arg:"" help:"Stream prefix."`
+	To          int           `required:"" placeholder:"N" help:"Target shard count (0 retires every shard)."`
+	Reason      string        `required:"" placeholder:"TEXT" help:"Why, for the audit log."`
+	RequestedBy string        `default:"${requester}" help:"Who asks, for the audit log; defaults to $$USER, else cli."`
+	Wait        bool          `help:"Wait until the new layout is in use: producers route to the new count and every group reads it (the removed shards of a scale-in then drain in the background). Prints what it still waits for; Ctrl-C stops waiting, not the migration."`
+	Poll        time.Duration `default:"1s" help:"How often --wait asks the coordinator."`
 }
 
 // Run starts the migration: POST /streams/{prefix}/scale.
@@ -117,7 +119,7 @@ func (c *StreamScaleCmd) Run(ctx context.Context, a *Admin) error {
 		return printLine(a.Out, "--wait: stream %s has no consumer group to follow %s through: it goes on once a group is created on the stream, or ends with rscoord stream complete %s %s --reason …",
 			c.Prefix, id, c.Prefix, id)
 	}
-	return waitMigration(ctx, a, c.Prefix, resp.AffectedConsumerGroups[0], resp.Migrations[0].ReshardingID, c.Poll)
+	return waitLayout(ctx, a, c.Prefix, resp.AffectedConsumerGroups[0], resp.Migrations[0].ReshardingID, c.Poll)
 }
 
 // printScale prints a scale answer: the groups it affects, then the

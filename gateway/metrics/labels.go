@@ -38,7 +38,7 @@ func storeKinds() []string { return []string{"group", "stream", "audit"} }
 
 func auditOperations() []protocol.AuditOperation {
 	return []protocol.AuditOperation{protocol.AuditCreateStream, protocol.AuditCreateGroup, protocol.AuditDeleteGroup,
-		protocol.AuditScale, protocol.AuditRollback, protocol.AuditCompleteMigration}
+		protocol.AuditScale, protocol.AuditRollback, protocol.AuditCompleteMigration, protocol.AuditResetOffsets}
 }
 
 func errorCodes() []protocol.ErrorCode {
