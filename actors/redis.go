@@ -38,7 +38,10 @@ type ShardFacts struct {
 	Exists          bool
 	Length          int64
 	LastGeneratedID string
-	Groups          []GroupFacts
+	// EntriesAdded is how many entries the key has had added in its life
+	// (XINFO STREAM entries-added; 0 on Redis before 7.0).
+	EntriesAdded int64
+	Groups       []GroupFacts
 }
 
 // Entry is one stream entry read for monitoring.
