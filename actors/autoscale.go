@@ -64,7 +64,8 @@ type autoscaler struct {
 	// sampling is set while a sample is read beside the actor.
 	sampling bool
 	samples  []reshard.LoadSample
-	// last is the latest decision, none included.
+	// last is the latest decision, none included; it is shown until the
+	// record keeps a decision to scale.
 	last *protocol.AutoscaleDecision
 }
 
@@ -172,7 +173,7 @@ func (s *streamActor) autoscaleView() protocol.AutoscaleResponse {
 			out.LastDecision = &protocol.AutoscaleDecision{Action: d.Action, FromShards: d.From, ToShards: d.To, Reason: d.Reason, At: d.At, Taken: d.Taken}
 		}
 	}
-	if s.auto.last != nil {
+	if s.auto.last != nil && out.LastDecision == nil {
 		d := *s.auto.last
 		out.LastDecision = &d
 	}

@@ -295,9 +295,10 @@ func (s *Server) Heartbeat(prefix, group string, req protocol.HeartbeatRequest) 
 var nullable = map[string]bool{
 	"activeMigration": true, "lastHeartbeatAt": true, "memberLeaseExpiresAt": true,
 	"rebalanceDeadlineAt": true, "activeReshardingId": true, "ackedAt": true,
-	"next":       true, // the audit page's cursor
-	"lag":        true, // shards and offsets: Redis cannot always tell
-	"nextCursor": true, // messages: the last page
+	"next":         true, // the audit page's cursor
+	"lag":          true, // shards and offsets: Redis cannot always tell
+	"nextCursor":   true, // messages: the last page
+	"lastDecision": true, // autoscale: no decision yet
 }
 
 // CheckNoNullArrays fails the test if raw holds a null anywhere but in a

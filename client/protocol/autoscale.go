@@ -38,20 +38,20 @@ type AutoscaleRequest struct {
 }
 
 // AutoscalePolicy is a stream's autoscaling policy as it applies: the
-// defaults filled in, bounds not set null.
+// defaults filled in, bounds not set left out.
 type AutoscalePolicy struct {
 	Mode                     string   `json:"mode"`
-	MaxShardLength           *int64   `json:"maxShardLength"`
-	MaxShardMemoryBytes      *int64   `json:"maxShardMemoryBytes"`
-	MaxShardAppendsPerSecond *float64 `json:"maxShardAppendsPerSecond"`
+	MaxShardLength           *int64   `json:"maxShardLength,omitempty"`
+	MaxShardMemoryBytes      *int64   `json:"maxShardMemoryBytes,omitempty"`
+	MaxShardAppendsPerSecond *float64 `json:"maxShardAppendsPerSecond,omitempty"`
 	LowWatermark             float64  `json:"lowWatermark"`
 	MinShards                int      `json:"minShards"`
 	MaxShards                int      `json:"maxShards"`
 	CooldownSeconds          int64    `json:"cooldownSeconds"`
 	// RequestedBy is who set the policy last, "" when never set.
 	RequestedBy string `json:"requestedBy"`
-	// UpdatedAt is when it was set last, null when never set.
-	UpdatedAt *time.Time `json:"updatedAt"`
+	// UpdatedAt is when it was set last, left out when never set.
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
 }
 
 // AutoscaleDecision is one decision of the policy.
@@ -72,8 +72,8 @@ type AutoscaleDecision struct {
 type AutoscaleResponse struct {
 	Stream string          `json:"stream"`
 	Policy AutoscalePolicy `json:"policy"`
-	// LastDecision is the latest decision since the stream's actor
-	// started here, else the last one that was not none; null when none
-	// was made.
+	// LastDecision is the last decision to scale (taken or, in a dry
+	// run, reported) that the stream record keeps; before the first, the
+	// latest decision of none and why; null when none was made yet.
 	LastDecision *AutoscaleDecision `json:"lastDecision"`
 }
