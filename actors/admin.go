@@ -11,14 +11,14 @@ import (
 	"github.com/rscoord/rscoord/persistence"
 )
 
-func shardCountOf(req protocol.CreateRequest, def int) (int, error) {
+func shardCountOf(req protocol.CreateRequest, def, most int) (int, error) {
 	n := def
 	if req.InitialShardCount != nil {
 		n = *req.InitialShardCount
 	}
-	if n < 1 || n > protocol.MaxShardCount {
+	if n < 1 || n > most {
 		return 0, protocol.Errorf(protocol.CodeInvalidRequest,
-			fmt.Sprintf("initialShardCount %d is outside 1..%d", n, protocol.MaxShardCount))
+			fmt.Sprintf("initialShardCount %d is outside 1..%d", n, most))
 	}
 	return n, nil
 }
@@ -71,7 +71,7 @@ func (c *Coordinator) CreateStream(ctx context.Context, prefix string, req proto
 	if err := requireRequestedBy(req.RequestedBy); err != nil {
 		return protocol.StreamResponse{}, err
 	}
-	shards, err := shardCountOf(req, c.env.cfg.DefaultShards)
+	shards, err := shardCountOf(req, c.env.cfg.DefaultShards, c.env.cfg.MaxShards)
 	if err != nil {
 		return protocol.StreamResponse{}, err
 	}
@@ -122,7 +122,7 @@ func (c *Coordinator) CreateGroup(ctx context.Context, prefix, group string, req
 	if err := requireRequestedBy(req.RequestedBy); err != nil {
 		return protocol.GroupResponse{}, err
 	}
-	shards, err := shardCountOf(req, c.env.cfg.DefaultShards)
+	shards, err := shardCountOf(req, c.env.cfg.DefaultShards, c.env.cfg.MaxShards)
 	if err != nil {
 		return protocol.GroupResponse{}, err
 	}
@@ -199,9 +199,9 @@ func (c *Coordinator) Scale(ctx context.Context, prefix string, req protocol.Sca
 	if req.TargetShardCount == nil {
 		return protocol.ScaleResponse{}, protocol.Errorf(protocol.CodeInvalidRequest, "targetShardCount is required")
 	}
-	if n := *req.TargetShardCount; n < 0 || n > protocol.MaxShardCount {
+	if n := *req.TargetShardCount; n < 0 || n > c.env.cfg.MaxShards {
 		return protocol.ScaleResponse{}, protocol.Errorf(protocol.CodeInvalidRequest,
-			fmt.Sprintf("targetShardCount %d is outside 0..%d", n, protocol.MaxShardCount))
+			fmt.Sprintf("targetShardCount %d is outside 0..%d", n, c.env.cfg.MaxShards))
 	}
 	return askReply[protocol.ScaleResponse](ctx, c, pid, &scaleMsg{req: req})
 }

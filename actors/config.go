@@ -86,6 +86,18 @@ type Config struct {
 	// MaxGroupRegistrationsPerPrincipal. Default
 	// [DefaultGroupRegistrationWindow].
 	GroupRegistrationWindow time.Duration
+	// MaxShards is the most shards a stream may have here: no create, scale
+	// or autoscaling policy goes past it. Default protocol.MaxShardCount.
+	MaxShards int
+	// AutoscaleInterval is how often a stream with an autoscaling policy
+	// (mode on or dry-run) samples its shards in Redis and decides.
+	// Default [DefaultAutoscaleInterval].
+	AutoscaleInterval time.Duration
+	// ShardMemory, when set, reads shard keys' MEMORY USAGE for the
+	// autoscaling policies' memory bounds; without it a policy with a
+	// memory bound decides nothing.
+	ShardMemory ShardMemory
+
 	// WarnInterval is how often, at most, one cause of a repeated warning
 	// is logged (a second process heartbeating with a live member's id,
 	// refused registrations): the first is logged at once, later ones at
@@ -139,6 +151,12 @@ func (c Config) EnsureDefaults() Config {
 	if c.WarnInterval == 0 {
 		c.WarnInterval = ratelog.DefaultInterval
 	}
+	if c.MaxShards == 0 {
+		c.MaxShards = protocol.MaxShardCount
+	}
+	if c.AutoscaleInterval == 0 {
+		c.AutoscaleInterval = DefaultAutoscaleInterval
+	}
 	return c
 }
 
@@ -150,6 +168,12 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultShards < 1 || c.DefaultShards > protocol.MaxShardCount {
 		errs = append(errs, fmt.Errorf("default shard count %d is outside 1..%d", c.DefaultShards, protocol.MaxShardCount))
+	}
+	if c.MaxShards < 1 || c.MaxShards > protocol.MaxShardCount || c.DefaultShards > c.MaxShards {
+		errs = append(errs, fmt.Errorf("max shards %d must be between the default shard count %d and %d", c.MaxShards, c.DefaultShards, protocol.MaxShardCount))
+	}
+	if c.AutoscaleInterval < 0 {
+		errs = append(errs, fmt.Errorf("autoscale interval %v must not be negative", c.AutoscaleInterval))
 	}
 	g := c.Group
 	if g.MemberLease <= g.HeartbeatInterval {

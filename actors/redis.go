@@ -48,7 +48,10 @@ type ShardFacts struct {
 	// FirstEntryID and LastEntryID are the ids of the oldest and newest
 	// entries the stream holds now; "" when it holds none.
 	FirstEntryID, LastEntryID string
-	Groups                    []GroupFacts
+	// EntriesAdded is how many entries the key has had added in its life
+	// (XINFO STREAM entries-added; 0 on Redis before 7.0).
+	EntriesAdded int64
+	Groups       []GroupFacts
 }
 
 // Entry is one stream entry read for monitoring.

@@ -58,6 +58,8 @@ type streamActor struct {
 	// registering holds the asks to register a group, by name, while its
 	// shard streams are provisioned in Redis beside the actor.
 	registering map[string][]registration
+	// auto is the autoscaling state (autoscale.go).
+	auto autoscaler
 }
 
 // registration is an ask to register a group waiting for its provisioning.
@@ -97,6 +99,7 @@ func (s *streamActor) Receive(ctx actor.Context) {
 	case *actor.Stopping, *actor.Restarting:
 		s.gone = true
 		s.stopTimer()
+		s.auto.stop()
 		s.abandon(ctx)
 		if _, stopping := m.(*actor.Stopping); stopping {
 			s.env.obs.StreamRemoved(s.prefix)
@@ -143,6 +146,8 @@ func (s *streamActor) Receive(ctx actor.Context) {
 			return
 		}
 		ctx.Respond(reply[protocol.MigrationsResponse]{value: s.migrations()})
+	default:
+		s.receiveAutoscale(ctx)
 	}
 }
 
@@ -176,6 +181,7 @@ func (s *streamActor) start(ctx actor.Context) {
 		s.resume = mig.State == protocol.MigrationPreparing
 		s.scheduleCheck(0)
 	}
+	s.startAutoscale()
 }
 
 // abandon answers every ask waiting for work beside this incarnation

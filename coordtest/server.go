@@ -316,6 +316,7 @@ var nullable = map[string]bool{
 	"pageNextCursor": true, "deprecatedIn": true, "removedIn": true,
 	// history: rates unknown at a first sample, after a gap or a trim
 	"appendsPerSecond": true, "acksPerSecond": true,
+	"lastDecision": true, // autoscale: no decision yet
 }
 
 // CheckNoNullArrays fails the test if raw holds a null anywhere but in a

@@ -45,6 +45,8 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"POST", base + "/streams/orders", `{"requestedBy":"ops"}`, w, 409},
 		{"POST", base + "/streams/orders/scale", scaleNoop, w, 202},
 		{"POST", base + "/streams/orders/migrations/rs-9/complete", op, w, 404},
+		{"GET", base + "/streams/orders/autoscale", "", r, 200},
+		{"PUT", base + "/streams/orders/autoscale", `{"mode":"off","requestedBy":"ops"}`, auth.PermAdmin, 200},
 		{"POST", base + "/streams/orders/groups/orders", `{"requestedBy":"ops"}`, w, 409},
 		{"GET", base + "/streams/orders/groups/orders", "", r, 200},
 		{"DELETE", base + "/streams/orders/groups/nope", op, w, 404},

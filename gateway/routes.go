@@ -51,6 +51,8 @@ func (s *server) routes() []route {
 		{http.MethodPost, b + "/streams/:prefix", write, protocol.AuditCreateStream, s.createStream},
 		{http.MethodPost, b + "/streams/:prefix/scale", write, protocol.AuditScale, s.scaleStream},
 		{http.MethodPost, b + "/streams/:prefix/migrations/:id/complete", write, protocol.AuditCompleteMigration, s.completeMigration},
+		{http.MethodGet, b + "/streams/:prefix/autoscale", read, "", s.getAutoscale},
+		{http.MethodPut, b + "/streams/:prefix/autoscale", auth.PermAdmin, protocol.AuditSetAutoscale, s.putAutoscale},
 		{http.MethodPost, b + "/streams/:prefix/groups/:group", write, protocol.AuditCreateGroup, s.createGroup},
 		{http.MethodGet, b + "/streams/:prefix/groups/:group", read, "", s.getGroup},
 		{http.MethodDelete, b + "/streams/:prefix/groups/:group", write, protocol.AuditDeleteGroup, s.deleteGroup},

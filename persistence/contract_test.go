@@ -79,6 +79,7 @@ var contractCases = []struct {
 }{
 	{"GroupRoundTripAndRestart", testGroupRoundTrip},
 	{"StreamRoundTripAndRestart", testStreamRoundTrip},
+	{"StreamAutoscaleRoundTripAndRestart", testStreamAutoscaleRoundTrip},
 	{"GroupRevisions", testGroupRevisions},
 	{"StreamRevisions", testStreamRevisions},
 	{"RevisionsNeverReused", testRevisionsNeverReused},

@@ -280,6 +280,8 @@ type streamV1 struct {
 	MetadataVersion int64               `json:"metadataVersion"`
 	Migrations      []migrationRecordV1 `json:"migrations"` // oldest first
 	CreatedAt       time.Time           `json:"createdAt,omitzero"`
+	// Autoscale is optional; records written before it existed lack it.
+	Autoscale *autoscaleV1 `json:"autoscale,omitempty"`
 }
 
 type migrationRecordV1 struct {
@@ -390,6 +392,7 @@ func encodeStream(rec StreamRecord) ([]byte, error) {
 		MetadataVersion: rec.MetadataVersion,
 		Migrations:      make([]migrationRecordV1, 0, len(rec.Migrations)),
 		CreatedAt:       utc(rec.CreatedAt),
+		Autoscale:       encodeAutoscale(rec.Autoscale),
 	}
 	for _, m := range rec.Migrations {
 		out.Migrations = append(out.Migrations, migrationRecordV1{
@@ -430,6 +433,7 @@ func decodeStream(payload []byte, prefix string) (StreamRecord, error) {
 		MetadataVersion: rec.MetadataVersion,
 		Migrations:      make([]MigrationRecord, 0, len(rec.Migrations)),
 		CreatedAt:       utc(rec.CreatedAt),
+		Autoscale:       decodeAutoscale(rec.Autoscale),
 	}
 	for _, m := range rec.Migrations {
 		out.Migrations = append(out.Migrations, MigrationRecord{

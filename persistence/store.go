@@ -123,6 +123,9 @@ type StreamRecord struct {
 	// Migrations is the migration history, oldest first.
 	Migrations []MigrationRecord
 	CreatedAt  time.Time
+	// Autoscale is the stream's autoscaling policy; nil when never set
+	// (autoscaling off).
+	Autoscale *AutoscaleRecord
 	// Revision is the store revision, set by the store on load and ignored
 	// by SaveStream.
 	Revision uint64

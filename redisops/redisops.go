@@ -63,7 +63,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (actors.ShardFacts, er
 	if err != nil {
 		return out, fmt.Errorf("redisops: xinfo stream %s: %w", key, err)
 	}
-	out.Exists, out.Length, out.LastGeneratedID = true, info.Length, info.LastGeneratedID
+	out.Exists, out.Length, out.LastGeneratedID, out.EntriesAdded = true, info.Length, info.LastGeneratedID, info.EntriesAdded
 	out.FirstEntryID, out.LastEntryID = info.FirstEntry.ID, info.LastEntry.ID
 	groups, err := c.rdb.XInfoGroups(ctx, key).Result()
 	if isNoSuchKey(err) { // deleted between the two calls

@@ -102,6 +102,10 @@ type Config struct {
 	ProducerRoutingLease time.Duration
 	DrainCheckInterval   time.Duration
 	RetireRemovedShards  bool
+	// AutoscaleInterval is how often streams with an autoscaling policy
+	// read their load and decide; MaxShards bounds every stream's count.
+	AutoscaleInterval time.Duration
+	MaxShards         int
 	// MaxHeldHeartbeats bounds the heartbeats held at once (0: three
 	// quarters of the connection cap; see maxHeld).
 	MaxHeldHeartbeats int
@@ -155,6 +159,7 @@ func DefaultConfig() Config {
 		},
 		MetricsInterval: 15 * time.Second, MetricsTimeout: 10 * time.Second, MetricsMaxMembers: 1000,
 		ProducerRoutingLease: 60 * time.Second, DrainCheckInterval: 5 * time.Second,
+		AutoscaleInterval: actors.DefaultAutoscaleInterval, MaxShards: protocol.MaxShardCount,
 	}
 }
 
@@ -179,6 +184,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainCheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--drain-check-interval %v must be positive", c.DrainCheckInterval))
+	}
+	if c.AutoscaleInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--autoscale-interval %v must be positive", c.AutoscaleInterval))
+	}
+	if c.MaxShards < 1 || c.MaxShards > protocol.MaxShardCount || c.MaxShards < c.DefaultShards {
+		errs = append(errs, fmt.Errorf("--max-shards %d must be between --default-shards %d and %d", c.MaxShards, c.DefaultShards, protocol.MaxShardCount))
 	}
 	if c.MetricsInterval <= 0 || c.MetricsTimeout <= 0 || c.MetricsTimeout > c.MetricsInterval {
 		errs = append(errs, fmt.Errorf("--metrics-interval %v and --metrics-timeout %v must be positive, the timeout at most the interval", c.MetricsInterval, c.MetricsTimeout))

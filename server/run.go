@@ -161,6 +161,10 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 		log.Warn("no --redis: scales skip stream provisioning and drain proofs; removed shards wait for an operator")
 	}
 
+	var shardMemory actors.ShardMemory
+	if r.memory != nil {
+		shardMemory = r.memory
+	}
 	metricOpts := []metrics.Option{metrics.WithVersion(cfg.Version), metrics.WithMaxMembers(cfg.MetricsMaxMembers)}
 	if cfg.ReferenceMetrics {
 		metricOpts = append(metricOpts, metrics.WithReferenceFamilies(cfg.coordinatorLabel()))
@@ -168,9 +172,12 @@ func (s *Server) openRun(parent context.Context) (_ *run, err error) {
 	r.metrics = metrics.New(metricOpts...)
 	r.coord, err = actors.Start(ctx, actors.Config{
 		Redis:                             streamRedis,
+		ShardMemory:                       shardMemory,
 		ProducerRoutingLease:              cfg.ProducerRoutingLease,
 		DrainCheckInterval:                cfg.DrainCheckInterval,
 		RetireRemovedShards:               cfg.RetireRemovedShards,
+		AutoscaleInterval:                 cfg.AutoscaleInterval,
+		MaxShards:                         cfg.MaxShards,
 		MaxHeldHeartbeats:                 cfg.HeldCap(log),
 		Store:                             r.store,
 		Group:                             cfg.Group,

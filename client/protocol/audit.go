@@ -23,6 +23,12 @@ const (
 	// an admin route. Its entry names the principal; it has no request
 	// fields of its own.
 	AuditRegisterGroup AuditOperation = "REGISTER_GROUP"
+	// AuditSetAutoscale (ours): PUT /streams/{p}/autoscale.
+	AuditSetAutoscale AuditOperation = "SET_AUTOSCALE"
+	// AuditAutoscale (ours): not an admin call: the autoscaling policy
+	// decided to scale a stream (requestedBy "autoscale"), taken in mode
+	// on or only reported in dry-run. Its reason names the decision.
+	AuditAutoscale AuditOperation = "AUTOSCALE"
 )
 
 // Audit outcomes.

@@ -70,6 +70,8 @@ type ServeCmd struct {
 	RedisNATMap                       string        `name:"redis-nat-map" placeholder:"ANNOUNCED=REACHABLE,…" env:"RSCOORD_REDIS_NAT_MAP" help:"Redis Cluster nodes behind NAT: announced-host:port=connect-host:port,… maps each address the cluster announces to one the coordinator reaches (makes --redis a cluster even with one seed)."`
 	ProducerRoutingLease              time.Duration `default:"60s" env:"RSCOORD_PRODUCER_ROUTING_LEASE" help:"No migration leaves ACTIVE, and no removed shard retires, sooner than this after activation: the longest a producer may publish on stale routing."`
 	DrainCheckInterval                time.Duration `default:"5s" env:"RSCOORD_DRAIN_CHECK_INTERVAL" help:"How often an ACTIVE or DRAINING migration is checked against Redis."`
+	AutoscaleInterval                 time.Duration `default:"15s" env:"RSCOORD_AUTOSCALE_INTERVAL" help:"How often a stream with an autoscaling policy (mode on or dry-run) reads its shards' load in Redis and decides."`
+	MaxShards                         int           `default:"100000" env:"RSCOORD_MAX_SHARDS" help:"Most shards a stream may have: creates, scales and autoscaling policies past it are refused."`
 	RetireRemovedShards               bool          `default:"false" negatable:"" env:"RSCOORD_RETIRE_REMOVED_SHARDS" help:"Delete the keys of removed shards once their migration is DEPRECATED, so that late producers hit NOMKSTREAM."`
 	MaxHeldHeartbeats                 int           `default:"0" env:"RSCOORD_MAX_HELD_HEARTBEATS" help:"Most heartbeats held at once for their waitMs, across all groups; past it heartbeats are answered at once. A held heartbeat keeps its connection busy (over HTTP/2, one stream of it), and connections busy with held ones are at most three quarters of the connection cap: without --http2 below --http-max-connections, 0 three quarters of the connection cap; with --http2 at most that times --http2-max-concurrent-streams, 0 65536 (or that bound, if lower)."`
 	MaxGroupsPerStream                int           `default:"256" env:"RSCOORD_MAX_GROUPS_PER_STREAM" help:"Most groups a stream may hold for a caller without ADMIN on it to register another on the fly (a join or producer routing with --auto-create-groups); past it the join is answered RETRY with errorCode GROUP_LIMIT_REACHED. Admin creates are not limited."`
@@ -193,6 +195,7 @@ func (s *ServeCmd) config() server.Config {
 		RedisCAFile: s.RedisCAFile, RedisNATMap: s.RedisNATMap,
 		ProducerRoutingLease: s.ProducerRoutingLease, DrainCheckInterval: s.DrainCheckInterval,
 		RetireRemovedShards: s.RetireRemovedShards, MaxHeldHeartbeats: s.MaxHeldHeartbeats,
+		AutoscaleInterval: s.AutoscaleInterval, MaxShards: s.MaxShards,
 	}
 	if env := os.Getenv(envPreviousTokenSecrets); env != "" {
 		cfg.PreviousTokenSecrets = strings.Split(env, ",")

@@ -25,6 +25,7 @@ type StreamCmd struct {
 	Complete   StreamCompleteCmd   `cmd:"" help:"Retire a migration's removed shards whose drain cannot be proven (operator decision, audited)."`
 	Migrations StreamMigrationsCmd `cmd:"" help:"List a stream's migrations; --wait follows the active one."`
 	Status     StreamStatusCmd     `cmd:"" help:"Show every consumer group of a stream."`
+	Autoscale  StreamAutoscaleCmd  `cmd:"" help:"Show or set a stream's autoscaling policy (set: ADMIN)."`
 }
 
 // StreamCreateCmd is "rscoord stream create".

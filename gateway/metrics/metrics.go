@@ -43,6 +43,7 @@ type Metrics struct {
 	adminFailures      *prometheus.CounterVec
 	rateLimited        *prometheus.CounterVec
 	authRefused        *prometheus.CounterVec
+	autoscale          *prometheus.CounterVec
 
 	state   *stateCollector
 	live    *liveCollector
@@ -79,6 +80,7 @@ func New(opts ...Option) *Metrics {
 	}
 	latency := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 	m.heartbeats = counterVec("rscoord_heartbeats_total", "Heartbeats answered, by response status.", "status")
+	m.autoscale = counterVec("rscoord_autoscale_decisions_total", autoscaleHelp, "stream", "action")
 	heartbeatLatencies := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "rscoord_heartbeat_duration_seconds", Buckets: latency,
 		Help: `Time to answer a heartbeat, from decoded request to response. held="true": the request asked to be held (waitMs) and could be, so its time includes the wait; held="false": answered at once, the coordinator's own speed.`},
