@@ -122,6 +122,8 @@ type server struct {
 	origins *http.CrossOriginProtection
 	// heartbeatJSON decodes heartbeat bodies (heartbeatOptions).
 	heartbeatJSON jsonv2.Options
+	// requestIDs makes the ids of requests that bring none.
+	requestIDs *requestIDs
 }
 
 // Limits of the audit entries of refused requests (401, 403, 429), per
@@ -178,6 +180,7 @@ func New(coord Backend, opts Options) http.Handler {
 		profiles:         newProfiles(),
 		origins:          http.NewCrossOriginProtection(),
 		heartbeatJSON:    heartbeatOptions(),
+		requestIDs:       newRequestIDs(),
 	}
 	if opts.probe != nil {
 		opts.probe.s = s
@@ -203,7 +206,7 @@ func New(coord Backend, opts Options) http.Handler {
 	r.NoRoute(notFound)
 	r.NoMethod(methodNotAllowed)
 	r.Use(s.metrics.HTTPMiddleware()) // first, so that it counts the 500 that recovery writes after a panic
-	r.Use(gin.CustomRecovery(s.recovery), requestID, s.accessLog)
+	r.Use(gin.CustomRecovery(s.recovery), s.requestID, s.accessLog)
 	if opts.LocalHostsOnly {
 		r.Use(s.localHostsOnly)
 	}
