@@ -50,6 +50,8 @@ type env struct {
 	// groupCoolDown is how long a group whose actor kept panicking fails
 	// closed before it is loaded again (streamActor.groupStopped).
 	groupCoolDown time.Duration
+	// mailboxes runs the group actors' mailboxes (mailboxDispatcher).
+	mailboxes *mailboxDispatcher
 	// testHooks are set by this package's tests only.
 	testHooks testHooks
 }
