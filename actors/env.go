@@ -52,6 +52,9 @@ type env struct {
 	groupCoolDown time.Duration
 	// mailboxes runs the group actors' mailboxes (mailboxDispatcher).
 	mailboxes *mailboxDispatcher
+	// timers are the stopped timers of heartbeats' waits for their
+	// group actor (budgetTimer).
+	timers sync.Pool
 	// testHooks are set by this package's tests only.
 	testHooks testHooks
 }
