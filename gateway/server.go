@@ -120,8 +120,9 @@ type server struct {
 	profiles profiles
 	// origins refuses browsers' cross-origin POSTs and DELETEs (crossOrigin).
 	origins *http.CrossOriginProtection
-	// heartbeatJSON decodes heartbeat bodies (heartbeatOptions).
-	heartbeatJSON jsonv2.Options
+	// heartbeatJSON and heartbeatFast decode heartbeat bodies
+	// (heartbeatOptions, heartbeatFastOptions).
+	heartbeatJSON, heartbeatFast jsonv2.Options
 	// requestIDs makes the ids of requests that bring none.
 	requestIDs *requestIDs
 }
@@ -180,6 +181,7 @@ func New(coord Backend, opts Options) http.Handler {
 		profiles:         newProfiles(),
 		origins:          http.NewCrossOriginProtection(),
 		heartbeatJSON:    heartbeatOptions(),
+		heartbeatFast:    heartbeatFastOptions(),
 		requestIDs:       newRequestIDs(),
 	}
 	if opts.probe != nil {
