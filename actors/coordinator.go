@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -58,8 +59,9 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cfg: cfg, store: cfg.Store, system: system, log: logger,
 		dir: newDirectory(), failed: newFailedGroups(), obs: cfg.Observer,
 		closing: closing, stopClosing: stopClosing, groupCoolDown: groupRestartWindow,
-		warn:   ratelog.New(logger, cfg.WarnInterval, cfg.Now),
-		budget: newRegistrationBudget(cfg.MaxGroupRegistrationsPerPrincipal, cfg.GroupRegistrationWindow),
+		mailboxes: newMailboxDispatcher(2 * runtime.GOMAXPROCS(0)),
+		warn:      ratelog.New(logger, cfg.WarnInterval, cfg.Now),
+		budget:    newRegistrationBudget(cfg.MaxGroupRegistrationsPerPrincipal, cfg.GroupRegistrationWindow),
 	}, routed: map[string]int64{}, running: map[string]chan struct{}{}, stopping: map[string]chan struct{}{}}
 	if cfg.Placed {
 		logger.Info("coordinator started; streams are added as this replica claims them", slog.String("coordinatorId", cfg.CoordinatorID))
@@ -69,6 +71,7 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		stopClosing()
 		system.Shutdown()
+		c.env.mailboxes.close()
 		return nil, fmt.Errorf("start coordinator: load streams: %w", err)
 	}
 	for _, rec := range streams {
@@ -258,6 +261,7 @@ func (c *Coordinator) shutdownActors(ctx context.Context) error {
 	}
 	// 3. Then the actor system itself.
 	c.env.system.Shutdown()
+	c.env.mailboxes.close()
 	if len(errs) > 0 {
 		return fmt.Errorf("stop actors: %w", errors.Join(errs...))
 	}

@@ -50,6 +50,11 @@ type env struct {
 	// groupCoolDown is how long a group whose actor kept panicking fails
 	// closed before it is loaded again (streamActor.groupStopped).
 	groupCoolDown time.Duration
+	// mailboxes runs the group actors' mailboxes (mailboxDispatcher).
+	mailboxes *mailboxDispatcher
+	// timers are the stopped timers of heartbeats' waits for their
+	// group actor (budgetTimer).
+	timers sync.Pool
 	// testHooks are set by this package's tests only.
 	testHooks testHooks
 }

@@ -92,7 +92,8 @@ func (c *Coordinator) askHeartbeat(ctx context.Context, pid *actor.PID, req *pro
 	}
 	to := make(answerTo, 1)
 	proc.SendUserMessage(pid, &heartbeatMsg{req: req, to: to, gone: ctx.Done(), origin: originOf(ctx)})
-	timeout := time.NewTimer(c.HeartbeatBudget(req))
+	timeout := c.env.budgetTimer(c.HeartbeatBudget(req))
+	defer c.env.timers.Put(timeout)
 	defer timeout.Stop()
 	select {
 	case answer := <-to:
@@ -122,3 +123,16 @@ func MaxHold(req *protocol.HeartbeatRequest, cfg assign.Config) time.Duration {
 
 // GroupConfig is the timing every group runs with.
 func (c *Coordinator) GroupConfig() assign.Config { return c.env.cfg.Group }
+
+// budgetTimer is a stopped timer of env's pool reset to fire after d: a
+// heartbeat's wait for its group actor needs one, and a new one is two
+// allocations per heartbeat. Since Go 1.23 a timer stopped or reset
+// delivers nothing of its earlier schedule, so a reused one is as good
+// as new.
+func (e *env) budgetTimer(d time.Duration) *time.Timer {
+	if t, ok := e.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}

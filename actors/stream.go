@@ -258,7 +258,7 @@ func (s *streamActor) groupStopped(ctx actor.Context, who *actor.PID) {
 // of this stream.
 func (s *streamActor) spawnGroupActor(ctx actor.Context, name string, producer actor.Producer) *actor.PID {
 	// A priority mailbox: answers not held pass held work (held.go).
-	props := actor.PropsFromProducer(producer, actor.WithMailbox(actor.UnboundedPriority()))
+	props := actor.PropsFromProducer(producer, actor.WithMailbox(actor.UnboundedPriority()), actor.WithDispatcher(s.env.mailboxes))
 	pid := ctx.SpawnPrefix(props, "group-"+name+"-")
 	s.groups[name] = pid
 	s.env.dir.putGroup(s.prefix, name, pid)

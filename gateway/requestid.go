@@ -3,6 +3,8 @@ package gateway
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 )
@@ -10,19 +12,39 @@ import (
 // RequestIDHeader carries a request id in and out.
 const RequestIDHeader = "X-Request-Id"
 
+// requestIDs makes the ids of requests that bring none: a random prefix
+// drawn once per server and a counter, unique across restarts without a
+// call for random bytes per request (a system call on every heartbeat of
+// a client that sends no id).
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return &requestIDs{prefix: hex.EncodeToString(b[:]) + "-"}
+}
+
+// next is a new request id.
+func (ids *requestIDs) next() string {
+	var buf [40]byte
+	out := append(buf[:0], ids.prefix...)
+	return string(strconv.AppendUint(out, ids.n.Add(1), 36))
+}
+
 // requestID takes the client's X-Request-Id when it is a sane token (1–128
 // characters of [A-Za-z0-9._:-]), else makes one, and echoes it in the
 // response so that a client can quote it against the audit log. The
 // response header is where later handlers read it (requestIDOf): kept in
 // the context's keys, it cost every heartbeat a map.
-func requestID(c *gin.Context) {
+func (s *server) requestID(c *gin.Context) {
 	id := c.GetHeader(RequestIDHeader)
 	if !saneRequestID(id) {
-		var b [16]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		id = hex.EncodeToString(b[:])
+		id = s.requestIDs.next()
 	}
-	c.Header(RequestIDHeader, id)
+	c.Writer.Header()[RequestIDHeader] = []string{id}
 	c.Next()
 }
 

@@ -126,8 +126,11 @@ type server struct {
 	profiles profiles
 	// origins refuses browsers' cross-origin POSTs and DELETEs (crossOrigin).
 	origins *http.CrossOriginProtection
-	// heartbeatJSON decodes heartbeat bodies (heartbeatOptions).
-	heartbeatJSON jsonv2.Options
+	// heartbeatJSON and heartbeatFast decode heartbeat bodies
+	// (heartbeatOptions, heartbeatFastOptions).
+	heartbeatJSON, heartbeatFast jsonv2.Options
+	// requestIDs makes the ids of requests that bring none.
+	requestIDs *requestIDs
 	// rates keeps the shard observations the Grafana rows' rates are
 	// computed from.
 	rates rateTracker
@@ -187,6 +190,8 @@ func New(coord Backend, opts Options) http.Handler {
 		profiles:         newProfiles(),
 		origins:          http.NewCrossOriginProtection(),
 		heartbeatJSON:    heartbeatOptions(),
+		heartbeatFast:    heartbeatFastOptions(),
+		requestIDs:       newRequestIDs(),
 	}
 	if opts.probe != nil {
 		opts.probe.s = s
@@ -212,7 +217,7 @@ func New(coord Backend, opts Options) http.Handler {
 	r.NoRoute(notFound)
 	r.NoMethod(methodNotAllowed)
 	r.Use(s.metrics.HTTPMiddleware()) // first, so that it counts the 500 that recovery writes after a panic
-	r.Use(gin.CustomRecovery(s.recovery), requestID, s.accessLog)
+	r.Use(gin.CustomRecovery(s.recovery), s.requestID, s.accessLog)
 	if opts.LocalHostsOnly {
 		r.Use(s.localHostsOnly)
 	}

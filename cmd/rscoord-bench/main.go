@@ -8,6 +8,7 @@
 //	rscoord-bench scale --members 10000 --groups 1000
 //	rscoord-bench failover --trials 5
 //	rscoord-bench held --groups 20 --members 1000 --duration 10s
+//	rscoord-bench cpu --members 1000 --conns 64 --duration 8s --rounds 2
 //
 // Each prints its figures beside a baseline from the same run (or
 // repeated), and PASS or MISS beside each performance target.
@@ -50,6 +51,8 @@ type CLI struct {
 	Scale     ScaleCmd     `cmd:"" help:"Heap per idle member and restart time of an in-process coordinator holding many groups."`
 	Held      HeldCmd      `cmd:"" help:"Members holding their steady heartbeats (waitMs) on keep-alive connections against rscoord serve: the server's memory per member and per parked answer, and the latency of the answers that were not held."`
 	HeldLoad  HeldLoadCmd  `cmd:"" name:"held-load" hidden:"" help:"The held members' process of held --load-nice (steps on stdin, answers on stdout)."`
+	CPU       CPUCmd       `cmd:"" name:"cpu" help:"Server CPU per heartbeat of rscoord serve (defaults, auth on) against a gin echo process, steady and held (HTTP/1.1 and h2c), loaded by this process."`
+	GinEcho   GinEchoCmd   `cmd:"" name:"gin-echo" hidden:"" help:"The gin echo process of cpu (prints its URL, stops when stdin closes)."`
 	Failover  FailoverCmd  `cmd:"" help:"Cluster mode on a real 3-member etcd: heartbeat throughput through the owner and a stand-by against a single-node Pebble server, and owner SIGKILL → first OK heartbeat."`
 }
 
