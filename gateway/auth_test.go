@@ -94,6 +94,13 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 		{"HEAD", "/readyz", "", 0, 200},
 		{"GET", "/console", "", 0, 200},
 		{"GET", "/console/app.js", "", 0, 200},
+		// The API explorer, the document as JSON and the actuator probes.
+		{"GET", "/scalar", "", 0, 200},
+		{"GET", "/swagger-ui.html", "", 0, 200},
+		{"GET", "/swagger-ui/init.js", "", 0, 200},
+		{"GET", "/v3/api-docs", "", 0, 200},
+		{"GET", "/actuator/health", "", 0, 200},
+		{"GET", "/actuator/info", "", auth.PermRead, 200},
 	}
 }
 
