@@ -354,7 +354,7 @@ func TestProvisioningFailureStaysPreparingAndResumes(t *testing.T) {
 	}
 	var h protocol.Health
 	s.JSON(http.MethodGet, base+"/monitoring/health", nil, http.StatusOK, &h)
-	if h.Redis.Status != protocol.HealthDown || h.Status != protocol.HealthDegraded {
+	if h.RedisDetail.Status != protocol.HealthDown || h.Status != protocol.HealthDegraded {
 		t.Fatalf("health with Redis stopped = %+v", h)
 	}
 	if r := routing(t, s, "orders", "orders"); r.ShardCount != 4 {
@@ -375,7 +375,7 @@ func TestProvisioningFailureStaysPreparingAndResumes(t *testing.T) {
 		}
 	}
 	s.JSON(http.MethodGet, base+"/monitoring/health", nil, http.StatusOK, &h)
-	if h.Redis.Status != protocol.HealthUp {
+	if h.RedisDetail.Status != protocol.HealthUp {
 		t.Fatalf("health with Redis back = %+v", h)
 	}
 }
@@ -393,7 +393,7 @@ func TestWithoutRedisScaleSaysSo(t *testing.T) {
 	}
 	var h protocol.Health
 	s.JSON(http.MethodGet, base+"/monitoring/health", nil, http.StatusOK, &h)
-	if h.Redis.Status != protocol.HealthNotConfigured {
+	if h.RedisDetail.Status != protocol.HealthNotConfigured {
 		t.Fatalf("health = %+v", h)
 	}
 	status, raw := s.Do(http.MethodGet, base+"/monitoring/streams/orders/groups/orders/shards", nil)
