@@ -34,6 +34,7 @@ func checkProvisioned(t *testing.T, rdb redis.UniversalClient, prefix string, sh
 // --redis-ca-file and RSCOORD_REDIS_PASSWORD the coordinator provisions a
 // new stream's shards there; the password never shows in the log.
 func TestServeRedisTLS(t *testing.T) {
+	t.Parallel()
 	srv, files := redistest.StandaloneTLS(t)
 	plain := srv.Client()
 	if err := plain.ConfigSet(context.Background(), "requirepass", "tls-pw").Err(); err != nil {
@@ -62,6 +63,7 @@ func TestServeRedisTLS(t *testing.T) {
 // seed and --redis-nat-map: the new stream's shards, spread over all three
 // nodes, are provisioned.
 func TestServeRedisNATMap(t *testing.T) {
+	t.Parallel()
 	c := redistest.NewCluster(t, redistest.WithAnnouncedPorts())
 	var nat []string
 	for i := range c.Addrs {
