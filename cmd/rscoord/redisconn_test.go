@@ -105,7 +105,10 @@ func TestServeRedisFlagErrors(t *testing.T) {
 		{[]string{"--redis", "http://127.0.0.1:1"}, "--redis"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		res := runCLI(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, tc.args...)...)
+		// --no-auth: the Redis flags are checked after the store opens, and
+		// a bootstrap admin would cost two bcrypt runs (seconds under -race)
+		// per case for nothing this test looks at.
+		res := runCLI(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--no-auth"}, tc.args...)...)
 		cancel()
 		if res.code == exitOK || !strings.Contains(res.stderr, tc.want) {
 			t.Errorf("serve %v: exit %d, stderr %q; want a failure naming %q", tc.args, res.code, res.stderr, tc.want)
