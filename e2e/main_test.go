@@ -20,12 +20,14 @@ type bins struct {
 }
 
 // The tests run in parallel (each with its own Redis, coordinator and
-// ports), two at a time by default (-parallel is GOMAXPROCS): most of
-// their time is spent waiting for leases, publishers and hand-offs. The
-// ones whose checks are timings (TestChaos's recovery budgets,
+// ports), three at a time unless -parallel says otherwise: most of their
+// time is spent waiting for leases, publishers and hand-offs, and the
+// processes they run are built without -race. The ones whose checks are
+// timings (TestChaos's recovery budgets,
 // TestPodJoinConvergesWithinRoundTrips, TestHeldHeartbeatsBlackBox) stay
 // serial, and so run alone, before the parallel ones.
 func TestMain(m *testing.M) {
+	proctest.DefaultParallel(3)
 	b, err := proctest.NewBuilder()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -29,6 +29,7 @@ import (
 // its cap, and the alerts of deploy/prometheus/rules.yaml on them hold on
 // that scrape while none does on the idle server's.
 func TestBinaryCapsNearTheirLimits(t *testing.T) {
+	t.Parallel()
 	const conns, held = 8, 6 // three quarters of 8 connections: 6 may be held
 	p := startProcess(t, t.TempDir(), "--no-auth", "--http-max-connections", fmt.Sprint(conns),
 		"--max-held-heartbeats", fmt.Sprint(held), "--heartbeat-interval", "20s", "--member-lease", "60s")
@@ -277,6 +278,7 @@ func evalAlert(t *testing.T, expr string, fams map[string]*dto.MetricFamily) boo
 // listener (the front, which outlives each run of the coordinator) is the
 // HTTP server whose connections and caps the metrics report.
 func TestClusterReplicaExportsItsCaps(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	r := startReplica(t, c, "r1", freeLoopbackPort(t), "--http-max-connections", "64")
 	s := asAdmin(t, r.url)

@@ -228,6 +228,7 @@ func awaitOK(t *testing.T, s *coordtest.Server, m *coordtest.Member, within time
 // group's epochs and the members' shards as they were; the dead one comes
 // back; a SIGTERM of the group's new owner hands over at once.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	ports := map[string]int{"r1": freeLoopbackPort(t), "r2": freeLoopbackPort(t)}
@@ -305,6 +306,7 @@ func TestClusterFailover(t *testing.T) {
 // and writes nothing until it has joined again; the group's epochs never
 // go back.
 func TestClusterPausedOwner(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	reps := map[string]*replicaProc{"r1": startReplica(t, c, "r1", freeLoopbackPort(t))}
 	reps["r2"] = startReplica(t, c, "r2", freeLoopbackPort(t))

@@ -46,6 +46,7 @@ func groupNames(resp protocol.GroupsResponse) []string {
 // whole again; a replica frozen (SIGSTOP) is named missing after the
 // fan-out's bound, not waited for.
 func TestClusterWideLists(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2", "r3"} {

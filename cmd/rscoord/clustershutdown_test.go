@@ -22,6 +22,7 @@ import (
 // request. A request whose body trickles keeps the actors running while a
 // member expires, which is a write.
 func TestClusterShutdownKeepsEtcdUntilTheStoreCloses(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	port := freeLoopbackPort(t)
 	r1 := startReplica(t, c, "r1", port, "--heartbeat-interval", "1s", "--member-lease", "4s")

@@ -60,6 +60,7 @@ var secretEnv = []string{envTokenSecret, envPreviousTokenSecrets, envAdminPasswo
 // serve's own parser, ports and the data directory agree with the image,
 // and every file mounted from the repository exists.
 func TestComposeMatchesCode(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join("..", "..")
 	read := func(name string) string {
 		t.Helper()
@@ -415,6 +416,7 @@ func checkComposeUsers(t *testing.T, root string, services map[string]composeSer
 // coordinator's root file system is read-only, its data volume the only
 // place it writes.
 func TestComposeHardening(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "compose.yaml"))
 	if err != nil {
 		t.Fatal(err)

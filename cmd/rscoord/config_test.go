@@ -173,6 +173,7 @@ func quoteYAML(v string, f *kong.Flag) string {
 // TestBinaryConfigFile runs the binary with --config: the member lease
 // from the file is what members are told.
 func TestBinaryConfigFile(t *testing.T) {
+	t.Parallel()
 	file := writeConfig(t, "member-lease: 9s\nlisten: 127.0.0.1:1\n")
 	// startProcess passes --listen 127.0.0.1:0, which wins over the file.
 	p := startProcess(t, t.TempDir(), "--config", file)

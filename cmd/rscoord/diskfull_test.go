@@ -44,6 +44,7 @@ import (
 // table fails in the background (core.diskError), which must fail the
 // store rather than let commits stall in Pebble's write stall.
 func TestBinaryDiskFull(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		flushFirst bool

@@ -72,6 +72,7 @@ func beatFor(t *testing.T, d time.Duration, servers []*coordtest.Server, members
 // calls 503 with Retry-After through every replica; quorum back, the
 // service resumes with every acknowledged change and the members' shards.
 func TestClusterEtcdFailures(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	r1 := startReplica(t, c, "r1", freeLoopbackPort(t))
 	r2 := startReplica(t, c, "r2", freeLoopbackPort(t))

@@ -49,6 +49,7 @@ func writeCA(t *testing.T, path string) {
 // was checked. The fake etcd here records the first bytes it gets: a TLS
 // handshake starts with 0x16, gRPC in clear text with "PRI * HTTP/2.0".
 func TestBinaryEtcdTLSFlagsNeedTLSEndpoints(t *testing.T) {
+	t.Parallel()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)

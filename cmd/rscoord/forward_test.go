@@ -42,6 +42,7 @@ func get(t *testing.T, url string) (int, http.Header, []byte) {
 // replica's SIGKILL the others answer heartbeats RETRY (never an error)
 // and admin calls 503 with Retry-After until the new owner serves.
 func TestClusterForwarding(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2", "r3"} {

@@ -21,6 +21,7 @@ import (
 // and a token issued through one replica work everywhere, and, with the
 // users file and token secret shared, the token survives a failover.
 func TestClusterForwardsCredentials(t *testing.T) {
+	t.Parallel()
 	start := authReplicas(t)
 	r1 := start("r1")
 	r2 := start("r2")
@@ -84,6 +85,7 @@ func authReplicas(t *testing.T) (start func(name string) *replicaProc) {
 // does not run the stream, block that address on the replica that does,
 // and not another client's address behind the same forwarding replica.
 func TestClusterForwardedClientAddressLimits(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2"} {

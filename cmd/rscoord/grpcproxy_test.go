@@ -46,6 +46,7 @@ func startGRPCProxy(t *testing.T, c *testCluster, addr string) *proctest.Process
 // the lease it could no longer renew may have lapsed (fail closed); with
 // the proxy back on the same address it serves again.
 func TestClusterThroughGRPCProxy(t *testing.T) {
+	t.Parallel()
 	const leaseTTL = 2 * time.Second // launchReplica's --etcd-lease-ttl
 	c := newTestCluster(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))

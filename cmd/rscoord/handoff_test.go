@@ -110,6 +110,7 @@ func keepAlive(t *testing.T, s *coordtest.Server, until time.Time, members ...*c
 }
 
 func TestHandoffOverHTTP(t *testing.T) {
+	t.Parallel()
 	s := startHandoffServer(t)
 
 	t.Run("second epoch-0 asker gets RETRY, a replayed join the same answer", func(t *testing.T) {

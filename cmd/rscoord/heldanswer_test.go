@@ -23,6 +23,7 @@ import (
 // read for a lease counted from an answer later than the new owner's
 // load, which counted every member's lease from the load.
 func TestClusterHeldAnswerAfterLostLeaseIsRetry(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	// A write timeout under the hold: a held answer moves its own write
 	// deadline, through the buffer the answer waits in.

@@ -18,6 +18,7 @@ import (
 // --http2, beside HTTP/1.1; SIGTERM releases a heartbeat held over it
 // (RETRY at once) and the server stops cleanly.
 func TestBinaryHTTP2(t *testing.T) {
+	t.Parallel()
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	defer tr.CloseIdleConnections()

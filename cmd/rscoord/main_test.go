@@ -21,7 +21,12 @@ import (
 	"github.com/rscoord/rscoord/internal/proctest"
 )
 
+// Most of the package's time goes to tests that run replicas, etcd
+// clusters and Redis and wait on them (leases, start-ups, failovers):
+// those run in parallel, four at a time, which the test binary's CPU
+// bears (the binaries they run are built without -race).
 func TestMain(m *testing.M) {
+	proctest.DefaultParallel(4)
 	b, err := proctest.NewBuilder()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

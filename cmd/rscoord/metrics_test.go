@@ -23,6 +23,7 @@ import (
 // read on prod:0 show as rscoord_shard_lag_records{shard="0"} 25 within
 // one collector interval, next to every gauge the collector feeds.
 func TestMetricsShowShardLag(t *testing.T) {
+	t.Parallel()
 	redistest.Require(t)
 	rs := redistest.Standalone(t)
 	const interval = 500 * time.Millisecond

@@ -148,6 +148,7 @@ func (l *epochLog) check(t *testing.T, regranted []string, regrantedShards map[s
 // the re-created group, is answered only ownerEpochs above all those
 // answered before the failover (docs/protocol.md §9.3, §9.6).
 func TestClusterOwnerEpochAcrossFailover(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		freeze bool

@@ -26,6 +26,7 @@ func forwardedTo(t *testing.T, url string) float64 {
 // that owner is SIGKILLed it moves on at the connection error and then
 // follows the new owner's hint, and is not forwarded again.
 func TestClusterClientsFollowOwnerHint(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2", "r3"} {

@@ -22,6 +22,7 @@ import (
 // own state as soon as its watch sees the key go, and take the stream
 // back, loaded afresh, once the key is free again.
 func TestClusterOwnerKeyDeletedUnderItsReplica(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	r1 := startReplica(t, c, "r1", freeLoopbackPort(t))
 	asAdmin(t, r1.url).CreateStream("orders", 4)

@@ -56,6 +56,7 @@ func awaitPlacement(t *testing.T, url string, names []string, not string) map[st
 // back. When it comes back, placement gives it streams again, and the
 // members still keep their shards.
 func TestClusterPlacementSpreads(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	ports := map[string]int{}
 	reps := map[string]*replicaProc{}
@@ -186,6 +187,7 @@ func TestClusterPlacementSpreads(t *testing.T) {
 // its previous run still registered under a lease that has not lapsed: it
 // waits for the lease instead of failing, then serves.
 func TestClusterReplicaRestartedAtOnce(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	port := freeLoopbackPort(t)
 	r1 := startReplica(t, c, "r1", port)

@@ -45,6 +45,7 @@ func hostRequest(t *testing.T, p *process, method, path, host, body string) (int
 // heartbeat as any member. A server with authentication on still answers
 // any Host: a proxy on the same machine may forward its public name.
 func TestBinaryNoAuthOnLoopbackRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
 	create := `{"requestedBy":"t"}`
 	for _, tc := range []struct {
 		name  string

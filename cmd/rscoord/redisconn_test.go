@@ -34,6 +34,7 @@ func checkProvisioned(t *testing.T, rdb redis.UniversalClient, prefix string, sh
 // --redis-ca-file and RSCOORD_REDIS_PASSWORD the coordinator provisions a
 // new stream's shards there; the password never shows in the log.
 func TestServeRedisTLS(t *testing.T) {
+	t.Parallel()
 	srv, files := redistest.StandaloneTLS(t)
 	plain := srv.Client()
 	if err := plain.ConfigSet(context.Background(), "requirepass", "tls-pw").Err(); err != nil {
@@ -62,6 +63,7 @@ func TestServeRedisTLS(t *testing.T) {
 // seed and --redis-nat-map: the new stream's shards, spread over all three
 // nodes, are provisioned.
 func TestServeRedisNATMap(t *testing.T) {
+	t.Parallel()
 	c := redistest.NewCluster(t, redistest.WithAnnouncedPorts())
 	var nat []string
 	for i := range c.Addrs {
@@ -103,7 +105,10 @@ func TestServeRedisFlagErrors(t *testing.T) {
 		{[]string{"--redis", "http://127.0.0.1:1"}, "--redis"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		res := runCLI(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, tc.args...)...)
+		// --no-auth: the Redis flags are checked after the store opens, and
+		// a bootstrap admin would cost two bcrypt runs (seconds under -race)
+		// per case for nothing this test looks at.
+		res := runCLI(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--no-auth"}, tc.args...)...)
 		cancel()
 		if res.code == exitOK || !strings.Contains(res.stderr, tc.want) {
 			t.Errorf("serve %v: exit %d, stderr %q; want a failure naming %q", tc.args, res.code, res.stderr, tc.want)

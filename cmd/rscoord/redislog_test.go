@@ -15,6 +15,7 @@ import (
 // out as JSON records of the server's logger, and stderr holds nothing
 // but JSON lines.
 func TestServeRedisLogsAreJSON(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

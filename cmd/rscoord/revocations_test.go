@@ -24,6 +24,7 @@ const revocationReach = 2 * time.Second
 // failover: revocations live in etcd, loaded by a new owner before it
 // serves and followed while it serves.
 func TestClusterLogoutRevokesEverywhere(t *testing.T) {
+	t.Parallel()
 	start := authReplicas(t)
 	r1 := start("r1") // the owner
 	r2 := start("r2")

@@ -35,6 +35,7 @@ func writeUsers(t *testing.T, path, password string) {
 // issued before a password change (users file edited, server restarted)
 // answers 401.
 func TestBinarySecureDefaults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data, users := filepath.Join(dir, "data"), filepath.Join(dir, "users.json")
 	writeUsers(t, users, "first-pw")
@@ -99,6 +100,7 @@ func TestBinarySecureDefaults(t *testing.T) {
 // TestBinaryNoMemberAuth: --no-member-auth warns, and heartbeats need no
 // credentials.
 func TestBinaryNoMemberAuth(t *testing.T) {
+	t.Parallel()
 	p := startProcess(t, t.TempDir(), "--no-member-auth")
 	if !strings.Contains(p.output(), "member authentication is OFF") {
 		t.Fatalf("no warning; stderr:\n%s", p.output())

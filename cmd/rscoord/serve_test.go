@@ -77,6 +77,7 @@ func (p *process) stop(sig syscall.Signal) error {
 }
 
 func TestBinaryRestartKeepsState(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -129,6 +130,7 @@ func TestBinaryRestartKeepsState(t *testing.T) {
 }
 
 func TestServeFlagsFromEnvironment(t *testing.T) {
+	t.Parallel()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +189,7 @@ func TestServeFlagBounds(t *testing.T) {
 // TestBinaryRefusesZeroFlags runs the binary with zero timing flags: it
 // exits 1 before serving, every flag named, none replaced by its default.
 func TestBinaryRefusesZeroFlags(t *testing.T) {
+	t.Parallel()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +215,7 @@ func TestBinaryRefusesZeroFlags(t *testing.T) {
 // taken fails before it generates the admin password, so the start after
 // it, on a free address, is the first start and prints the password.
 func TestBinaryBusyAddressKeepsTheFirstStart(t *testing.T) {
+	t.Parallel()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +257,7 @@ func TestBinaryBusyAddressKeepsTheFirstStart(t *testing.T) {
 // the next start. RSCOORD_ADMIN_PASSWORD then wins, and its tokens outlive
 // a restart until the password changes.
 func TestBinaryBootstrapAdmin(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	p := startProcessEnv(t, data, nil)
 	file := filepath.Join(data, "rscoord-admin-password")
@@ -348,6 +353,7 @@ func TestBinaryBootstrapAdmin(t *testing.T) {
 
 // TestBinaryNoAuth checks --no-auth: anonymous ADMIN, with a warning.
 func TestBinaryNoAuth(t *testing.T) {
+	t.Parallel()
 	p := startProcess(t, t.TempDir(), "--no-auth")
 	if !strings.Contains(p.output(), "authentication is OFF") {
 		t.Fatalf("no warning; stderr:\n%s", p.output())

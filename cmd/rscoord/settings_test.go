@@ -14,6 +14,7 @@ import (
 // before that member stops. A replica with another lease than the
 // cluster's refuses to join, saying why; one with the same lease joins.
 func TestClusterRefusesAnotherMemberLease(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	startReplica(t, c, "r1", freeLoopbackPort(t), "--member-lease", "30s")
 	r2 := launchReplica(t, c, "r2", freeLoopbackPort(t), "--member-lease", "15s")

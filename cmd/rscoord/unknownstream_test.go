@@ -22,6 +22,7 @@ import (
 // answered as about a stream that does not exist. Only the request that
 // creates a stream claims its name.
 func TestClusterUnknownStreamsAreNotClaimed(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	r1 := startReplica(t, c, "r1", freeLoopbackPort(t))
 	cli, err := c.Client()
@@ -97,6 +98,7 @@ func etcdRanges(t *testing.T, c *testCluster) int {
 // routing them would read the stored streams to tell 404 from a stream
 // whose owner just left, before the gateway looked at the credentials.
 func TestClusterRequestsWithoutGoodCredentialsReadNothing(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	r1 := startReplica(t, c, "r1", freeLoopbackPort(t))
 	anonymous := coordtest.Remote(t, r1.url)

@@ -271,6 +271,7 @@ func runCLIInput(ctx context.Context, stdin string, args ...string) cliResult {
 // prompts on stderr, reads the password twice without echo and prints the
 // hash.
 func TestHashPasswordOnTerminal(t *testing.T) {
+	t.Parallel()
 	bin, err := builder.Build(context.Background(), "github.com/rscoord/rscoord/cmd/rscoord")
 	if err != nil {
 		t.Fatal(err)

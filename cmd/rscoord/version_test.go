@@ -27,6 +27,7 @@ func TestVersionCommandAndFlagNameTheBuild(t *testing.T) {
 // TestVersionPlainBuildReadsVersionFile builds the binary as `go build`
 // does, without -ldflags: its --version is the VERSION file's release.
 func TestVersionPlainBuildReadsVersionFile(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin, err := builder.Build(ctx, "github.com/rscoord/rscoord/cmd/rscoord")
