@@ -54,15 +54,15 @@ func TestMergeClusterLists(t *testing.T) {
 		},
 		{
 			name: "health: every replica, DEGRADED when one is missing", merge: mergeHealth,
-			local:   `{"status":"UP","coordinatorId":"c1","redis":{"status":"NOT_CONFIGURED"},"loop":{"status":"UP"},"store":{"status":"UP"}}`,
-			parts:   []listPart{part("r3", `{"status":"UP","redis":{"status":"UP"},"loop":{"status":"UP"},"store":{"status":"UP"}}`)},
+			local:   `{"status":"UP","coordinatorId":"c1","redis":"NOT_CONFIGURED","redisDetail":{"status":"NOT_CONFIGURED"},"loop":"UP","loopDetail":{"status":"UP"},"store":{"status":"UP"}}`,
+			parts:   []listPart{part("r3", `{"status":"UP","redis":"UP","redisDetail":{"status":"UP"},"loop":"UP","loopDetail":{"status":"UP"},"store":{"status":"UP"}}`)},
 			missing: []protocol.MissingReplica{down},
 			want:    `DEGRADED r1:UP r3:UP r4:DOWN`, inBody: true, wantMissing: []string{"r4"},
 		},
 		{
 			name: "health: another replica DEGRADED says why", merge: mergeHealth,
-			local: `{"status":"UP","redis":{"status":"UP"},"loop":{"status":"UP"},"store":{"status":"UP"}}`,
-			parts: []listPart{part("r2", `{"status":"DEGRADED","redis":{"status":"DOWN","message":"refused"},"loop":{"status":"UP"},"store":{"status":"UP"}}`)},
+			local: `{"status":"UP","redis":"UP","redisDetail":{"status":"UP"},"loop":"UP","loopDetail":{"status":"UP"},"store":{"status":"UP"}}`,
+			parts: []listPart{part("r2", `{"status":"DEGRADED","redis":"DOWN","redisDetail":{"status":"DOWN","message":"refused"},"loop":"UP","loopDetail":{"status":"UP"},"store":{"status":"UP"}}`)},
 			want:  `DEGRADED r1:UP r2:DEGRADED(redis DOWN: refused)`, inBody: true,
 		},
 		{
