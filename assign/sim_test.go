@@ -47,8 +47,12 @@ const simStoreGoesBack = true
 func TestSimulation(t *testing.T) {
 	t.Parallel()
 	seeds := simSeeds
-	if testing.Short() {
-		seeds = 20
+	// The worlds share nothing but the counts, so the race detector has
+	// little to find in them and makes each ten times slower: a -race
+	// build runs a tenth of the seeds, and the test task runs every seed
+	// again without -race (Taskfile.yml, test:server).
+	if testing.Short() || raceEnabled {
+		seeds = simSeeds / 10
 	}
 	// The seeds are independent: each worker runs every workers-th seed
 	// with its own counts, added up once all of them finished.

@@ -1,0 +1,6 @@
+//go:build race
+
+package assign
+
+// raceEnabled: this test binary was built with -race.
+const raceEnabled = true
