@@ -458,6 +458,37 @@ func (c *core) SaveStream(ctx context.Context, rec StreamRecord, expected uint64
 	return c.put(ctx, streamKey(rec.StreamPrefix), kindStream, payload, expected, "stream "+rec.StreamPrefix)
 }
 
+// DeleteStream implements [Store.DeleteStream].
+func (c *core) DeleteStream(ctx context.Context, streamPrefix string, expected uint64) (err error) {
+	if err := validStreamPrefix(streamPrefix); err != nil {
+		return err
+	}
+	exit, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer exit()
+	defer c.recoverFatal(&err)
+	what := "stream " + streamPrefix
+	key := streamKey(streamPrefix)
+	st := c.lock(key)
+	defer st.mu.Unlock()
+	stored, err := c.storedRevision(ctx, st, key, what)
+	switch {
+	case err != nil:
+		return err
+	case stored == 0:
+		return opErr(what, newErr(ErrNotFound, ""))
+	case stored != expected:
+		return opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
+	}
+	if err := c.commit(ctx, delOp(key)); err != nil {
+		return opErr(what, c.fail(err))
+	}
+	st.remember(key, 0)
+	return nil
+}
+
 // Close implements [Store.Close]: it closes the engine once, after the
 // calls in flight; later calls return nil.
 func (c *core) Close() (err error) {
