@@ -372,6 +372,13 @@ func (c *core) put(ctx context.Context, key []byte, kind string, payload []byte,
 	st := c.lock(key)
 	defer st.mu.Unlock()
 	stored, err := c.storedRevision(ctx, st, key, what)
+	if err == nil && expected == 0 && stored != 0 {
+		// The cached revision may be of a record another process deleted
+		// since (cluster mode: a stream deleted by the replica that ran
+		// it): a create reads the engine before it is refused.
+		delete(st.revisions, string(key))
+		stored, err = c.storedRevision(ctx, st, key, what)
+	}
 	if err != nil {
 		return 0, err
 	}

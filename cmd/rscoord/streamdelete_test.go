@@ -43,8 +43,15 @@ func TestStreamDeleteAgainstServer(t *testing.T) {
 	if res.code != exitError || !strings.Contains(res.stderr, "STREAM_NOT_FOUND") {
 		t.Fatalf("delete of a deleted stream: %+v", res)
 	}
-	if res := cli("audit", "--limit", "2"); !strings.Contains(res.stdout, "DELETE_STREAM") || !strings.Contains(res.stdout, "cleanup") {
-		t.Fatalf("audit lacks the delete:\n%s", res.stdout)
+	var page protocol.AuditPage
+	res = cli("audit", "--limit", "2", "--json")
+	if err := json.Unmarshal([]byte(res.stdout), &page); err != nil || len(page.Entries) != 2 {
+		t.Fatalf("audit: %v\n%s", err, res.stdout)
+	}
+	e := page.Entries[1]
+	if e.Operation != protocol.AuditDeleteStream || e.Reason != "cleanup" || e.Result.Outcome != protocol.AuditAccepted ||
+		e.Requested.DeleteKeys == nil || !*e.Requested.DeleteKeys || e.Requested.Force == nil || !*e.Requested.Force {
+		t.Fatalf("audit entry of the forced delete: %+v", e)
 	}
 	cli("stream", "create", "orders", "--shards", "3", "--reason", "again")
 	if res := cli("stream", "list"); !strings.Contains(res.stdout, "orders") || !strings.Contains(res.stdout, "3") {
