@@ -166,6 +166,16 @@ func (d *directory) removeStream(prefix string) *actor.PID {
 	return s.pid
 }
 
+// forget drops what the directory knows of a deleted stream whose actors
+// are gone: requests for it answer STREAM_NOT_FOUND, not "moving".
+func (d *directory) forget(prefix string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.streams[prefix]; s != nil && s.pid == nil {
+		delete(d.streams, prefix)
+	}
+}
+
 // prefixes lists the streams with an actor, sorted.
 func (d *directory) prefixes() []string {
 	d.mu.RLock()

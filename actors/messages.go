@@ -56,6 +56,12 @@ type (
 		fly *onTheFly
 	}
 	groupDeletedMsg struct{ name string }
+	// deletePlanMsg asks what a stream delete would remove, answered
+	// with a deletePlan.
+	deletePlanMsg struct{}
+	// deleteStreamMsg deletes the stream record; the stream must have no
+	// group left.
+	deleteStreamMsg struct{}
 	scaleMsg        struct{ req protocol.ScaleRequest }
 	rollbackMsg     struct {
 		id  string

@@ -60,6 +60,9 @@ type streamActor struct {
 	registering map[string][]registration
 	// auto is the autoscaling state (autoscale.go).
 	auto autoscaler
+	// deleted is set once the stream record was deleted: every ask is
+	// then answered STREAM_NOT_FOUND until the actor stops.
+	deleted bool
 }
 
 // registration is an ask to register a group waiting for its provisioning.
@@ -138,6 +141,10 @@ func (s *streamActor) Receive(ctx actor.Context) {
 			s.env.dir.removeGroup(s.prefix, m.name)
 		}
 		ctx.Respond(reply[struct{}]{})
+	case *deletePlanMsg:
+		ctx.Respond(s.deletePlan())
+	case *deleteStreamMsg:
+		ctx.Respond(reply[struct{}]{err: s.deleteRecord()})
 	case *scaleMsg, *rollbackMsg, *completeMsg:
 		s.migrate(ctx, migrationStep{msg: m, sender: ctx.Sender()})
 	case *migrationsMsg:
@@ -280,6 +287,9 @@ func (s *streamActor) spanned() int {
 
 // unavailable is the error of a stream that failed closed, or nil.
 func (s *streamActor) unavailable() error {
+	if s.deleted {
+		return protocol.Errorf(protocol.CodeStreamNotFound, fmt.Sprintf("stream %q was deleted", s.prefix))
+	}
 	if s.failed == nil {
 		return nil
 	}

@@ -29,6 +29,7 @@ type auditBody struct {
 	InitialShardCount *int     `json:"initialShardCount"`
 	TargetShardCount  *int     `json:"targetShardCount"`
 	Force             *bool    `json:"force"`
+	DeleteKeys        *bool    `json:"deleteKeys"`
 	DeprecatedAfter   *utcTime `json:"deprecatedAfter"`
 	RequestedBy       string   `json:"requestedBy"`
 	Reason            string   `json:"reason"`
@@ -125,7 +126,7 @@ func (s *server) recordAudit(c *gin.Context, op protocol.AuditOperation, start t
 		StreamPrefix: capField(c.Param("prefix")), ConsumerGroup: capField(c.Param("group")), ReshardingID: capField(c.Param("id")),
 		Requested: protocol.AuditRequested{
 			InitialShardCount: req.InitialShardCount, TargetShardCount: req.TargetShardCount,
-			Force: req.Force, DeprecatedAfter: req.DeprecatedAfter.ptr(),
+			Force: req.Force, DeleteKeys: req.DeleteKeys, DeprecatedAfter: req.DeprecatedAfter.ptr(),
 		},
 		RequestedBy: capField(req.RequestedBy), Reason: capField(req.Reason), Roles: []string{},
 		RequestID: requestIDOf(c), ClientAddress: c.ClientIP(), UserAgent: capField(c.Request.UserAgent()),

@@ -43,6 +43,7 @@ func matrixEndpoints(memberAuth bool) []endpoint {
 	r, w := auth.PermRead, auth.PermWrite
 	return []endpoint{
 		{"POST", base + "/streams/orders", `{"requestedBy":"ops"}`, w, 409},
+		{"DELETE", base + "/streams/nope", op, w, 404},
 		{"POST", base + "/streams/orders/scale", scaleNoop, w, 202},
 		{"POST", base + "/streams/orders/migrations/rs-9/complete", op, w, 404},
 		{"GET", base + "/streams/orders/autoscale", "", r, 200},

@@ -38,6 +38,7 @@ type Admin interface {
 	CreateStream(ctx context.Context, prefix string, req protocol.CreateRequest) (protocol.StreamResponse, error)
 	CreateGroup(ctx context.Context, prefix, group string, req protocol.CreateRequest) (protocol.GroupResponse, error)
 	DeleteGroup(ctx context.Context, prefix, group string, req protocol.DeleteGroupRequest) (protocol.GroupResponse, error)
+	DeleteStream(ctx context.Context, prefix string, req protocol.DeleteStreamRequest) (protocol.DeleteStreamResponse, error)
 	Scale(ctx context.Context, prefix string, req protocol.ScaleRequest) (protocol.ScaleResponse, error)
 	Rollback(ctx context.Context, prefix, group, id string, req protocol.OperatorRequest) (protocol.Migration, error)
 	Complete(ctx context.Context, prefix, id string, req protocol.OperatorRequest) (protocol.Migration, error)

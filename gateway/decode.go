@@ -158,6 +158,8 @@ func checkOperator(v any) *protocol.Error {
 		by, reason = &r.RequestedBy, &r.Reason
 	case *protocol.DeleteGroupRequest:
 		by, reason = &r.RequestedBy, &r.Reason
+	case *protocol.DeleteStreamRequest:
+		by, reason = &r.RequestedBy, &r.Reason
 	case *protocol.ScaleRequest:
 		by, reason = &r.RequestedBy, &r.Reason
 	case *scaleBody:

@@ -177,6 +177,16 @@ func (f *fakeBackend) DeleteGroup(_ context.Context, prefix, group string, req p
 	return f.summary(prefix, group), nil
 }
 
+func (f *fakeBackend) DeleteStream(_ context.Context, prefix string, _ protocol.DeleteStreamRequest) (protocol.DeleteStreamResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.streams[prefix] {
+		return protocol.DeleteStreamResponse{}, protocol.Errorf(protocol.CodeStreamNotFound, "no stream "+prefix)
+	}
+	delete(f.streams, prefix)
+	return protocol.DeleteStreamResponse{StreamPrefix: prefix, DeletedGroups: []string{}, DeletedKeys: []string{}}, nil
+}
+
 func (f *fakeBackend) Scale(_ context.Context, prefix string, req protocol.ScaleRequest) (protocol.ScaleResponse, error) {
 	if err := f.known(prefix, ""); err != nil {
 		return protocol.ScaleResponse{}, err

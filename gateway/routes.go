@@ -49,6 +49,7 @@ func (s *server) routes() []route {
 		{http.MethodDelete, b + "/auth/tokens/:name", auth.PermAdmin, protocol.AuditRevokeAPIToken, s.revokeAPIToken},
 
 		{http.MethodPost, b + "/streams/:prefix", write, protocol.AuditCreateStream, s.createStream},
+		{http.MethodDelete, b + "/streams/:prefix", write, protocol.AuditDeleteStream, s.deleteStream},
 		{http.MethodPost, b + "/streams/:prefix/scale", write, protocol.AuditScale, s.scaleStream},
 		{http.MethodPost, b + "/streams/:prefix/migrations/:id/complete", write, protocol.AuditCompleteMigration, s.completeMigration},
 		{http.MethodGet, b + "/streams/:prefix/autoscale", read, "", s.getAutoscale},

@@ -19,6 +19,16 @@ func (s *server) createStream(c *gin.Context) {
 	s.answer(c, http.StatusCreated, resp, err)
 }
 
+// deleteStream deletes a stream (ours).
+func (s *server) deleteStream(c *gin.Context) {
+	var req protocol.DeleteStreamRequest
+	if !s.decodeBody(c, &req) {
+		return
+	}
+	resp, err := s.coord.DeleteStream(c.Request.Context(), c.Param("prefix"), req)
+	s.answer(c, http.StatusOK, resp, err)
+}
+
 func (s *server) createGroup(c *gin.Context) {
 	var req protocol.CreateRequest
 	if !s.decodeBody(c, &req) {

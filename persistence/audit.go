@@ -48,6 +48,7 @@ type auditV1 struct {
 	InitialShardCount *int       `json:"initialShardCount,omitempty"`
 	TargetShardCount  *int       `json:"targetShardCount,omitempty"`
 	Force             *bool      `json:"force,omitempty"`
+	DeleteKeys        *bool      `json:"deleteKeys,omitempty"`
 	DeprecatedAfter   *time.Time `json:"deprecatedAfter,omitempty"`
 	RequestedBy       string     `json:"requestedBy,omitempty"`
 	Reason            string     `json:"reason,omitempty"`
@@ -85,7 +86,7 @@ func encodeAudit(e protocol.AuditEntry) ([]byte, error) {
 		Time: e.Time.UTC(), Operation: string(e.Operation),
 		StreamPrefix: e.StreamPrefix, ConsumerGroup: e.ConsumerGroup, ReshardingID: e.ReshardingID,
 		InitialShardCount: e.Requested.InitialShardCount, TargetShardCount: e.Requested.TargetShardCount,
-		Force: e.Requested.Force, DeprecatedAfter: deprecatedAfter,
+		Force: e.Requested.Force, DeleteKeys: e.Requested.DeleteKeys, DeprecatedAfter: deprecatedAfter,
 		RequestedBy: e.RequestedBy, Reason: e.Reason,
 		Principal: e.Principal, Roles: roles, AuthMethod: e.AuthMethod,
 		RequestID: e.RequestID, ClientAddress: e.ClientAddress, UserAgent: e.UserAgent,
@@ -108,7 +109,7 @@ func decodeAudit(payload []byte, seq uint64) (protocol.AuditEntry, error) {
 		StreamPrefix: a.StreamPrefix, ConsumerGroup: a.ConsumerGroup, ReshardingID: a.ReshardingID,
 		Requested: protocol.AuditRequested{
 			InitialShardCount: a.InitialShardCount, TargetShardCount: a.TargetShardCount,
-			Force: a.Force, DeprecatedAfter: a.DeprecatedAfter,
+			Force: a.Force, DeleteKeys: a.DeleteKeys, DeprecatedAfter: a.DeprecatedAfter,
 		},
 		RequestedBy: a.RequestedBy, Reason: a.Reason,
 		Principal: a.Principal, Roles: roles, AuthMethod: a.AuthMethod,

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rscoord/rscoord/assign"
 	"github.com/rscoord/rscoord/client/protocol"
@@ -82,6 +83,7 @@ var contractCases = []struct {
 	{"StreamAutoscaleRoundTripAndRestart", testStreamAutoscaleRoundTrip},
 	{"GroupRevisions", testGroupRevisions},
 	{"StreamRevisions", testStreamRevisions},
+	{"StreamDelete", testStreamDelete},
 	{"RevisionsNeverReused", testRevisionsNeverReused},
 	{"CorruptGroupFailsClosed", testCorruptGroup},
 	{"UnknownSchemaFailsClosed", testUnknownSchema},
@@ -296,6 +298,45 @@ func testStreamRevisions(t *testing.T, e engine) {
 	got, err := s.LoadStreams(ctx)
 	if err != nil || len(got) != 1 || got[0].ShardCount != 3 || got[0].Revision != r2 {
 		t.Fatalf("LoadStreams = %s, %v; want shard count 3 at revision %d", dump(got), err, r2)
+	}
+}
+
+// testStreamDelete: a stream record is deleted at its revision only, its
+// groups' records stay, and a stream created again under the prefix gets
+// a revision above the deleted one, also across a restart.
+func testStreamDelete(t *testing.T, e engine) {
+	s := e.open(t)
+	if err := s.DeleteStream(ctx, "orders", 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("delete before create: %v, want ErrNotFound", err)
+	}
+	r1, err := s.SaveStream(ctx, StreamRecord{StreamPrefix: "orders", ShardCount: 2}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveStream(ctx, StreamRecord{StreamPrefix: "billing", ShardCount: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	mustSaveGroup(t, s, assign.NewGroup("orders", "g", 2, time.Unix(1, 0)), 0)
+	if err := s.DeleteStream(ctx, "orders", r1+100); !errors.Is(err, ErrStaleRevision) {
+		t.Fatalf("stale delete: %v, want ErrStaleRevision", err)
+	}
+	if err := s.DeleteStream(ctx, "orders", r1); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if err := s.DeleteStream(ctx, "orders", r1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("delete deleted: %v, want ErrNotFound", err)
+	}
+	s = e.reopen(t, s)
+	got, err := s.LoadStreams(ctx)
+	if err != nil || len(got) != 1 || got[0].StreamPrefix != "billing" {
+		t.Fatalf("LoadStreams after delete = %s, %v; want billing only", dump(got), err)
+	}
+	if groups, err := s.LoadGroups(ctx, "orders"); err != nil || len(groups) != 1 {
+		t.Fatalf("the deleted stream's group: %v, %v; want it left in place", groups, err)
+	}
+	r2, err := s.SaveStream(ctx, StreamRecord{StreamPrefix: "orders", ShardCount: 3}, 0)
+	if err != nil || r2 <= r1 {
+		t.Fatalf("create again: revision %d after %d, %v", r2, r1, err)
 	}
 }
 

@@ -372,6 +372,13 @@ func (c *core) put(ctx context.Context, key []byte, kind string, payload []byte,
 	st := c.lock(key)
 	defer st.mu.Unlock()
 	stored, err := c.storedRevision(ctx, st, key, what)
+	if err == nil && expected == 0 && stored != 0 {
+		// The cached revision may be of a record another process deleted
+		// since (cluster mode: a stream deleted by the replica that ran
+		// it): a create reads the engine before it is refused.
+		delete(st.revisions, string(key))
+		stored, err = c.storedRevision(ctx, st, key, what)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -456,6 +463,37 @@ func (c *core) SaveStream(ctx context.Context, rec StreamRecord, expected uint64
 	defer exit()
 	defer c.recoverFatal(&err)
 	return c.put(ctx, streamKey(rec.StreamPrefix), kindStream, payload, expected, "stream "+rec.StreamPrefix)
+}
+
+// DeleteStream implements [Store.DeleteStream].
+func (c *core) DeleteStream(ctx context.Context, streamPrefix string, expected uint64) (err error) {
+	if err := validStreamPrefix(streamPrefix); err != nil {
+		return err
+	}
+	exit, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer exit()
+	defer c.recoverFatal(&err)
+	what := "stream " + streamPrefix
+	key := streamKey(streamPrefix)
+	st := c.lock(key)
+	defer st.mu.Unlock()
+	stored, err := c.storedRevision(ctx, st, key, what)
+	switch {
+	case err != nil:
+		return err
+	case stored == 0:
+		return opErr(what, newErr(ErrNotFound, ""))
+	case stored != expected:
+		return opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
+	}
+	if err := c.commit(ctx, delOp(key)); err != nil {
+		return opErr(what, c.fail(err))
+	}
+	st.remember(key, 0)
+	return nil
 }
 
 // Close implements [Store.Close]: it closes the engine once, after the

@@ -310,3 +310,43 @@ func openFenced(t *testing.T, cli *clientv3.Client) *EtcdStore {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// A stream deleted through one store can be created again through
+// another store on the same data that had written it before: the second
+// store's cached revision does not refuse the create.
+func TestEtcdStreamCreatedAgainAfterAnotherStoreDeletedIt(t *testing.T) {
+	c := etcdtest.NewCluster(t)
+	cli, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	open := func() *EtcdStore {
+		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: "/data/", Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	// b created the stream and so caches its revision; a took it over.
+	rev1, err := b.SaveStream(ctx, StreamRecord{StreamPrefix: "orders", ShardCount: 2}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := a.SaveStream(ctx, StreamRecord{StreamPrefix: "orders", ShardCount: 3}, rev1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeleteStream(ctx, "orders", rev); err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.SaveStream(ctx, StreamRecord{StreamPrefix: "orders", ShardCount: 3}, 0)
+	if err != nil || again <= rev {
+		t.Fatalf("create again through b: revision %d after %d, %v", again, rev, err)
+	}
+	if _, err := b.SaveStream(ctx, StreamRecord{StreamPrefix: "orders", ShardCount: 4}, 0); !errors.Is(err, ErrStaleRevision) {
+		t.Fatalf("a second create through b: %v, want ErrStaleRevision", err)
+	}
+}

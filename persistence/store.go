@@ -52,6 +52,15 @@ type Store interface {
 	// does not decode is never overwritten: [ErrCorrupt] or
 	// [ErrUnknownSchema].
 	SaveStream(ctx context.Context, rec StreamRecord, expected uint64) (uint64, error)
+	// DeleteStream deletes the stream record of streamPrefix if its
+	// revision equals expected: [ErrNotFound] if there is none,
+	// [ErrStaleRevision] if the revision differs, [ErrCorrupt] or
+	// [ErrUnknownSchema] if the stored record does not decode (it is left
+	// in place). Group records are not touched: the caller deletes the
+	// stream's groups first (their tombstones stay, so that a group
+	// created again under a name continues above its old epochs).
+	// Synced.
+	DeleteStream(ctx context.Context, streamPrefix string, expected uint64) error
 	// SaveGroup writes g (its durable fields, see [GroupRecord]) if the
 	// stored revision equals expected (0: no group may exist; a tombstone
 	// does not count) and returns the new revision; [ErrStaleRevision]

@@ -66,6 +66,35 @@ type DeleteGroupRequest struct {
 	Force bool `json:"force,omitempty"`
 }
 
+// DeleteStreamRequest is the body of DELETE /streams/{p} (ours).
+type DeleteStreamRequest struct {
+	// RequestedBy names who asks; required and non-blank: the audit log
+	// records it.
+	RequestedBy string `json:"requestedBy"`
+	// Reason (optional) is recorded in the audit log.
+	Reason string `json:"reason"`
+	// Force deletes the stream's groups first, as a forced group delete
+	// does, and drops an active migration with the stream.
+	Force bool `json:"force,omitempty"`
+	// DeleteKeys also deletes every shard key of the stream's widest
+	// layout from Redis; without it the keys stay.
+	DeleteKeys bool `json:"deleteKeys,omitempty"`
+}
+
+// DeleteStreamResponse answers DELETE /streams/{p} (ours).
+type DeleteStreamResponse struct {
+	StreamPrefix string `json:"streamPrefix"`
+	// ShardCount is the shard count the stream had.
+	ShardCount int `json:"shardCount"`
+	// DeletedGroups names the groups deleted with the stream (force).
+	DeletedGroups []string `json:"deletedGroups"`
+	// DroppedMigration is the id of the active migration dropped with
+	// the stream (force); empty when there was none.
+	DroppedMigration string `json:"droppedMigration,omitempty"`
+	// DeletedKeys are the shard keys deleted from Redis (deleteKeys).
+	DeletedKeys []string `json:"deletedKeys"`
+}
+
 // ScaleRequest is the body of POST /streams/{p}/scale.
 type ScaleRequest struct {
 	// TargetShardCount is required; 0 is a valid target (retire every shard).

@@ -7,9 +7,11 @@ type AuditOperation string
 
 // Audited operations: every admin mutation of docs/protocol.md §5.
 const (
-	AuditCreateStream      AuditOperation = "CREATE_STREAM"
-	AuditCreateGroup       AuditOperation = "CREATE_GROUP"
-	AuditDeleteGroup       AuditOperation = "DELETE_GROUP"
+	AuditCreateStream AuditOperation = "CREATE_STREAM"
+	AuditCreateGroup  AuditOperation = "CREATE_GROUP"
+	AuditDeleteGroup  AuditOperation = "DELETE_GROUP"
+	// AuditDeleteStream (ours): DELETE /streams/{p}.
+	AuditDeleteStream      AuditOperation = "DELETE_STREAM"
 	AuditScale             AuditOperation = "SCALE"
 	AuditRollback          AuditOperation = "ROLLBACK"
 	AuditCompleteMigration AuditOperation = "COMPLETE_MIGRATION"
@@ -105,8 +107,10 @@ type AuditRequested struct {
 	InitialShardCount *int `json:"initialShardCount,omitempty"`
 	// TargetShardCount is the body's targetShardCount (a scale's).
 	TargetShardCount *int `json:"targetShardCount,omitempty"`
-	// Force is the body's force (a group delete's).
+	// Force is the body's force (a group or stream delete's).
 	Force *bool `json:"force,omitempty"`
+	// DeleteKeys is the body's deleteKeys (a stream delete's).
+	DeleteKeys *bool `json:"deleteKeys,omitempty"`
 	// DeprecatedAfter is the body's deprecatedAfter (a scale's).
 	DeprecatedAfter *time.Time `json:"deprecatedAfter,omitempty"`
 }

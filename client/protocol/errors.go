@@ -45,7 +45,10 @@ const (
 	// without ADMIN may have registered, or these credentials registered
 	// the most groups of their window. A join's RETRY heartbeat answer
 	// carries it (errorCode); producer routing answers it as a 409.
-	CodeGroupLimitReached      ErrorCode = "GROUP_LIMIT_REACHED"
+	CodeGroupLimitReached ErrorCode = "GROUP_LIMIT_REACHED"
+	// CodeStreamHasGroups (ours): a stream delete without force while the
+	// stream still has consumer groups.
+	CodeStreamHasGroups        ErrorCode = "STREAM_HAS_GROUPS"
 	CodeCoordinatorTerminating ErrorCode = "COORDINATOR_TERMINATING"
 	CodeStoreUnavailable       ErrorCode = "STORE_UNAVAILABLE"
 	CodeInternal               ErrorCode = "INTERNAL_ERROR"
@@ -91,7 +94,7 @@ func (c ErrorCode) HTTPStatus() int {
 		return http.StatusMethodNotAllowed
 	case CodeGroupAlreadyExists, CodeStreamPrefixAlreadyExists, CodeActiveMigrationExists,
 		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers, CodeMemberLimitReached, CodeMemberIDInUse,
-		CodeGroupLimitReached, CodeAPITokenAlreadyExists:
+		CodeGroupLimitReached, CodeAPITokenAlreadyExists, CodeStreamHasGroups:
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

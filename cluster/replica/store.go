@@ -82,6 +82,12 @@ func (s *fencedStore) SaveStream(ctx context.Context, rec persistence.StreamReco
 	return rev, err
 }
 
+func (s *fencedStore) DeleteStream(ctx context.Context, streamPrefix string, expected uint64) error {
+	err := s.Store.DeleteStream(ctx, streamPrefix, expected)
+	s.check(streamPrefix, err)
+	return err
+}
+
 func (s *fencedStore) SaveGroup(ctx context.Context, g *assign.Group, changes *persistence.Changes, expected uint64) (uint64, error) {
 	rev, err := s.Store.SaveGroup(ctx, g, changes, expected)
 	s.check(g.StreamPrefix, err)

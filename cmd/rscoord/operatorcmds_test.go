@@ -78,10 +78,11 @@ func TestOperatorCommandsAgainstServer(t *testing.T) {
 	}
 }
 
-// TestHelpListsLifecycleCommands: the top-level help names offsets reset.
+// TestHelpListsLifecycleCommands: the top-level help names offsets reset
+// and stream delete.
 func TestHelpListsLifecycleCommands(t *testing.T) {
 	res := runCLI(context.Background(), "--help")
-	for _, want := range []string{"offsets reset"} {
+	for _, want := range []string{"offsets reset", "stream delete"} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("rscoord --help lacks %q:\n%s", want, res.stdout)
 		}

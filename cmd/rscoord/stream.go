@@ -26,6 +26,7 @@ type StreamCmd struct {
 	Migrations StreamMigrationsCmd `cmd:"" help:"List a stream's migrations; --wait follows the active one."`
 	Status     StreamStatusCmd     `cmd:"" help:"Show every consumer group of a stream."`
 	Autoscale  StreamAutoscaleCmd  `cmd:"" help:"Show or set a stream's autoscaling policy (set: ADMIN)."`
+	Delete     StreamDeleteCmd     `cmd:"" help:"Delete a stream (--force: with its groups; --delete-keys: and its shard keys)."`
 }
 
 // StreamCreateCmd is "rscoord stream create".

@@ -140,7 +140,7 @@ func TestBashCompletion(t *testing.T) {
 // on a developer's machine without it that check is skipped.
 func TestZshAndFishCompletion(t *testing.T) {
 	for shell, want := range map[string][]string{
-		"zsh":  {"#compdef rscoord", "bashcompinit", "complete -F _rscoord rscoord", `"stream") echo "autoscale complete create list`},
+		"zsh":  {"#compdef rscoord", "bashcompinit", "complete -F _rscoord rscoord", `"stream") echo "autoscale complete create delete list`},
 		"fish": {`complete -c rscoord -n 'test (__rscoord_path) = \'\'' -a`, "-l json", "case 'stream'"},
 	} {
 		t.Run(shell, func(t *testing.T) {

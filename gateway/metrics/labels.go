@@ -37,7 +37,7 @@ func stepKinds() []string {
 func storeKinds() []string { return []string{"group", "stream", "audit"} }
 
 func auditOperations() []protocol.AuditOperation {
-	return []protocol.AuditOperation{protocol.AuditCreateStream, protocol.AuditCreateGroup, protocol.AuditDeleteGroup,
+	return []protocol.AuditOperation{protocol.AuditCreateStream, protocol.AuditCreateGroup, protocol.AuditDeleteGroup, protocol.AuditDeleteStream,
 		protocol.AuditScale, protocol.AuditRollback, protocol.AuditCompleteMigration, protocol.AuditResetOffsets}
 }
 
@@ -45,7 +45,7 @@ func errorCodes() []protocol.ErrorCode {
 	return []protocol.ErrorCode{protocol.CodeInvalidRequest, protocol.CodeUnauthorized, protocol.CodeForbidden, protocol.CodeNotFound,
 		protocol.CodeMethodNotAllowed, protocol.CodeStreamNotFound, protocol.CodeGroupNotFound, protocol.CodeMigrationNotFound,
 		protocol.CodeGroupAlreadyExists, protocol.CodeStreamPrefixAlreadyExists, protocol.CodeActiveMigrationExists,
-		protocol.CodeMetadataSyncInProgress, protocol.CodeGroupHasActiveMembers, protocol.CodeRollbackNotAllowed,
+		protocol.CodeMetadataSyncInProgress, protocol.CodeGroupHasActiveMembers, protocol.CodeStreamHasGroups, protocol.CodeRollbackNotAllowed,
 		protocol.CodePayloadTooLarge, protocol.CodeUnsupportedMediaType, protocol.CodeRateLimitExceeded,
 		protocol.CodeRedisNotConfigured, protocol.CodeRedisStreamProvisioningFailed, protocol.CodeCoordinatorTerminating,
 		protocol.CodeStoreUnavailable, protocol.CodeRedisUnavailable, protocol.CodeMemberLimitReached, protocol.CodeMemberIDInUse, protocol.CodeGroupLimitReached,
