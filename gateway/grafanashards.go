@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/rscoord/rscoord/client/protocol"
 )
 
 // GrafanaShardRow is one readable shard of one group, read live from Redis.
@@ -93,6 +96,9 @@ func (s *server) grafanaShards(c *gin.Context) {
 	rows := []GrafanaShardRow{}
 	for _, g := range groups {
 		v, err := s.readShardView(c.Request.Context(), g)
+		if vanished(err) {
+			continue // deleted since the list: leave it out, as the other tables do
+		}
 		if err != nil {
 			s.writeError(c, err) // Redis not configured or down: say so rather than show nothing
 			return
@@ -130,4 +136,11 @@ func ownerState(current, target string) string {
 		return "CURRENT"
 	}
 	return "TRANSITIONING"
+}
+
+// vanished reports whether err says the stream or group is gone: deleted
+// between the list of groups and the read of one of them.
+func vanished(err error) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && (pe.Code == protocol.CodeStreamNotFound || pe.Code == protocol.CodeGroupNotFound)
 }
