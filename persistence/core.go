@@ -316,6 +316,22 @@ func (c *core) storedRevision(ctx context.Context, st *stripe, key []byte, what 
 	return 0, fmt.Errorf("persistence: key %q outside the record key spaces", key)
 }
 
+// revisionToDelete returns the revision stored under key when a delete
+// that expects revision expected may go on: the record exists and is at
+// that revision. The caller holds the stripe st of key.
+func (c *core) revisionToDelete(ctx context.Context, st *stripe, key []byte, what string, expected uint64) (uint64, error) {
+	stored, err := c.storedRevision(ctx, st, key, what)
+	switch {
+	case err != nil:
+		return 0, err
+	case stored == 0:
+		return 0, opErr(what, newErr(ErrNotFound, ""))
+	case stored != expected:
+		return 0, opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
+	}
+	return stored, nil
+}
+
 // remember caches rev as the revision of key; the caller holds st.
 func (st *stripe) remember(key []byte, rev uint64) {
 	if st.revisions == nil {
@@ -480,14 +496,8 @@ func (c *core) DeleteStream(ctx context.Context, streamPrefix string, expected u
 	key := streamKey(streamPrefix)
 	st := c.lock(key)
 	defer st.mu.Unlock()
-	stored, err := c.storedRevision(ctx, st, key, what)
-	switch {
-	case err != nil:
+	if _, err := c.revisionToDelete(ctx, st, key, what, expected); err != nil {
 		return err
-	case stored == 0:
-		return opErr(what, newErr(ErrNotFound, ""))
-	case stored != expected:
-		return opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
 	}
 	if err := c.commit(ctx, delOp(key)); err != nil {
 		return opErr(what, c.fail(err))

@@ -415,14 +415,9 @@ func (c *core) DeleteGroup(ctx context.Context, streamPrefix, name string, expec
 	key := groupKey(streamPrefix, name)
 	st := c.lock(key)
 	defer st.mu.Unlock()
-	stored, err := c.storedRevision(ctx, st, key, what)
-	switch {
-	case err != nil:
+	stored, err := c.revisionToDelete(ctx, st, key, what, expected)
+	if err != nil {
 		return err
-	case stored == 0:
-		return opErr(what, newErr(ErrNotFound, ""))
-	case stored != expected:
-		return opErr(what, newErr(ErrStaleRevision, "at revision %d, the delete expected %d", stored, expected))
 	}
 	if err := c.finishStaged(ctx, st, streamPrefix, name, stored); err != nil {
 		return opErr(what, c.failUnlessRecord(err))
