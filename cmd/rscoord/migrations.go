@@ -136,29 +136,38 @@ func fetchMigrations(ctx context.Context, a *Admin, prefix, group string) (proto
 // its state or detail changes, until it is final or ctx ends. Under --json
 // the line is the migration as the server answered it.
 func waitMigration(ctx context.Context, a *Admin, prefix, group, id string, poll time.Duration) error {
-	if poll <= 0 {
-		poll = time.Second
-	}
 	last := ""
-	for {
-		var m protocol.Migration
-		raw, err := a.Client.Do(ctx, http.MethodGet, coordclient.MigrationPath(prefix, group, id), nil, &m)
-		if err != nil {
-			return fmt.Errorf("wait for migration %s: %w", id, err)
-		}
+	return followMigration(ctx, a, prefix, group, id, poll, func(m protocol.Migration, raw []byte) (bool, error) {
 		line := fmt.Sprintf("%s %s (%d → %d)", m.ReshardingID, m.State, m.FromShardCount, m.ToShardCount)
 		if m.Detail != "" {
 			line += ": " + m.Detail
 		}
 		if line != last {
 			if err := printChange(a, raw, line); err != nil {
-				return err
+				return true, err
 			}
 			last = line
 		}
-		switch m.State {
-		case protocol.MigrationDeprecated, protocol.MigrationRolledBack:
-			return nil
+		return m.State == protocol.MigrationDeprecated || m.State == protocol.MigrationRolledBack, nil
+	})
+}
+
+// followMigration reads migration id every poll (a second when poll is not
+// positive) and hands each answer to step, until step says stop or fails,
+// or ctx ends.
+func followMigration(ctx context.Context, a *Admin, prefix, group, id string, poll time.Duration,
+	step func(m protocol.Migration, raw []byte) (stop bool, err error)) error {
+	if poll <= 0 {
+		poll = time.Second
+	}
+	for {
+		var m protocol.Migration
+		raw, err := a.Client.Do(ctx, http.MethodGet, coordclient.MigrationPath(prefix, group, id), nil, &m)
+		if err != nil {
+			return fmt.Errorf("wait for migration %s: %w", id, err)
+		}
+		if stop, err := step(m, raw); stop || err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():

@@ -19,16 +19,8 @@ import (
 // draining) goes on in the background and needs nobody to wait for it.
 // A rolled back migration is an error: the layout did not change.
 func waitLayout(ctx context.Context, a *Admin, prefix, group, id string, poll time.Duration) error {
-	if poll <= 0 {
-		poll = time.Second
-	}
 	last := ""
-	for {
-		var m protocol.Migration
-		raw, err := a.Client.Do(ctx, http.MethodGet, coordclient.MigrationPath(prefix, group, id), nil, &m)
-		if err != nil {
-			return fmt.Errorf("wait for migration %s: %w", id, err)
-		}
+	return followMigration(ctx, a, prefix, group, id, poll, func(m protocol.Migration, raw []byte) (bool, error) {
 		line := fmt.Sprintf("%s %s (%d → %d)", m.ReshardingID, m.State, m.FromShardCount, m.ToShardCount)
 		waiting := ""
 		switch m.State {
@@ -39,13 +31,13 @@ func waitLayout(ctx context.Context, a *Admin, prefix, group, id string, poll ti
 			}
 		case protocol.MigrationRollingBack, protocol.MigrationRolledBack:
 			if err := printChange(a, raw, line); err != nil {
-				return err
+				return true, err
 			}
-			return fmt.Errorf("wait for migration %s: it was rolled back; the stream keeps %d shards", id, m.FromShardCount)
+			return true, fmt.Errorf("wait for migration %s: it was rolled back; the stream keeps %d shards", id, m.FromShardCount)
 		default:
 			behind, err := groupsBehind(ctx, a, prefix, m.ToShardCount)
 			if err != nil {
-				return fmt.Errorf("wait for migration %s: %w", id, err)
+				return true, fmt.Errorf("wait for migration %s: %w", id, err)
 			}
 			if len(behind) > 0 {
 				waiting = "every group to read " + formatInt(m.ToShardCount) + " shards: " + strings.Join(behind, ", ")
@@ -53,27 +45,23 @@ func waitLayout(ctx context.Context, a *Admin, prefix, group, id string, poll ti
 		}
 		if waiting == "" {
 			if a.JSON {
-				return printChange(a, raw, "")
+				return true, printChange(a, raw, "")
 			}
 			done := fmt.Sprintf("%s done (%d → %d): producers and every group use %d shards", m.ReshardingID, m.FromShardCount, m.ToShardCount, m.ToShardCount)
 			if m.State != protocol.MigrationDeprecated {
 				done += fmt.Sprintf("; the migration ends in the background (now %s; rscoord stream migrations %s --wait follows it)", m.State, prefix)
 			}
-			return printLine(a.Out, "%s %s", time.Now().UTC().Format(time.TimeOnly), done)
+			return true, printLine(a.Out, "%s %s", time.Now().UTC().Format(time.TimeOnly), done)
 		}
 		text := line + "; waiting for " + waiting
 		if text != last {
 			if err := printChange(a, raw, text); err != nil {
-				return err
+				return true, err
 			}
 			last = text
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for migration %s: %w (it goes on without us)", id, ctx.Err())
-		case <-time.After(poll):
-		}
-	}
+		return false, nil
+	})
 }
 
 // groupsBehind names the groups of prefix that do not read count shards
