@@ -116,10 +116,25 @@ func TestConsoleResetsOffsetsAndDeletesStreams(t *testing.T) {
 	checkLastDelivered(t, rdb, "orders:1", "audit", "0-0")
 	var audit protocol.AuditPage
 	s.JSON(http.MethodGet, protocol.BasePath+"/monitoring/audit?streamPrefix=orders", nil, http.StatusOK, &audit)
-	if len(audit.Entries) == 0 || audit.Entries[0].Operation != protocol.AuditResetOffsets || audit.Entries[0].Principal != coordtest.UserWriter || audit.Entries[0].Reason != "replay from 2-1" ||
+	if len(audit.Entries) == 0 || audit.Entries[0].Operation != protocol.AuditResetOffsets ||
+		audit.Entries[0].Principal != coordtest.UserWriter || audit.Entries[0].Reason != "replay from 2-1" ||
 		audit.Entries[0].Result.Outcome != protocol.AuditAccepted {
 		t.Errorf("audit of the console's reset: %+v", audit.Entries)
 	}
+
+	// A time: what the page cannot read is said before anything is sent;
+	// a time it can read goes out as RFC 3339 in UTC.
+	run("pick a time", chromedp.SetValue(chromedp.ID("reset-to"), "TIME"))
+	eval[bool](t, page, `document.getElementById("reset-to").dispatchEvent(new Event("change"))`)
+	eval[bool](t, page, `(() => { document.getElementById("reset-at").value = ""; document.getElementById("reset-shard").value = ""; return true; })()`)
+	run("type no time", chromedp.SendKeys(chromedp.ID("reset-at"), "soon"))
+	run("ask for the dry run", chromedp.Click(chromedp.ID("reset-button")))
+	run("see what is wrong", pollTrue(`document.getElementById("reset-error").textContent.startsWith("“soon” is not a time")`))
+	eval[bool](t, page, `(() => { document.getElementById("reset-at").value = ""; return true; })()`)
+	run("type a time", chromedp.SendKeys(chromedp.ID("reset-at"), "1970-01-01T00:00:00.002Z"))
+	run("ask for the dry run", chromedp.Click(chromedp.ID("reset-button")))
+	run("see the plan of every shard", pollTrue(`!document.getElementById("reset-plan").hidden && document.querySelectorAll("#reset-shards tbody tr").length === 2 &&
+		document.getElementById("reset-summary").textContent === "Dry run, nothing changed yet: group audit of orders to time 1970-01-01T00:00:00.002Z on every shard."`))
 
 	// A stream delete: the name typed, refused while groups exist, then
 	// forced with its keys.
@@ -130,7 +145,7 @@ func TestConsoleResetsOffsetsAndDeletesStreams(t *testing.T) {
 		run("see the typed confirmation, Confirm disabled", pollTrue(`!document.getElementById("confirm-typed-label").hidden &&
 			document.getElementById("confirm-typed-name").textContent === "old" && document.getElementById("confirm-yes").disabled`))
 		run("type part of the name", chromedp.SendKeys(chromedp.ID("confirm-typed"), "ol"))
-		if eval[bool](t, page, `document.getElementById("confirm-yes").disabled`) == false {
+		if !eval[bool](t, page, `document.getElementById("confirm-yes").disabled`) {
 			t.Fatal("Confirm is enabled before the whole name is typed")
 		}
 		run("type the rest", chromedp.SendKeys(chromedp.ID("confirm-typed"), "d"))
