@@ -6,30 +6,43 @@
 
 // ask shows the confirmation of summary; confirmed, send(reason) runs
 // with the reason typed there (withReason), or none (forms that have a
-// reason field of their own).
-function ask(summary, send, withReason) {
-  state.pending = send;
+// reason field of their own). opts.typed is a name the user must type
+// before Confirm is enabled (for what cannot be undone); opts.explain
+// turns a refusal into plain words. What send answers as a string is
+// added to the result line.
+function ask(summary, send, withReason, opts = {}) {
+  state.pending = { send, explain: opts.explain || ((err) => err.message) };
   $("confirm-text").textContent = summary;
   $("confirm-reason-label").hidden = !withReason;
   $("confirm-reason").value = "";
+  const typed = opts.typed || "";
+  $("confirm-typed-label").hidden = typed === "";
+  $("confirm-typed-name").textContent = typed;
+  $("confirm-typed").value = "";
+  $("confirm-typed").dataset.want = typed;
+  $("confirm-yes").disabled = typed !== "";
   $("confirm").hidden = false;
   $("action-result").textContent = "";
-  if (withReason) $("confirm-reason").focus();
+  if (typed) $("confirm-typed").focus();
+  else if (withReason) $("confirm-reason").focus();
 }
+$("confirm-typed").addEventListener("input", () => {
+  $("confirm-yes").disabled = $("confirm-typed").value !== $("confirm-typed").dataset.want;
+});
 $("confirm-no").addEventListener("click", () => { state.pending = null; $("confirm").hidden = true; });
 $("confirm-yes").addEventListener("click", async () => {
-  const send = state.pending;
+  const pending = state.pending;
   state.pending = null;
   $("confirm").hidden = true;
-  if (!send) return;
+  if (!pending) return;
   try {
-    await send($("confirm-reason").value.trim());
+    const note = await pending.send($("confirm-reason").value.trim());
     $("action-result").className = "ok";
-    $("action-result").textContent = "Done: " + $("confirm-text").textContent;
+    $("action-result").textContent = "Done: " + $("confirm-text").textContent + (typeof note === "string" && note ? " · " + note : "");
     startRefreshing();
   } catch (err) {
     $("action-result").className = "error";
-    $("action-result").textContent = "Refused: " + err.message;
+    $("action-result").textContent = "Refused: " + pending.explain(err);
   }
 });
 const post = (path, body, method) => call(path, { method: method || "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });

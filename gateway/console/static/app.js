@@ -28,6 +28,7 @@ async function call(path, options = {}) {
     if (!resp.ok) {
       const err = new Error(body.message || resp.statusText);
       err.status = resp.status;
+      err.code = body.errorCode || "";
       throw err;
     }
     return body;

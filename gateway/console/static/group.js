@@ -20,6 +20,7 @@ function resetView(key) {
   view.history = null;
   view.historyAt = 0;
   view.polls = [];
+  discardResetPlan();
 }
 
 // memberStatus says what a member row shows: its state in words, and the
