@@ -130,3 +130,39 @@ func TestForwardedClientAddress(t *testing.T) {
 		t.Fatalf("a forged header made the owner see %q", raw)
 	}
 }
+
+// A fan-out's X-Forwarded-For is the client's with the peer appended, as
+// a proxy's; the owner that trusts the signed peer drops that hop again,
+// for either address family, and leaves a header whose last hop is
+// another address alone.
+func TestForwardedForHop(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		peer string
+		sent string
+		seen string // after dropLastHop; "" means no header
+	}{
+		{nil, "192.0.2.7:4242", "192.0.2.7", ""},
+		{[]string{"203.0.113.5"}, "192.0.2.7:4242", "203.0.113.5, 192.0.2.7", "203.0.113.5"},
+		{[]string{"203.0.113.5", "203.0.113.6"}, "[2001:db8::1]:80", "203.0.113.5, 203.0.113.6, 2001:db8::1", "203.0.113.5, 203.0.113.6"},
+	} {
+		in := http.Header{}
+		for _, v := range tc.in {
+			in.Add(forwardedForHeader, v)
+		}
+		out := http.Header{}
+		appendForwardedFor(out, in, tc.peer)
+		if got := out.Get(forwardedForHeader); got != tc.sent {
+			t.Errorf("%q from %s: sent %q, want %q", tc.in, tc.peer, got, tc.sent)
+		}
+		dropLastHop(out, tc.peer)
+		if got := out.Get(forwardedForHeader); got != tc.seen {
+			t.Errorf("%q from %s: the owner reads %q, want %q", tc.in, tc.peer, got, tc.seen)
+		}
+	}
+	h := http.Header{forwardedForHeader: {"203.0.113.5"}}
+	dropLastHop(h, "192.0.2.7:1")
+	if got := h.Get(forwardedForHeader); got != "203.0.113.5" {
+		t.Errorf("a last hop that is not the peer was dropped: %q", got)
+	}
+}
