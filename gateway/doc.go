@@ -36,9 +36,8 @@
 //
 // Invariants: no package-level mutable state (limiters, metrics and the
 // authenticator belong to one server); client addresses come from the
-// connection, never from X-Forwarded-For; a client never sees an admin
-// change that the audit log lacks, unless the audit write itself failed
-// (logged at ERROR and counted).
-//
-// Not here yet: trusted proxies.
+// connection, or from X-Forwarded-For and X-Real-IP only when the peer is
+// one of Options.TrustedProxies; a client never sees an admin change that
+// the audit log lacks, unless the audit write itself failed (logged at
+// ERROR and counted).
 package gateway

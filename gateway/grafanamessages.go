@@ -134,7 +134,7 @@ func parseMessageQuery(c *gin.Context) (messageQuery, string) {
 	}
 	// shard is this endpoint's older name of shardIndex.
 	q.selector = strings.TrimPrefix(strings.TrimSpace(cmp.Or(c.Query("shardIndex"), c.Query("shard"), "0")), ":")
-	if strings.EqualFold(q.selector, "all") || q.recordID != "" {
+	if allShards(q.selector) || q.recordID != "" {
 		q.selector = "all"
 	} else if n, err := strconv.Atoi(q.selector); err != nil || n < 0 {
 		return q, fmt.Sprintf("shardIndex must be a non-negative integer or all, not %q", q.selector)
@@ -145,10 +145,14 @@ func parseMessageQuery(c *gin.Context) (messageQuery, string) {
 	}
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > protocol.MaxMessagesPage {
-			return q, fmt.Sprintf("limit must be an integer in 1..%d", protocol.MaxMessagesPage)
+		if err != nil {
+			return q, fmt.Sprintf("limit must be an integer (pages hold 1..%d entries)", protocol.MaxMessagesPage)
 		}
-		q.limit = n
+		// A size outside the range is brought to its nearer end, as the
+		// reference design's server does: its message explorer sends
+		// what its page-size box holds, and each row's pageLimit says
+		// what applied.
+		q.limit = min(max(n, 1), protocol.MaxMessagesPage)
 	}
 	if q.recordID != "" {
 		if _, _, ok := parseEntryID(q.recordID); !ok {
@@ -156,6 +160,12 @@ func parseMessageQuery(c *gin.Context) (messageQuery, string) {
 		}
 	}
 	return q, ""
+}
+
+// allShards reports whether a shardIndex selects every shard: all, or
+// what Grafana sends for a variable's "All" option (.*, $__all, __all).
+func allShards(selector string) bool {
+	return strings.EqualFold(selector, "all") || selector == ".*" || selector == "$__all" || selector == "__all"
 }
 
 // shardEntry is one entry with the shard it was read from.

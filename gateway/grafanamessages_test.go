@@ -79,7 +79,20 @@ func TestGrafanaMessagesMergeShardsPageAndFind(t *testing.T) {
 	if rows := page("shardIndex=2&direction=FORWARD"); len(rows) != 2 || rows[0].RecordID != ids[2] || rows[1].RecordID != ids[5] {
 		t.Fatalf("shard 2 forward = %+v", rows)
 	}
-	for _, bad := range []string{"shardIndex=x", "shardIndex=9", "direction=UP", "limit=0", "recordId=abc", "cursor=zz&shardIndex=all", "cursor=__rsc_tail__:-1"} {
+	// A page size outside 1..1000 is clamped, as the reference design's
+	// server does; Grafana's "All" values select every shard.
+	if rows := page("shardIndex=all&limit=0"); len(rows) != 1 || rows[0].PageLimit != 1 || rows[0].RecordID != newest[0] {
+		t.Fatalf("limit=0 = %+v, want one row of pageLimit 1", rows)
+	}
+	if rows := page("shardIndex=all&limit=5000"); len(rows) != 7 || rows[0].PageLimit != 1000 {
+		t.Fatalf("limit=5000 = %+v, want every row, pageLimit 1000", rows)
+	}
+	for _, all := range []string{".*", "$__all", "__all", "ALL"} {
+		if rows := page("limit=7&shardIndex=" + url.QueryEscape(all)); len(rows) != 7 {
+			t.Errorf("shardIndex=%s: %d rows, want 7 (every shard)", all, len(rows))
+		}
+	}
+	for _, bad := range []string{"shardIndex=x", "shardIndex=9", "direction=UP", "limit=x", "limit=99999999999999999999", "recordId=abc", "cursor=zz&shardIndex=all", "cursor=__rsc_tail__:-1"} {
 		if status, raw := s.Do(http.MethodGet, base+"/monitoring/grafana/messages?streamPrefix=orders&"+bad, nil); status != http.StatusBadRequest {
 			t.Errorf("%s: %d %s", bad, status, raw)
 		}

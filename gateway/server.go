@@ -85,6 +85,13 @@ type Options struct {
 	// History answers GET …/groups/{group}/history: the samples the
 	// metrics collection kept. Nil: empty lists.
 	History HistorySource
+	// TrustedProxies are the addresses and CIDRs of the proxies in front
+	// (an ingress, a load balancer) whose X-Forwarded-For or X-Real-IP
+	// name the client. Requests from them are counted, audited and shown
+	// under that client address; every other peer is its own client and
+	// its forwarding headers are ignored. Empty: no proxy is trusted.
+	// Entries must pass CheckTrustedProxies; New trusts none otherwise.
+	TrustedProxies []string
 
 	// probe, set only by tests (export_test.go), is handed the server New
 	// builds, so that they can look at its limiters' memory.
@@ -202,11 +209,7 @@ func New(coord Backend, opts Options) http.Handler {
 		s.log.Warn("member authentication is OFF: anyone who reaches this port can heartbeat as any member of any group; use this for local development only")
 	}
 	r := gin.New()
-	// Client addresses (rate limits, audit) come from the connection, never
-	// from X-Forwarded-For, which any client can set.
-	if err := r.SetTrustedProxies(nil); err != nil {
-		panic(err) // cannot happen: nil is a valid list
-	}
+	s.trustProxies(r)
 	// No redirects: gin would answer a path with an extra or missing
 	// trailing slash with a 301 or 307 and an HTML body, where every
 	// non-2xx answer carries the JSON error body (docs/protocol.md §3).
@@ -229,7 +232,8 @@ func New(coord Backend, opts Options) http.Handler {
 
 // accessLog logs every request once it is answered: heartbeats at debug
 // level (they are the bulk of traffic), everything else at info. It logs
-// no header and no body: credentials never reach the log.
+// the client address but no header and no body: credentials never reach
+// the log.
 func (s *server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
@@ -245,7 +249,7 @@ func (s *server) accessLog(c *gin.Context) {
 	s.log.LogAttrs(c.Request.Context(), level, "http request",
 		slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
 		slog.String("path", capField(c.Request.URL.Path)), slog.Int("status", c.Writer.Status()),
-		slog.String("requestId", requestIDOf(c)),
+		slog.String("requestId", requestIDOf(c)), slog.String("client", c.ClientIP()),
 		slog.Duration("duration", time.Since(start)))
 }
 

@@ -67,7 +67,7 @@ type Config struct {
 	TokenTTL      time.Duration
 
 	// Gateway holds the gateway's settings: member auth, public metrics,
-	// rate and login limits, body memory. Open sets its Logger, Auth,
+	// rate and login limits, body memory, trusted proxies. Open sets its Logger, Auth,
 	// Metrics, Ready and Cluster, and turns LocalHostsOnly on for a
 	// loopback listener without credentials, unless AnyHost.
 	Gateway gateway.Options
@@ -237,6 +237,9 @@ func (c *Config) Validate() error {
 		if l.limit > 0 && l.window <= 0 {
 			errs = append(errs, fmt.Errorf("%s needs a positive window, not %v", l.name, l.window))
 		}
+	}
+	if err := gateway.CheckTrustedProxies(g.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("--trusted-proxies: %w", err))
 	}
 	if c.Cluster != nil {
 		errs = append(errs, c.Cluster.validate(c.Group.MemberLease)...)

@@ -79,9 +79,10 @@ type AuditEntry struct {
 	// RequestID is the request's X-Request-Id: the client's when it sent
 	// a valid one, else one the server made; the answer carries it too.
 	RequestID string `json:"requestId"`
-	// ClientAddress is the caller's IP address from the connection (or,
-	// for a request another replica forwarded, the one it signed); never
-	// taken from X-Forwarded-For.
+	// ClientAddress is the caller's IP address: from the connection (or,
+	// for a request another replica forwarded, the one it signed), or,
+	// when that peer is a trusted proxy (--trusted-proxies), the client
+	// its X-Forwarded-For or X-Real-IP names.
 	ClientAddress string `json:"clientAddress"`
 	// UserAgent is the request's User-Agent, cut at 1024 bytes.
 	UserAgent string `json:"userAgent"`

@@ -264,9 +264,9 @@ type Member struct {
 	// InstanceID (ours) is the instanceId of the member's current
 	// incarnation (docs/protocol.md §9.2), "" when it sends none.
 	InstanceID string `json:"instanceId"`
-	// ClientAddress (ours) is the address its last heartbeat came from, as
-	// the coordinator saw the connection; "" until it heartbeats to this
-	// coordinator.
+	// ClientAddress (ours) is the address its last heartbeat came from:
+	// the connection's, or the client a trusted proxy names
+	// (--trusted-proxies); "" until it heartbeats to this coordinator.
 	ClientAddress string `json:"clientAddress"`
 	// UserAgent (ours) is its last heartbeat's User-Agent header.
 	UserAgent string `json:"userAgent"`

@@ -66,6 +66,12 @@ func TestForwardedClientAddress(t *testing.T) {
 	shared := []byte("a-secret-every-replica-shares-0123456789")
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.RemoteAddr)
+		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+			_, _ = io.WriteString(w, " xff="+strings.Join(xff, ","))
+		}
+		if real := r.Header.Get("X-Real-IP"); real != "" {
+			_, _ = io.WriteString(w, " real="+real)
+		}
 	})
 	answering := func(key *peerKey) *httptest.Server {
 		f := newFront("owner", log, cfg, time.Second, key)
@@ -76,10 +82,13 @@ func TestForwardedClientAddress(t *testing.T) {
 	}
 	forwarder := newFront("fwd", log, cfg, time.Second, newPeerKey(shared))
 	path := protocol.BasePath + "/monitoring/groups"
-	via := func(to *httptest.Server) string {
+	via := func(to *httptest.Server, forwarding ...string) string {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.RemoteAddr = "192.0.2.7:4242"
 		req.Header.Set(clientAddressHeader, "198.51.100.1:1 0 forged")
+		for i := 0; i+1 < len(forwarding); i += 2 {
+			req.Header.Add(forwarding[i], forwarding[i+1])
+		}
 		w := httptest.NewRecorder()
 		forwarder.forward(w, req, to.URL)
 		if w.Code != http.StatusOK {
@@ -93,6 +102,20 @@ func TestForwardedClientAddress(t *testing.T) {
 	if got := via(answering(newPeerKey([]byte("another-secret-of-another-cluster-012345")))); !strings.HasPrefix(got, "127.0.0.1:") {
 		t.Fatalf("with another key the owner saw %q, want the forwarding replica's address", got)
 	}
+	// Behind a proxy: the owner reads the forwarding headers as the
+	// forwarding replica received them, beside the signed peer, so that
+	// it finds the client as that replica would have (trusting them only
+	// from a trusted proxy). Without the key, the forwarding replica is
+	// the peer and has appended the address it saw, as any proxy does.
+	if got := via(answering(newPeerKey(shared)), "X-Forwarded-For", "203.0.113.5", "X-Forwarded-For", "203.0.113.6", "X-Real-IP", "203.0.113.9"); got != "192.0.2.7:4242 xff=203.0.113.5, 203.0.113.6 real=203.0.113.9" {
+		t.Fatalf("with the shared key and forwarding headers the owner saw %q", got)
+	}
+	if got := via(answering(newPeerKey(shared)), "X-Real-IP", "203.0.113.9"); got != "192.0.2.7:4242 real=203.0.113.9" {
+		t.Fatalf("with the shared key and X-Real-IP alone the owner saw %q, want no X-Forwarded-For added", got)
+	}
+	if got := via(answering(newPeerKey([]byte("another-secret-of-another-cluster-012345"))), "X-Forwarded-For", "203.0.113.5"); !strings.HasPrefix(got, "127.0.0.1:") || !strings.HasSuffix(got, " xff=203.0.113.5, 192.0.2.7") {
+		t.Fatalf("with another key and X-Forwarded-For the owner saw %q, want the forwarding replica with the client appended", got)
+	}
 	// A client sending the header itself.
 	direct := answering(newPeerKey(shared))
 	req, _ := http.NewRequest(http.MethodGet, direct.URL+path, nil)
@@ -105,5 +128,41 @@ func TestForwardedClientAddress(t *testing.T) {
 	resp.Body.Close()
 	if !strings.HasPrefix(string(raw), "127.0.0.1:") {
 		t.Fatalf("a forged header made the owner see %q", raw)
+	}
+}
+
+// A fan-out's X-Forwarded-For is the client's with the peer appended, as
+// a proxy's; the owner that trusts the signed peer drops that hop again,
+// for either address family, and leaves a header whose last hop is
+// another address alone.
+func TestForwardedForHop(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		peer string
+		sent string
+		seen string // after dropLastHop; "" means no header
+	}{
+		{nil, "192.0.2.7:4242", "192.0.2.7", ""},
+		{[]string{"203.0.113.5"}, "192.0.2.7:4242", "203.0.113.5, 192.0.2.7", "203.0.113.5"},
+		{[]string{"203.0.113.5", "203.0.113.6"}, "[2001:db8::1]:80", "203.0.113.5, 203.0.113.6, 2001:db8::1", "203.0.113.5, 203.0.113.6"},
+	} {
+		in := http.Header{}
+		for _, v := range tc.in {
+			in.Add(forwardedForHeader, v)
+		}
+		out := http.Header{}
+		appendForwardedFor(out, in, tc.peer)
+		if got := out.Get(forwardedForHeader); got != tc.sent {
+			t.Errorf("%q from %s: sent %q, want %q", tc.in, tc.peer, got, tc.sent)
+		}
+		dropLastHop(out, tc.peer)
+		if got := out.Get(forwardedForHeader); got != tc.seen {
+			t.Errorf("%q from %s: the owner reads %q, want %q", tc.in, tc.peer, got, tc.seen)
+		}
+	}
+	h := http.Header{forwardedForHeader: {"203.0.113.5"}}
+	dropLastHop(h, "192.0.2.7:1")
+	if got := h.Get(forwardedForHeader); got != "203.0.113.5" {
+		t.Errorf("a last hop that is not the peer was dropped: %q", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,8 +36,9 @@ const ForwardedByHeader = "X-Rscoord-Forwarded-By"
 // client the forwarding replica took it from, signed with the key every
 // replica derives from the shared token secret (clientaddr.go): address
 // limits (failed password checks per address) and the audit log see the
-// client, not the forwarding replica. Without a valid signature it is
-// ignored and dropped.
+// client, not the forwarding replica; the owner reads the request's
+// X-Forwarded-For as the forwarding replica received it (dropLastHop).
+// Without a valid signature it is ignored and dropped.
 const clientAddressHeader = "X-Rscoord-Client-Address"
 
 // maxBufferedHeartbeat is how much of a heartbeat body a forwarding replica
@@ -392,9 +394,48 @@ func (f *Front) clientAddress(r *http.Request) *http.Request {
 		f.log.Debug("unsigned or stale client address header ignored", slog.String("remote", r.RemoteAddr))
 		return r
 	}
+	dropLastHop(r.Header, addr)
 	r = r.WithContext(r.Context()) // a shallow copy: the caller's request stays as it was
 	r.RemoteAddr = addr
 	return r
+}
+
+// forwardedForHeader is the header proxies name the client in, each
+// appending the address it took the request from.
+const forwardedForHeader = "X-Forwarded-For"
+
+// appendForwardedFor sets out's X-Forwarded-For to in's with peer's IP
+// appended, as httputil.ProxyRequest.SetXForwarded does.
+func appendForwardedFor(out, in http.Header, peer string) {
+	ip, _, err := net.SplitHostPort(peer)
+	if err != nil {
+		return
+	}
+	if prior := in.Values(forwardedForHeader); len(prior) > 0 {
+		ip = strings.Join(prior, ", ") + ", " + ip
+	}
+	out.Set(forwardedForHeader, ip)
+}
+
+// dropLastHop removes from h's X-Forwarded-For the address the forwarding
+// replica appended, the peer it signed: the owner then reads the
+// forwarding headers as that replica received them, and finds the client
+// as it would have (trusting them only when the peer is a trusted proxy).
+func dropLastHop(h http.Header, peer string) {
+	ip, _, err := net.SplitHostPort(peer)
+	v := h.Values(forwardedForHeader)
+	if err != nil || len(v) == 0 {
+		return
+	}
+	hops := strings.Split(strings.Join(v, ","), ",")
+	if strings.TrimSpace(hops[len(hops)-1]) != ip {
+		return
+	}
+	if hops = hops[:len(hops)-1]; len(hops) == 0 {
+		h.Del(forwardedForHeader)
+		return
+	}
+	h.Set(forwardedForHeader, strings.Join(hops, ","))
 }
 
 // bufferedBodyKey holds the start of a forwarded heartbeat's body in its
@@ -417,6 +458,11 @@ func (f *Front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 		BufferPool: &f.buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			// The client's X-Forwarded-For goes on with the address this
+			// replica took the request from appended, as any proxy does.
+			if v := pr.In.Header.Values(forwardedForHeader); len(v) > 0 {
+				pr.Out.Header[forwardedForHeader] = slices.Clone(v)
+			}
 			pr.SetXForwarded()
 			pr.Out.Header.Set(ForwardedByHeader, f.self)
 			pr.Out.Header.Del(clientAddressHeader)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"syscall"
@@ -83,13 +84,15 @@ func authReplicas(t *testing.T) (start func(name string) *replicaProc) {
 // Address limits see the client through a forwarding replica: failed
 // password checks of one client address, sent through the replica that
 // does not run the stream, block that address on the replica that does,
-// and not another client's address behind the same forwarding replica.
+// and not another client's address behind the same forwarding replica;
+// behind a trusted proxy (--trusted-proxies), the client it names.
 func TestClusterForwardedClientAddressLimits(t *testing.T) {
 	t.Parallel()
 	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2"} {
-		reps[name] = startReplica(t, c, name, freeLoopbackPort(t), "--login-address-failure-limit", "3", "--login-failure-limit", "100")
+		reps[name] = startReplica(t, c, name, freeLoopbackPort(t), "--login-address-failure-limit", "3", "--login-failure-limit", "100",
+			"--trusted-proxies", "127.0.0.4")
 	}
 	basic := credtest.AdminAuth()
 	coordtest.Remote(t, reps["r1"].url).As(basic).CreateStream("orders", 4)
@@ -111,12 +114,16 @@ func TestClusterForwardedClientAddressLimits(t *testing.T) {
 		t.Fatal("no owner of orders")
 	}
 	// from sends a GET of the group through the forwarding replica from a
-	// loopback address of its own, with a wrong password.
-	from := func(ip string) (int, string) {
+	// loopback address of its own, with a wrong password and the
+	// X-Forwarded-For given ("": none).
+	from := func(ip, forwardedFor string) (int, string) {
 		cli := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: (&net.Dialer{
 			LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}}
 		req, _ := http.NewRequest(http.MethodGet, reps[forwarder].url+protocol.BasePath+"/streams/orders/groups/orders", nil)
 		req.SetBasicAuth("admin", "wrong")
+		if forwardedFor != "" {
+			req.Header.Set("X-Forwarded-For", forwardedFor)
+		}
 		resp, err := cli.Do(req)
 		if err != nil {
 			t.Fatalf("from %s: %v", ip, err)
@@ -124,17 +131,32 @@ func TestClusterForwardedClientAddressLimits(t *testing.T) {
 		defer resp.Body.Close()
 		return resp.StatusCode, resp.Header.Get(replica.ForwardedByHeader)
 	}
+	// 127.0.0.2 is not a trusted proxy: the address it names in
+	// X-Forwarded-For is ignored on the owner too.
 	for i := 0; i < 3; i++ {
-		if status, via := from("127.0.0.2"); status != http.StatusUnauthorized || via != forwarder {
+		if status, via := from("127.0.0.2", fmt.Sprintf("198.51.100.%d", i)); status != http.StatusUnauthorized || via != forwarder {
 			t.Fatalf("failure %d from 127.0.0.2: %d via %q", i+1, status, via)
 		}
 	}
-	if status, _ := from("127.0.0.2"); status != http.StatusTooManyRequests {
+	if status, _ := from("127.0.0.2", "198.51.100.9"); status != http.StatusTooManyRequests {
 		t.Fatalf("127.0.0.2 after 3 failures: %d, want 429", status)
 	}
 	// Another client behind the same forwarding replica is not blocked.
-	if status, _ := from("127.0.0.3"); status != http.StatusUnauthorized {
+	if status, _ := from("127.0.0.3", ""); status != http.StatusUnauthorized {
 		t.Fatalf("127.0.0.3 after another address failed: %d, want 401", status)
+	}
+	// Behind the trusted proxy 127.0.0.4, the owner counts the client the
+	// proxy names, as the forwarding replica would have.
+	for i := 0; i < 3; i++ {
+		if status, _ := from("127.0.0.4", "203.0.113.7"); status != http.StatusUnauthorized {
+			t.Fatalf("failure %d of 203.0.113.7 behind the proxy: %d", i+1, status)
+		}
+	}
+	if status, _ := from("127.0.0.4", "203.0.113.7"); status != http.StatusTooManyRequests {
+		t.Fatalf("203.0.113.7 behind the proxy after 3 failures: %d, want 429", status)
+	}
+	if status, _ := from("127.0.0.4", "203.0.113.8"); status != http.StatusUnauthorized {
+		t.Fatalf("203.0.113.8 behind the same proxy: %d, want 401", status)
 	}
 	for _, r := range reps {
 		if err := r.proc.Signal(syscall.SIGTERM); err != nil {

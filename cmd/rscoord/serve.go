@@ -46,6 +46,7 @@ type ServeCmd struct {
 	LoginAddressFailureLimit int           `default:"50" env:"RSCOORD_LOGIN_ADDRESS_FAILURE_LIMIT" help:"Failed password checks per client address per --login-failure-window before its Basic credentials and logins answer 429; 0: no limit."`
 	LoginFailureWindow       time.Duration `default:"5m" env:"RSCOORD_LOGIN_FAILURE_WINDOW" help:"Window of the login failure limits."`
 	MetricsPublic            bool          `default:"false" negatable:"" env:"RSCOORD_METRICS_PUBLIC" help:"Serve /metrics and /actuator/prometheus without credentials (otherwise READ)."`
+	TrustedProxies           []string      `placeholder:"CIDR" sep:"," env:"RSCOORD_TRUSTED_PROXIES" help:"Addresses or CIDRs of the proxies in front (ingress, load balancer) whose X-Forwarded-For, else X-Real-IP, names the client: limits, audit and the members API then see the client, not the proxy. A forwarding header from any other peer is ignored. None: every peer is its own client."`
 
 	AuditMaxAge        time.Duration `default:"2160h" env:"RSCOORD_AUDIT_MAX_AGE" help:"Audit entries older than this are deleted in the background (0: keep by age)."`
 	AuditMaxBytes      int64         `default:"268435456" env:"RSCOORD_AUDIT_MAX_BYTES" help:"The audit log is cut, oldest entries first, to this many stored bytes in the background (0: no size bound)."`
@@ -182,6 +183,7 @@ func (s *ServeCmd) config() server.Config {
 			AdminRateLimit: s.AdminRateLimit, AdminRateWindow: s.AdminRateWindow,
 			LoginFailureLimit: s.LoginFailureLimit, LoginAddressFailureLimit: s.LoginAddressFailureLimit,
 			LoginFailureWindow: s.LoginFailureWindow, BodyMemory: s.HTTPBodyMemory,
+			TrustedProxies: trimmed(s.TrustedProxies),
 		},
 		AuditMaxAge: s.AuditMaxAge, AuditMaxBytes: s.AuditMaxBytes, AuditPruneInterval: s.AuditPruneInterval,
 		HTTP: gateway.HTTPLimits{
@@ -208,4 +210,14 @@ func (s *ServeCmd) config() server.Config {
 		}
 	}
 	return cfg
+}
+
+// trimmed is list with the spaces around each item cut ("10.0.0.0/8,
+// 192.168.0.0/16" from the environment).
+func trimmed(list []string) []string {
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		out = append(out, strings.TrimSpace(v))
+	}
+	return out
 }

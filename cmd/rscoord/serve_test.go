@@ -169,6 +169,9 @@ func TestServeFlagBounds(t *testing.T) {
 		{"zero correction step", []string{"--max-correction-step", "0"}, "--max-correction-step 0 must be at least 1"},
 		{"negative correction step", []string{"--max-correction-step=-3"}, "--max-correction-step -3 must be at least 1"},
 		{"zero token TTL, as before", []string{"--token-ttl", "0s"}, "--token-ttl 0s must be positive"},
+		{"trusted proxies", []string{"--trusted-proxies", "10.0.0.0/8, 192.168.0.7,fd00::/8"}, ""},
+		{"trusted proxy not a CIDR", []string{"--trusted-proxies", "10.0.0.0/33"}, `--trusted-proxies: "10.0.0.0/33" is not a CIDR`},
+		{"trusting every address", []string{"--trusted-proxies", "0.0.0.0/0"}, `--trusted-proxies: "0.0.0.0/0" trusts every address`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := parseServe(t, append([]string{"serve"}, tc.args...)...)
