@@ -416,12 +416,12 @@ func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate boo
 	return reply[ensured]{value: ensured{pid: pid, created: true, summary: summary}}
 }
 
-// startAbove raises a new group's epochs and version above floor (a
-// create request's versionFloor, set by an import from another
-// coordinator). That coordinator's clients switch over carrying numbers up
-// to floor: below ours, a member's is simply unknown here and it rejoins,
-// where one ahead of ours by more than a metadata correction may move is
-// refused; and numbers the application saw keep rising.
+// startAbove raises a new group's epochs and version above floor, a
+// create request's versionFloor. An import from another coordinator sets
+// it: that coordinator's members switch over carrying numbers up to the
+// floor. Below ours, such a member is only unknown here, and rejoins. A
+// version further ahead of ours than a metadata correction may move would
+// be refused instead. The numbers the application sees keep rising too.
 func startAbove(g *assign.Group, floor int64) {
 	if floor <= 0 {
 		return
