@@ -23,6 +23,15 @@ func shardCountOf(req protocol.CreateRequest, def, most int) (int, error) {
 	return n, nil
 }
 
+// versionFloorOf validates req's versionFloor.
+func versionFloorOf(req protocol.CreateRequest) (int64, error) {
+	if f := req.VersionFloor; f < 0 || f > protocol.MaxVersionFloor {
+		return 0, protocol.Errorf(protocol.CodeInvalidRequest,
+			fmt.Sprintf("versionFloor %d is outside 0..%d", f, protocol.MaxVersionFloor))
+	}
+	return req.VersionFloor, nil
+}
+
 func requireRequestedBy(who string) error {
 	if who == "" {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "requestedBy must name who asks for this change")
@@ -30,9 +39,9 @@ func requireRequestedBy(who string) error {
 	return nil
 }
 
-// createStream creates the stream record and its actor. It reports
-// created=false when the stream already existed.
-func (c *Coordinator) createStream(ctx context.Context, prefix string, shards int) (rec persistence.StreamRecord, created bool, err error) {
+// createStream creates the stream record and its actor, its layout version
+// above floor. It reports created=false when the stream already existed.
+func (c *Coordinator) createStream(ctx context.Context, prefix string, shards int, floor int64) (rec persistence.StreamRecord, created bool, err error) {
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
 	if c.env.dir.stream(prefix) != nil {
@@ -41,7 +50,7 @@ func (c *Coordinator) createStream(ctx context.Context, prefix string, shards in
 	if err := c.stillStopping(prefix); err != nil {
 		return rec, false, err
 	}
-	rec = persistence.StreamRecord{StreamPrefix: prefix, ShardCount: shards, MetadataVersion: 1, CreatedAt: c.env.now()}
+	rec = persistence.StreamRecord{StreamPrefix: prefix, ShardCount: shards, MetadataVersion: max(1, floor+1), CreatedAt: c.env.now()}
 	start := time.Now()
 	rev, err := c.env.store.SaveStream(ctx, rec, 0)
 	c.env.obs.StoreWrite("stream", time.Since(start), err)
@@ -75,7 +84,11 @@ func (c *Coordinator) CreateStream(ctx context.Context, prefix string, req proto
 	if err != nil {
 		return protocol.StreamResponse{}, err
 	}
-	rec, created, err := c.createStream(ctx, prefix, shards)
+	floor, err := versionFloorOf(req)
+	if err != nil {
+		return protocol.StreamResponse{}, err
+	}
+	rec, created, err := c.createStream(ctx, prefix, shards, floor)
 	if err != nil {
 		return protocol.StreamResponse{}, err
 	}
@@ -101,7 +114,7 @@ func (c *Coordinator) CreateStream(ctx context.Context, prefix string, req proto
 	}
 	// mustCreate when resuming: of two repeats at once, one finishes the
 	// create and the other is told the stream exists.
-	if _, err := askReply[ensured](ctx, c, c.env.dir.stream(prefix), &ensureGroupMsg{name: prefix, mustCreate: !created}); err != nil {
+	if _, err := askReply[ensured](ctx, c, c.env.dir.stream(prefix), &ensureGroupMsg{name: prefix, mustCreate: !created, floor: floor}); err != nil {
 		var perr *protocol.Error
 		if errors.As(err, &perr) && perr.Code == protocol.CodeGroupAlreadyExists {
 			return protocol.StreamResponse{}, exists
@@ -126,10 +139,14 @@ func (c *Coordinator) CreateGroup(ctx context.Context, prefix, group string, req
 	if err != nil {
 		return protocol.GroupResponse{}, err
 	}
-	if _, _, err := c.createStream(ctx, prefix, shards); err != nil {
+	floor, err := versionFloorOf(req)
+	if err != nil {
 		return protocol.GroupResponse{}, err
 	}
-	v, err := askReply[ensured](ctx, c, c.env.dir.stream(prefix), &ensureGroupMsg{name: group, mustCreate: true})
+	if _, _, err := c.createStream(ctx, prefix, shards, floor); err != nil {
+		return protocol.GroupResponse{}, err
+	}
+	v, err := askReply[ensured](ctx, c, c.env.dir.stream(prefix), &ensureGroupMsg{name: group, mustCreate: true, floor: floor})
 	if err != nil {
 		return protocol.GroupResponse{}, err
 	}

@@ -54,6 +54,9 @@ type (
 		// fly is set for a registration no admin route asked for: it is
 		// limited unless its caller is ADMIN, and audited here.
 		fly *onTheFly
+		// floor is the create request's versionFloor: a group this ask
+		// creates starts above it.
+		floor int64
 	}
 	groupDeletedMsg struct{ name string }
 	// deletePlanMsg asks what a stream delete would remove, answered

@@ -70,6 +70,7 @@ type registration struct {
 	to         *actor.PID
 	mustCreate bool
 	fly        *onTheFly
+	floor      int64
 }
 
 // groupSupervision restarts a failing group actor, alone, from its
@@ -321,13 +322,13 @@ func (s *streamActor) ensureGroup(ctx actor.Context, m *ensureGroupMsg) {
 		}
 	}
 	if s.groups[m.name] != nil || s.env.cfg.Redis == nil {
-		ctx.Respond(s.registerNow(ctx, m.name, m.mustCreate, m.fly))
+		ctx.Respond(s.registerNow(ctx, m.name, m.mustCreate, m.fly, m.floor))
 		return
 	}
 	if s.registering == nil {
 		s.registering = map[string][]registration{}
 	}
-	s.registering[m.name] = append(s.registering[m.name], registration{to: ctx.Sender(), mustCreate: m.mustCreate, fly: m.fly})
+	s.registering[m.name] = append(s.registering[m.name], registration{to: ctx.Sender(), mustCreate: m.mustCreate, fly: m.fly, floor: m.floor})
 	if !inFlight {
 		s.provisionGroup(ctx, m.name)
 	}
@@ -349,7 +350,7 @@ func (s *streamActor) provisionGroup(ctx actor.Context, name string) {
 		for _, w := range waiting {
 			r := reply[ensured]{err: err}
 			if err == nil {
-				r = s.registerNow(ctx, name, w.mustCreate, w.fly)
+				r = s.registerNow(ctx, name, w.mustCreate, w.fly, w.floor)
 			}
 			if w.to != nil {
 				ctx.Send(w.to, r)
@@ -361,8 +362,9 @@ func (s *streamActor) provisionGroup(ctx actor.Context, name string) {
 // registerNow answers an existing group, else creates it (its shard
 // streams are provisioned already).
 //
-// A registration on the fly (fly set) is audited before it is saved.
-func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate bool, fly *onTheFly) reply[ensured] {
+// A registration on the fly (fly set) is audited before it is saved. A
+// group created with a version floor starts above it (startAbove).
+func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate bool, fly *onTheFly, floor int64) reply[ensured] {
 	if pid := s.groups[name]; pid != nil {
 		if mustCreate {
 			return reply[ensured]{err: protocol.Errorf(protocol.CodeGroupAlreadyExists,
@@ -380,6 +382,7 @@ func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate boo
 		return reply[ensured]{err: storeError("create group", err)}
 	}
 	g := assign.NewGroupAfter(tomb, s.prefix, name, s.rec.ShardCount, now)
+	startAbove(g, floor)
 	if len(s.rec.DrainingShards) > 0 {
 		assign.SetLayout(g, s.rec.ShardCount, s.rec.DrainingShards, now, s.env.cfg.Group)
 	}
@@ -411,6 +414,21 @@ func (s *streamActor) registerNow(ctx actor.Context, name string, mustCreate boo
 		s.log().Info("group registered", slog.String("group", name), slog.Bool("requested", mustCreate))
 	}
 	return reply[ensured]{value: ensured{pid: pid, created: true, summary: summary}}
+}
+
+// startAbove raises a new group's epochs and version above floor, a
+// create request's versionFloor. An import from another coordinator sets
+// it: that coordinator's members switch over carrying numbers up to the
+// floor. Below ours, such a member is only unknown here, and rejoins. A
+// version further ahead of ours than a metadata correction may move would
+// be refused instead. The numbers the application sees keep rising too.
+func startAbove(g *assign.Group, floor int64) {
+	if floor <= 0 {
+		return
+	}
+	g.GroupEpoch = max(g.GroupEpoch, floor+1)
+	g.AssignmentEpoch = max(g.AssignmentEpoch, floor+1)
+	g.MetadataVersion = max(g.MetadataVersion, floor+1)
 }
 
 // storeError turns a store failure into the 503 clients see.

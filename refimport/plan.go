@@ -21,6 +21,9 @@ type Existing struct {
 	Streams map[string]int
 	// Groups holds every group, by stream prefix and name.
 	Groups map[[2]string]bool
+	// Highest holds, by stream prefix and name, the highest of each
+	// group's groupEpoch, assignmentEpoch and metadataVersion.
+	Highest map[[2]string]int64
 }
 
 // Action is one group to create on rscoord (with its stream, when the
@@ -37,6 +40,10 @@ type Action struct {
 	// group's, for the operator (see the runbook in docs/operations.md).
 	ReferenceMetadataVersion int64
 	ReferenceGroupEpoch      int64
+	// VersionFloor is the create's versionFloor: the highest epoch or
+	// version the reference answered for the group or one of its members
+	// carries ([Group.Highest]). rscoord starts the group above it.
+	VersionFloor int64
 	// Note says what the operator should know, e.g. that a scale-out in
 	// flight is imported at its target count.
 	Note string
@@ -103,6 +110,9 @@ func planStream(prefix string, groups []Group, existing Existing) ([]Action, str
 		if err := protocol.ValidateConsumerGroup(g.ConsumerGroup); err != nil {
 			return nil, fmt.Sprintf("group %q: %v", g.ConsumerGroup, err)
 		}
+		if h := g.Highest(); h > protocol.MaxVersionFloor {
+			return nil, fmt.Sprintf("group %s has epoch or version %d; rscoord starts groups above at most %d", g.ConsumerGroup, h, protocol.MaxVersionFloor)
+		}
 		if g.SchemaVersion != supportedSchema {
 			return nil, fmt.Sprintf("group %s is of the reference's schemaVersion %d; this import reads %d", g.ConsumerGroup, g.SchemaVersion, supportedSchema)
 		}
@@ -143,9 +153,16 @@ func planStream(prefix string, groups []Group, existing Existing) ([]Action, str
 	}
 	out := make([]Action, 0, len(groups))
 	for _, g := range groups {
-		out = append(out, Action{StreamPrefix: prefix, ConsumerGroup: g.ConsumerGroup, ShardCount: count,
-			Exists: existing.Groups[[2]string{prefix, g.ConsumerGroup}], ReferenceMetadataVersion: g.MetadataVersion,
-			ReferenceGroupEpoch: g.GroupEpoch, Note: notes[g.ConsumerGroup]})
+		id := [2]string{prefix, g.ConsumerGroup}
+		a := Action{StreamPrefix: prefix, ConsumerGroup: g.ConsumerGroup, ShardCount: count,
+			Exists: existing.Groups[id], ReferenceMetadataVersion: g.MetadataVersion,
+			ReferenceGroupEpoch: g.GroupEpoch, VersionFloor: g.Highest(), Note: notes[g.ConsumerGroup]}
+		if have, ok := existing.Highest[id]; a.Exists && ok && have <= a.VersionFloor {
+			// Created before, without the floor: the reference's members
+			// may carry numbers ahead of it.
+			a.Note = fmt.Sprintf("rscoord's group is at %d, not above the reference's %d: start the reference's members again as new processes", have, a.VersionFloor)
+		}
+		out = append(out, a)
 	}
 	return out, ""
 }

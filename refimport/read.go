@@ -26,6 +26,15 @@ type Group struct {
 	GroupEpoch      int64
 	MetadataVersion int64
 	AssignmentEpoch int64
+	// MemberEpoch and MemberMetadataVersion are the highest epoch and
+	// version any member record holds (a member's may run ahead of the
+	// group's: an expiry raises the member's epoch first, a metadata
+	// correction records the version a member reported).
+	MemberEpoch           int64
+	MemberMetadataVersion int64
+	// CorrectionVersion is the highest version of the group's metadata
+	// correction round, when one is open: what members reported.
+	CorrectionVersion int64
 	// ShardCount is the group's shard count; 0 when the record holds
 	// none (a legacy record whose count could not be derived).
 	ShardCount int
@@ -58,6 +67,18 @@ type groupJSON struct {
 	Migrations           map[string]migrationJSON `json:"migrations"`
 	ShardCountsByVersion map[string]int           `json:"shardCountsByVersion"`
 	ActiveWriteVersion   string                   `json:"activeWriteVersion"`
+	Members              map[string]memberJSON    `json:"members"`
+	MetadataCorrection   *correctionJSON          `json:"metadataCorrection"`
+}
+
+type memberJSON struct {
+	MemberEpoch     int64 `json:"memberEpoch"`
+	MetadataVersion int64 `json:"metadataVersion"`
+}
+
+type correctionJSON struct {
+	TargetMetadataVersion   int64 `json:"targetMetadataVersion"`
+	ObservedMetadataVersion int64 `json:"observedMetadataVersion"`
 }
 
 type migrationJSON struct {
@@ -151,6 +172,13 @@ func decodeGroup(raw string) (Group, error) {
 	}
 	g := Group{StreamPrefix: j.StreamPrefix, ConsumerGroup: j.ConsumerGroup, SchemaVersion: j.SchemaVersion,
 		GroupEpoch: j.GroupEpoch, MetadataVersion: j.MetadataVersion, AssignmentEpoch: j.AssignmentEpoch}
+	for _, m := range j.Members {
+		g.MemberEpoch = max(g.MemberEpoch, m.MemberEpoch)
+		g.MemberMetadataVersion = max(g.MemberMetadataVersion, m.MetadataVersion)
+	}
+	if c := j.MetadataCorrection; c != nil {
+		g.CorrectionVersion = max(c.TargetMetadataVersion, c.ObservedMetadataVersion)
+	}
 	switch {
 	case j.ShardCount != nil:
 		g.ShardCount = *j.ShardCount
@@ -176,6 +204,13 @@ func decodeGroup(raw string) (Group, error) {
 	}
 	sort.Slice(g.Migrations, func(a, b int) bool { return g.Migrations[a].ID < g.Migrations[b].ID })
 	return g, nil
+}
+
+// Highest is the highest epoch or version the reference may have answered
+// for the group, or that one of its members may carry: the floor above
+// which rscoord starts the group (see the runbook in docs/operations.md).
+func (g Group) Highest() int64 {
+	return max(g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion, g.MemberEpoch, g.MemberMetadataVersion, g.CorrectionVersion, 0)
 }
 
 func legacyCount(count *int, byVersion, fallback int) int {

@@ -42,7 +42,9 @@ func TestReadReferenceState(t *testing.T) {
 		`"groupEpoch":12,"metadataVersion":41,"assignmentEpoch":12,"state":"STABLE","shardCount":8,`+
 		`"members":{"pod-0":{"memberId":"pod-0","memberName":"pod","state":"ACTIVE","memberEpoch":12,"metadataVersion":41,`+
 		`"runtimeMaxConcurrency":1,"activeConsumerWorkers":0,"currentAssignment":[{"shardIndex":0}],"revoking":[],`+
-		`"lastHeartbeatAt":"2026-12-01T10:00:00Z"}},"targetAssignments":{"pod-0":[{"shardIndex":0}]},`+
+		`"lastHeartbeatAt":"2026-12-01T10:00:00Z"},"pod-1":{"memberId":"pod-1","memberName":"pod","state":"EXPIRED","memberEpoch":13,`+
+		`"metadataVersion":40,"runtimeMaxConcurrency":1,"activeConsumerWorkers":0,"currentAssignment":[],"revoking":[],`+
+		`"lastHeartbeatAt":"2026-12-01T09:00:00Z"}},"targetAssignments":{"pod-0":[{"shardIndex":0}]},`+
 		`"migrations":{"m-1":{"reshardingId":"m-1","fromShardCount":4,"toShardCount":8,"state":"ACTIVE",`+
 		`"createdAt":"2026-12-01T09:00:00Z","updatedAt":"2026-12-01T09:30:00Z"}},"activeReshardingId":"m-1",`+
 		`"metadataCorrection":null,"createdAt":"2026-11-01T00:00:00Z","updatedAt":"2026-12-01T10:00:00Z"}`, false)
@@ -50,6 +52,8 @@ func TestReadReferenceState(t *testing.T) {
 	// old name.
 	writeLikeReference(t, rdb, DefaultKeyPrefix, "pay", "pay", `{"streamPrefix":"pay","consumerGroup":"pay","schemaVersion":1,`+
 		`"groupEpoch":3,"metadataVersion":5,"assignmentEpoch":3,"state":"EMPTY","activeWriteVersion":"v2",`+
+		`"metadataCorrection":{"targetMetadataVersion":5,"observedMetadataVersion":9,"requestedAt":"2026-01-01T00:00:00Z",`+
+		`"updatedAt":"2026-01-01T00:00:00Z","acknowledgedMembers":[]},`+
 		`"shardCountsByVersion":{"v1":2,"v2":6},"migrations":{"old":{"migrationId":"old","fromVersion":"v1","toVersion":"v2",`+
 		`"state":"DEPRECATED","createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z"}},`+
 		`"createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z"}`, true)
@@ -71,6 +75,14 @@ func TestReadReferenceState(t *testing.T) {
 	if b.StreamPrefix != "orders" || b.ConsumerGroup != "billing" || b.ShardCount != 8 || b.MetadataVersion != 41 || b.GroupEpoch != 12 ||
 		len(b.Migrations) != 1 || b.Migrations[0] != (Migration{ID: "m-1", FromShardCount: 4, ToShardCount: 8, State: "ACTIVE"}) {
 		t.Fatalf("orders/billing: %+v", b)
+	}
+	// An expired member's epoch runs ahead of the group's; the floor
+	// covers every number a member may carry.
+	if b.MemberEpoch != 13 || b.MemberMetadataVersion != 41 || b.Highest() != 41 {
+		t.Fatalf("orders/billing's members: epoch %d, version %d, highest %d; want 13, 41, 41", b.MemberEpoch, b.MemberMetadataVersion, b.Highest())
+	}
+	if p.CorrectionVersion != 9 || p.Highest() != 9 {
+		t.Fatalf("pay/pay's correction round: %d, highest %d; want 9, 9", p.CorrectionVersion, p.Highest())
 	}
 	if p.StreamPrefix != "pay" || p.ShardCount != 6 || len(p.Migrations) != 1 ||
 		p.Migrations[0] != (Migration{ID: "old", FromShardCount: 2, ToShardCount: 6, State: "DEPRECATED"}) ||

@@ -11,7 +11,20 @@ type CreateRequest struct {
 	RequestedBy string `json:"requestedBy"`
 	// Reason (optional) is recorded in the audit log.
 	Reason string `json:"reason,omitempty"`
+	// VersionFloor (ours, optional) makes what the request creates start
+	// above it: the group's groupEpoch, assignmentEpoch and
+	// metadataVersion, and the stream's layout version when the request
+	// creates the stream. An import from another coordinator sets it to
+	// the highest number that coordinator answered, so that clients
+	// switched over never carry a number ahead of ours. 0 to
+	// MaxVersionFloor; 0 is no floor.
+	VersionFloor int64 `json:"versionFloor,omitempty"`
 }
+
+// MaxVersionFloor is the largest CreateRequest.VersionFloor: 2^53−1, the
+// largest integer a JSON number keeps exactly in every client (JavaScript
+// reads numbers as doubles), far below where counting up overflows.
+const MaxVersionFloor int64 = 1<<53 - 1
 
 // StreamResponse answers stream creation.
 type StreamResponse struct {

@@ -61,11 +61,12 @@ func (c *ImportReferenceCmd) Run(ctx context.Context, a *Admin) error {
 				continue
 			}
 			shards := act.ShardCount
-			req := protocol.CreateRequest{InitialShardCount: &shards, RequestedBy: c.RequestedBy, Reason: c.Reason}
+			req := protocol.CreateRequest{InitialShardCount: &shards, RequestedBy: c.RequestedBy, Reason: c.Reason,
+				VersionFloor: act.VersionFloor}
 			if _, err := a.Client.Do(ctx, http.MethodPost, coordclient.GroupPath(act.StreamPrefix, act.ConsumerGroup), req, nil); err != nil {
 				return fmt.Errorf("import-reference: create %s/%s: %w", act.StreamPrefix, act.ConsumerGroup, err)
 			}
-			if err := printLine(a.Out, "created %s/%s (%d shards)", act.StreamPrefix, act.ConsumerGroup, shards); err != nil {
+			if err := printLine(a.Out, "created %s/%s (%d shards, versions above %d)", act.StreamPrefix, act.ConsumerGroup, shards, act.VersionFloor); err != nil {
 				return err
 			}
 		}
@@ -89,26 +90,28 @@ func (c *ImportReferenceCmd) existing(ctx context.Context, a *Admin) (refimport.
 	if len(resp.MissingReplicas) > 0 {
 		return refimport.Existing{}, errors.New("import-reference: some replicas did not list their groups; retry when the cluster is whole")
 	}
-	out := refimport.Existing{Streams: map[string]int{}, Groups: map[[2]string]bool{}}
+	out := refimport.Existing{Streams: map[string]int{}, Groups: map[[2]string]bool{}, Highest: map[[2]string]int64{}}
 	for _, g := range resp.Groups {
+		id := [2]string{g.StreamPrefix, g.ConsumerGroup}
 		out.Streams[g.StreamPrefix] = g.ShardCount
-		out.Groups[[2]string{g.StreamPrefix, g.ConsumerGroup}] = true
+		out.Groups[id] = true
+		out.Highest[id] = max(g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion)
 	}
 	return out, nil
 }
 
 func (c *ImportReferenceCmd) printPlan(a *Admin, plan refimport.Plan) error {
-	t := newTable(a.Out, "STREAM", "GROUP", "SHARDS", "ACTION", "REFERENCE VERSION/EPOCH", "NOTE")
+	t := newTable(a.Out, "STREAM", "GROUP", "SHARDS", "ACTION", "REFERENCE VERSION/EPOCH", "START ABOVE", "NOTE")
 	for _, act := range plan.Actions {
 		action := "create"
 		if act.Exists {
 			action = "exists"
 		}
 		t.row(act.StreamPrefix, act.ConsumerGroup, formatInt(act.ShardCount), action,
-			fmt.Sprintf("%d/%d", act.ReferenceMetadataVersion, act.ReferenceGroupEpoch), orNone(act.Note))
+			fmt.Sprintf("%d/%d", act.ReferenceMetadataVersion, act.ReferenceGroupEpoch), formatInt(act.VersionFloor), orNone(act.Note))
 	}
 	for _, r := range plan.Refusals {
-		t.row(r.StreamPrefix, "*", none, "REFUSED", none, strings.Join(strings.Fields(r.Reason), " "))
+		t.row(r.StreamPrefix, "*", none, "REFUSED", none, none, strings.Join(strings.Fields(r.Reason), " "))
 	}
 	return t.flush()
 }
