@@ -96,12 +96,16 @@ func (o *op) decide(req *protocol.HeartbeatRequest) (answer, *Member) {
 		}
 		return answerStale, m
 	}
-	if e > 0 && req.MetadataVersion > g.MetadataVersion && !withinCorrection(g, req.MetadataVersion, o.cfg) {
+	if m != nil && e > 0 && req.MetadataVersion > g.MetadataVersion && !withinCorrection(g, req.MetadataVersion, o.cfg) {
 		// A version no coordinator of this group issued, nor a history
 		// the store lost (correction.go): a client bug or a forged
 		// report. Moving the group there would leave it unusable for
 		// everyone, or let one member push it up at its heartbeat rate;
-		// refuse this member alone.
+		// refuse this member alone. A member the group does not know is
+		// told UNKNOWN_MEMBER_ID instead, whatever it reports: that
+		// answer makes every client stop reading and join again, where
+		// the reference's JVM starter repeats a refused heartbeat and
+		// reads on.
 		return answerTooFar, m
 	}
 	if needsSync(g, m, req) {
