@@ -17,7 +17,7 @@ import (
 // etcdEngine runs stores on the shared etcd cluster, each store under a
 // key prefix of its own below t's.
 func etcdEngine(t *testing.T) engine {
-	cli := etcdShared.client(t)
+	cli := sharedEtcdClient(t)
 	base := etcdPrefix(t)
 	var n atomic.Int64
 	open := func(t *testing.T, prefix string) *EtcdStore {
@@ -69,7 +69,7 @@ func (f fences) lookup(unit string) (string, int64, bool) {
 // the other is refused with ErrNotOwner, nothing is written, the store
 // stays usable, and revisions and epochs never go back.
 func TestEtcdFencedWrites(t *testing.T) {
-	cli := etcdShared.client(t)
+	cli := sharedEtcdClient(t)
 	p := etcdPrefix(t)
 	ctx := context.Background()
 	claim := func(key string) int64 {
@@ -251,7 +251,7 @@ func TestEtcdStreamPrefixes(t *testing.T) {
 // create (expected revision 0) fail as stale. The load on reclaim sees the
 // tombstone, and the create continues above it.
 func TestEtcdCreateAfterOtherReplicaDeleted(t *testing.T) {
-	cli := etcdShared.client(t)
+	cli := sharedEtcdClient(t)
 	ctx := context.Background()
 	open := func() *EtcdStore { return openFenced(t, cli) }
 	a, b := open(), open()
@@ -306,7 +306,7 @@ func openFenced(t *testing.T, cli *clientv3.Client) *EtcdStore {
 // another store on the same data that had written it before: the second
 // store's cached revision does not refuse the create.
 func TestEtcdStreamCreatedAgainAfterAnotherStoreDeletedIt(t *testing.T) {
-	cli := etcdShared.client(t)
+	cli := sharedEtcdClient(t)
 	ctx := context.Background()
 	open := func() *EtcdStore {
 		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: etcdPrefix(t) + "data/", Logger: testLogger(t)})

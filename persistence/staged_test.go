@@ -15,7 +15,7 @@ import (
 // the new change, never with members of before the committed write.
 func TestEtcdStagedWriteFinishedByNextOwner(t *testing.T) {
 	t.Parallel()
-	cli := etcdShared.client(t)
+	cli := sharedEtcdClient(t)
 	ctx := context.Background()
 	open := func() *EtcdStore { return openFenced(t, cli) }
 	a := open()
