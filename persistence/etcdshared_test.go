@@ -27,7 +27,7 @@ func sharedEtcdClient(t *testing.T) *clientv3.Client {
 }
 
 // etcdPrefix is the key prefix of t on the shared cluster.
-func etcdPrefix(t *testing.T) string { return etcdtest.Prefix(t) }
+func etcdPrefix(t *testing.T) string { return etcdShared.Prefix(t) }
 
 // runThenStop runs the tests, then stops the shared cluster: before
 // goleak looks for goroutines left behind (its clients' among them).

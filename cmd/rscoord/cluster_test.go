@@ -59,7 +59,7 @@ type testCluster struct {
 // keys, and the package starts one etcd cluster instead of one per test.
 func newTestCluster(t *testing.T) *testCluster {
 	t.Helper()
-	return &testCluster{Cluster: etcdShared.Cluster(t), creds: credtest.NewCluster(t), prefix: etcdtest.Prefix(t)}
+	return &testCluster{Cluster: etcdShared.Cluster(t), creds: credtest.NewCluster(t), prefix: etcdShared.Prefix(t)}
 }
 
 // newOwnTestCluster is newTestCluster on an etcd cluster of the test's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +19,11 @@ import (
 // applications sharing one etcd do. A cluster start costs seconds and a
 // CPU-second: a package of many etcd tests pays it once.
 type Shared struct {
-	mu  sync.Mutex
-	dir string
-	c   *Cluster
-	err error
+	mu       sync.Mutex
+	dir      string
+	c        *Cluster
+	err      error
+	prefixes map[testing.TB]string
 }
 
 // Cluster returns the shared cluster, started if it is not yet. It fails
@@ -70,8 +72,19 @@ func (s *Shared) Stop() error {
 	return errors.Join(errs...)
 }
 
-// Prefix is a key prefix named for t ("/TestName/", a subtest's slashes
-// turned to '|'), for a test's keys on a shared cluster.
-func Prefix(t testing.TB) string {
-	return "/" + strings.ReplaceAll(t.Name(), "/", "|") + "/"
+// Prefix is t's key prefix on the shared cluster: named for t and
+// numbered ("/TestName#3/", a subtest's slashes turned to '|'), the same
+// for every call of one test and another for each run of it (-count).
+func (s *Shared) Prefix(t testing.TB) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.prefixes[t]; ok {
+		return p
+	}
+	if s.prefixes == nil {
+		s.prefixes = map[testing.TB]string{}
+	}
+	p := "/" + strings.ReplaceAll(t.Name(), "/", "|") + "#" + strconv.Itoa(len(s.prefixes)+1) + "/"
+	s.prefixes[t] = p
+	return p
 }
