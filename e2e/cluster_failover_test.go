@@ -38,7 +38,6 @@ type clusterFaultRun struct {
 	settled   int64
 	published string
 	pub       *proctest.Process
-	records   int
 }
 
 // waitUntil checks cond every 100 ms until it holds; t fails after within.
@@ -59,15 +58,16 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 
 // startClusterFaultRun starts the cluster and the pods on a stream of
 // shards shards, waits until the assignment settled, and starts publishing
-// records at rate a second; it returns once publishing is under way.
-func startClusterFaultRun(t *testing.T, shards, records, rate int) *clusterFaultRun {
+// rate records a second until check stops the publisher; it returns once
+// publishing is under way.
+func startClusterFaultRun(t *testing.T, shards, rate int) *clusterFaultRun {
 	t.Helper()
 	ctx := context.Background()
 	b := build(t)
 	etcd := etcdtest.NewCluster(t)
 	redis := redistest.NewCluster(t)
 	dir := t.TempDir()
-	r := &clusterFaultRun{t: t, byName: map[string]*replica{}, etcdProxies: map[string][]*etcdtest.Proxy{}, records: records}
+	r := &clusterFaultRun{t: t, byName: map[string]*replica{}, etcdProxies: map[string][]*etcdtest.Proxy{}}
 
 	users := usersFile(t)
 	var urls []string
@@ -127,7 +127,7 @@ func startClusterFaultRun(t *testing.T, shards, records, rate int) *clusterFault
 	r.published = filepath.Join(dir, "published.jsonl")
 	r.pub = proctest.Start(t, "publisher", b.publisher, []string{
 		"--coordinator", coordinators, "--redis", redisAddrs, "--stream", "orders", "--group", "orders",
-		"--count", fmt.Sprint(records), "--rate", fmt.Sprint(rate), "--batch", "50", "--published-log", r.published,
+		"--count", "100000000", "--rate", fmt.Sprint(rate), "--batch", "50", "--published-log", r.published,
 	}, memberEnv()...)
 	waitUntil(t, 30*time.Second, "two seconds of records published", func() bool {
 		return len(readJSONLines[struct{}](t, r.published)) >= 2*rate
@@ -186,7 +186,7 @@ func (r *clusterFaultRun) hold(from time.Time, d time.Duration) {
 	})
 }
 
-// check waits for the publisher and every record, then checks the run:
+// check stops the publisher, waits for every record, then checks the run:
 // every record handled, no pod exited, no ownership window closed after
 // the assignment settled, no overlapping windows, no record handled
 // outside its member's window, and no shard paused longer than
@@ -195,12 +195,15 @@ func (r *clusterFaultRun) hold(from time.Time, d time.Duration) {
 func (r *clusterFaultRun) check() (time.Duration, int) {
 	t := r.t
 	t.Helper()
-	if err := r.pub.Wait(2 * time.Minute); err != nil {
-		t.Fatalf("publisher: %v", err)
+	if err := r.pub.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
 	}
-	want := publishedIDs(t, r.published, r.records)
+	if err := r.pub.Wait(time.Minute); err != nil {
+		t.Fatalf("publisher after SIGTERM: %v", err)
+	}
+	want := loggedIDs(t, r.published)
 	if missing := unhandled(t, r.pods, want, 90*time.Second); len(missing) > 0 {
-		t.Errorf("%d of %d published records were never handled, e.g. %v", len(missing), r.records, missing[:min(5, len(missing))])
+		t.Errorf("%d of %d published records were never handled, e.g. %v", len(missing), len(want), missing[:min(5, len(missing))])
 	}
 	end := time.Now().UnixNano()
 	closed := 0
@@ -274,24 +277,40 @@ func TestLongestPause(t *testing.T) {
 	}
 }
 
+// Lengths of the gray failures of TestClusterGrayFailuresKeepConsumption.
+// Each outlasts what a member could survive on the faulty replica alone,
+// so that a member that did not move on would lose its lease and close a
+// window, which fails the run: the member lease (6 s) plus a heartbeat
+// interval (1 s) for the freeze; for the cut, also the etcd lease (2 s)
+// during which the cut replica still serves.
+const (
+	grayFreeze = 8 * time.Second
+	grayCut    = 9 * time.Second
+	// grayTail is the steady traffic after the faults, before the
+	// publisher stops: consumption through the replicas as they are then.
+	grayTail = 3 * time.Second
+)
+
 // TestClusterGrayFailuresKeepConsumption runs both gray failures of a
-// replica in one publishing run (45,000 records at 1,000 a second, 3 pods,
-// 12 shards), one after the other:
+// replica in one publishing run (1,000 records a second, 3 pods, 12
+// shards, from before the first fault until grayTail after the second),
+// one after the other:
 //
-//  1. The replica that runs the stream is SIGSTOPped for 10 s. Another
-//     replica takes the stream over, and the members renew their leases
-//     through it: their clients move on from the frozen URL and hedge held
-//     heartbeats.
-//  2. The replica that runs the stream then is cut off from etcd for 12 s
-//     (its etcd proxies stop moving bytes) while members still reach it.
-//     It stops serving once it cannot confirm its lease and says so, so
-//     that the members move on, and another replica takes the stream over.
+//  1. The replica that runs the stream is SIGSTOPped for grayFreeze.
+//     Another replica takes the stream over, and the members renew their
+//     leases through it: their clients move on from the frozen URL and
+//     hedge held heartbeats.
+//  2. The replica that runs the stream then is cut off from etcd for
+//     grayCut (its etcd proxies stop moving bytes) while members still
+//     reach it. It stops serving once it cannot confirm its lease and says
+//     so, so that the members move on, and another replica takes the
+//     stream over.
 //
 // The run is then checked record by record: every record handled, no
 // ownership window closed after settling, no shard read by two members at
 // once, and no shard paused longer than maxConsumptionPause.
 func TestClusterGrayFailuresKeepConsumption(t *testing.T) {
-	r := startClusterFaultRun(t, 12, 45000, 1000)
+	r := startClusterFaultRun(t, 12, 1000)
 
 	frozen := r.owner()
 	if err := frozen.proc.Signal(syscall.SIGSTOP); err != nil {
@@ -299,11 +318,11 @@ func TestClusterGrayFailuresKeepConsumption(t *testing.T) {
 	}
 	frozenAt := time.Now()
 	next, took := r.awaitOtherOwner(frozen, frozenAt)
-	r.hold(frozenAt, 10*time.Second)
+	r.hold(frozenAt, grayFreeze)
 	if err := frozen.proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("owner %s frozen 10 s; %s took the stream over after %v", frozen.name, next, took)
+	t.Logf("owner %s frozen %v; %s took the stream over after %v", frozen.name, grayFreeze, next, took)
 
 	cut := r.owner()
 	for _, p := range r.etcdProxies[cut.name] {
@@ -311,11 +330,12 @@ func TestClusterGrayFailuresKeepConsumption(t *testing.T) {
 	}
 	cutAt := time.Now()
 	next, took = r.awaitOtherOwner(cut, cutAt)
-	r.hold(cutAt, 12*time.Second)
+	r.hold(cutAt, grayCut)
 	for _, p := range r.etcdProxies[cut.name] {
 		p.Resume()
 	}
-	t.Logf("owner %s cut off from etcd 12 s; %s took the stream over after %v", cut.name, next, took)
+	t.Logf("owner %s cut off from etcd %v; %s took the stream over after %v", cut.name, grayCut, next, took)
+	r.hold(time.Now(), grayTail)
 
 	pause, shard := r.check()
 	t.Logf("longest consumption pause %v (shard %d)", pause, shard)

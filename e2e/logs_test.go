@@ -229,6 +229,25 @@ func publishedIDs(t *testing.T, path string, records int) map[string]bool {
 	return want
 }
 
+// loggedIDs reads the --published-log of a publisher stopped by a signal
+// (whatever it published by then) and fails t if it logged a record twice
+// or none.
+func loggedIDs(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	type publishedRecord struct {
+		EventID string `json:"eventId"`
+	}
+	lines := readJSONLines[publishedRecord](t, path)
+	want := map[string]bool{}
+	for _, r := range lines {
+		want[r.EventID] = true
+	}
+	if len(want) == 0 || len(want) != len(lines) {
+		t.Fatalf("publisher logged %d distinct records in %d lines, want as many and some", len(want), len(lines))
+	}
+	return want
+}
+
 // unhandled waits up to within for every id of want to show in some pod's
 // events log, and returns the ids that never did.
 func unhandled(t *testing.T, pods []*pod, want map[string]bool, within time.Duration) []string {

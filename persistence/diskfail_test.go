@@ -234,13 +234,17 @@ func TestTableWriteFailureFailsTheStore(t *testing.T) {
 // full disk first (the write-ahead log, a flushed table, the MANIFEST),
 // the store fails with ENOSPC and no hang, and after space is freed it
 // serves every acknowledged save, in the same process and after a reopen.
+// The room is counted in memtables (diskFullMemTable): none, 4 (a few
+// flushes) and 16 (flushes and L0 compactions). Small memtables keep the
+// number of saves that fill the room, each slow under -race, small.
 func TestDiskFullOnTmpfs(t *testing.T) {
-	for _, room := range []int64{0, 256 << 10, 1 << 20} {
+	const diskFullMemTable = 32 << 10
+	for _, room := range []int64{0, 4 * diskFullMemTable, 16 * diskFullMemTable} {
 		t.Run(fmt.Sprintf("room %dKiB", room>>10), func(t *testing.T) {
 			mnt := disktest.Tmpfs(t, 16<<20)
 			dir := filepath.Join(mnt, "data")
 			logger, logged := newCountingLogger(t, 5)
-			s, err := OpenPebble(dir, Options{Logger: logger, MemTableSize: 64 << 10, RecoverInterval: time.Nanosecond})
+			s, err := OpenPebble(dir, Options{Logger: logger, MemTableSize: diskFullMemTable, RecoverInterval: time.Nanosecond})
 			if err != nil {
 				t.Fatal(err)
 			}

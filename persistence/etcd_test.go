@@ -14,14 +14,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// etcdEngine runs stores on one real 3-member etcd cluster, each store
-// under a key prefix of its own.
+// etcdEngine runs stores on the shared etcd cluster, each store under a
+// key prefix of its own below t's.
 func etcdEngine(t *testing.T) engine {
-	c := etcdtest.NewCluster(t)
-	cli, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := sharedEtcdClient(t)
+	base := etcdPrefix(t)
 	var n atomic.Int64
 	open := func(t *testing.T, prefix string) *EtcdStore {
 		t.Helper()
@@ -35,7 +32,7 @@ func etcdEngine(t *testing.T) engine {
 	return engine{
 		name: "etcd",
 		open: func(t *testing.T) Store {
-			return open(t, fmt.Sprintf("/test/%d/", n.Add(1)))
+			return open(t, fmt.Sprintf("%s%d/", base, n.Add(1)))
 		},
 		reopen: func(t *testing.T, s Store) Store {
 			es := s.(*EtcdStore)
@@ -72,11 +69,8 @@ func (f fences) lookup(unit string) (string, int64, bool) {
 // the other is refused with ErrNotOwner, nothing is written, the store
 // stays usable, and revisions and epochs never go back.
 func TestEtcdFencedWrites(t *testing.T) {
-	c := etcdtest.NewCluster(t)
-	cli, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := sharedEtcdClient(t)
+	p := etcdPrefix(t)
 	ctx := context.Background()
 	claim := func(key string) int64 {
 		t.Helper()
@@ -87,10 +81,10 @@ func TestEtcdFencedWrites(t *testing.T) {
 		}
 		return resp.Header.Revision
 	}
-	const owner = "/owners/group/orders/billing"
+	owner := p + "owners/group/orders/billing"
 	aFences, bFences := fences{}, fences{}
 	open := func(f fences) *EtcdStore {
-		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: "/data/", Fence: f.lookup, Logger: testLogger(t)})
+		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: p + "data/", Fence: f.lookup, Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +133,7 @@ func TestEtcdFencedWrites(t *testing.T) {
 		t.Fatalf("after the refused write: %+v %v; want epoch 43 at revision %d", got.Group, err, rev2)
 	}
 	// a is not failed: it still writes what it owns and appends audit.
-	aFences[GroupUnit("orders", "other")] = [2]any{"/owners/o", claim("/owners/o")}
+	aFences[GroupUnit("orders", "other")] = [2]any{p + "owners/o", claim(p + "owners/o")}
 	if _, err := a.SaveGroup(ctx, &assign.Group{StreamPrefix: "orders", Name: "other"}, nil, 0); err != nil {
 		t.Fatalf("a's write of a group it owns after a refusal: %v", err)
 	}
@@ -257,11 +251,7 @@ func TestEtcdStreamPrefixes(t *testing.T) {
 // create (expected revision 0) fail as stale. The load on reclaim sees the
 // tombstone, and the create continues above it.
 func TestEtcdCreateAfterOtherReplicaDeleted(t *testing.T) {
-	c := etcdtest.NewCluster(t)
-	cli, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := sharedEtcdClient(t)
 	ctx := context.Background()
 	open := func() *EtcdStore { return openFenced(t, cli) }
 	a, b := open(), open()
@@ -297,13 +287,14 @@ func TestEtcdCreateAfterOtherReplicaDeleted(t *testing.T) {
 	}
 }
 
-// openFenced opens an etcd store under /data/ whose writes are fenced on
-// an owner key never created: the fence holds (create revision 0), as for
-// a replica that owns every unit. Closed in t.Cleanup.
+// openFenced opens an etcd store under t's prefix whose writes are fenced
+// on an owner key never created: the fence holds (create revision 0), as
+// for a replica that owns every unit. Closed in t.Cleanup.
 func openFenced(t *testing.T, cli *clientv3.Client) *EtcdStore {
 	t.Helper()
-	s, err := OpenEtcd(context.Background(), EtcdOptions{Client: cli, Prefix: "/data/", Logger: testLogger(t),
-		Fence: func(string) (string, int64, bool) { return "/owner", 0, true }})
+	p := etcdPrefix(t)
+	s, err := OpenEtcd(context.Background(), EtcdOptions{Client: cli, Prefix: p + "data/", Logger: testLogger(t),
+		Fence: func(string) (string, int64, bool) { return p + "owner", 0, true }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,14 +306,10 @@ func openFenced(t *testing.T, cli *clientv3.Client) *EtcdStore {
 // another store on the same data that had written it before: the second
 // store's cached revision does not refuse the create.
 func TestEtcdStreamCreatedAgainAfterAnotherStoreDeletedIt(t *testing.T) {
-	c := etcdtest.NewCluster(t)
-	cli, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := sharedEtcdClient(t)
 	ctx := context.Background()
 	open := func() *EtcdStore {
-		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: "/data/", Logger: testLogger(t)})
+		s, err := OpenEtcd(ctx, EtcdOptions{Client: cli, Prefix: etcdPrefix(t) + "data/", Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -157,6 +157,14 @@ func (c *cuttingKV) commit(ctx context.Context, ops []op) error {
 // Pebble commit, cut by a power failure after any of its commits, opens as
 // the old group or the new one, never a mix and never an error, and the
 // next save goes on from there.
+//
+// Under -race it cuts only on either side of the commit point: after
+// the last staged commit (the old group) and after the group record (the
+// new one). Each cut reopens the store and saves a 3,000-member group,
+// tens of seconds of CPU under the race detector, which finds little to
+// check in this one goroutine's work. go tool task test runs the test
+// again without -race, cutting after every commit (Taskfile
+// test:server).
 func TestStagedWritePowerCutAtEveryCommit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -178,7 +186,13 @@ func TestStagedWritePowerCutAtEveryCommit(t *testing.T) {
 	if len(cut.clones) < 3 {
 		t.Fatalf("the change took %d commits; the test needs a staged one", len(cut.clones))
 	}
+	// n staged commits, the group record, n applies: the change is
+	// committed (and was synced) once its group record is.
+	point := len(cut.clones)/2 + 1 // the group record's commit, from 1
 	for i, clone := range cut.clones {
+		if n := i + 1; raceEnabled && n != point-1 && n != point {
+			continue
+		}
 		t.Run(fmt.Sprint("cut after commit ", i+1), func(t *testing.T) {
 			after := openCrashable(t, dir, clone)
 			rec := mustLoadGroup(t, after, "orders", "big")

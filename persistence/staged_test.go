@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-
-	"github.com/rscoord/rscoord/internal/etcdtest"
 )
 
 // TestEtcdStagedWriteFinishedByNextOwner: a replica that committed a staged
@@ -17,11 +15,7 @@ import (
 // the new change, never with members of before the committed write.
 func TestEtcdStagedWriteFinishedByNextOwner(t *testing.T) {
 	t.Parallel()
-	c := etcdtest.NewCluster(t)
-	cli, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := sharedEtcdClient(t)
 	ctx := context.Background()
 	open := func() *EtcdStore { return openFenced(t, cli) }
 	a := open()

@@ -20,6 +20,7 @@ import (
 // MEMBER user still heartbeats and reads producer routing, until "rscoord
 // token revoke" ends it. Both mutations are in the audit log.
 func TestAPITokenOutlivesSessionTokens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	creds, err := credtest.Write(dir)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // replica works through the other at once, and one revoked through a
 // replica is refused by the other within its cache's bound (2 s).
 func TestClusterAPITokenAgreement(t *testing.T) {
+	t.Parallel()
 	start := authReplicas(t)
 	r1, r2 := start("r1"), start("r2")
 	// Do, not JSON: a token that never expires answers expiresAt null.

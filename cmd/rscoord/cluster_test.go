@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rscoord/rscoord/cluster"
 	"github.com/rscoord/rscoord/cluster/replica"
 
 	"github.com/rscoord/rscoord/client/protocol"
@@ -39,18 +40,33 @@ func freeLoopbackPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// testCluster is a real 3-member etcd cluster and the credentials every
-// replica on it shares: one users file (the MEMBER user and the admin)
-// and the token secret (credtest.ServerEnv), so that credentials and
-// tokens are good on every replica, as the cluster mode needs.
+// testCluster is a coordinator cluster's place on a real 3-member etcd
+// cluster, and the credentials every replica on it shares: one users file
+// (the MEMBER user and the admin) and the token secret
+// (credtest.ServerEnv), so that credentials and tokens are good on every
+// replica, as the cluster mode needs.
 type testCluster struct {
 	*etcdtest.Cluster
 	creds credtest.Credentials
+	// prefix is the replicas' --etcd-prefix: every key of this test's
+	// coordinator cluster is below it.
+	prefix string
 }
 
+// newTestCluster places a test's coordinator cluster on the package's
+// shared etcd cluster (etcdShared), under a key prefix named for the test,
+// as coordinator clusters sharing one etcd are: no test sees another's
+// keys, and the package starts one etcd cluster instead of one per test.
 func newTestCluster(t *testing.T) *testCluster {
 	t.Helper()
-	return &testCluster{Cluster: etcdtest.NewCluster(t), creds: credtest.NewCluster(t)}
+	return &testCluster{Cluster: etcdShared.Cluster(t), creds: credtest.NewCluster(t), prefix: etcdShared.Prefix(t)}
+}
+
+// newOwnTestCluster is newTestCluster on an etcd cluster of the test's
+// own, for a test that stops etcd members or counts their requests.
+func newOwnTestCluster(t *testing.T) *testCluster {
+	t.Helper()
+	return &testCluster{Cluster: etcdtest.NewCluster(t), creds: credtest.NewCluster(t), prefix: cluster.DefaultRoot}
 }
 
 // asAdmin is a handle on the replica at url that administers as the
@@ -103,7 +119,7 @@ func launchReplicaVia(t *testing.T, c *testCluster, endpoints []string, name str
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	args := []string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "json",
 		"--store", "etcd", "--etcd-endpoints", strings.Join(endpoints, ","), "--advertise-url", "http://" + addr,
-		"--replica-id", name, "--etcd-lease-ttl", "2s"}
+		"--replica-id", name, "--etcd-lease-ttl", "2s", "--etcd-prefix", c.prefix}
 	args = append(append(args, c.creds.ServerArgs()...), extra...)
 	return &replicaProc{proc: proctest.Start(t, name, bin, args, credtest.ServerEnv()...), url: "http://" + addr}
 }

@@ -36,6 +36,7 @@ func deleteStream(t *testing.T, url, prefix string, req protocol.DeleteStreamReq
 // run the stream is forwarded to the one that does; afterwards no replica
 // lists the stream's groups, and the prefix can be created anew.
 func TestClusterStreamDelete(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	reps := map[string]*replicaProc{}
 	for _, name := range []string{"r1", "r2"} {

@@ -73,7 +73,7 @@ func beatFor(t *testing.T, d time.Duration, servers []*coordtest.Server, members
 // service resumes with every acknowledged change and the members' shards.
 func TestClusterEtcdFailures(t *testing.T) {
 	t.Parallel()
-	c := newTestCluster(t)
+	c := newOwnTestCluster(t)
 	r1 := startReplica(t, c, "r1", freeLoopbackPort(t))
 	r2 := startReplica(t, c, "r2", freeLoopbackPort(t))
 	servers := []*coordtest.Server{asMember(t, r1.url), asMember(t, r2.url)}

@@ -15,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/rscoord/rscoord/internal/etcdtest"
 	"github.com/rscoord/rscoord/internal/leakcheck"
 	"github.com/rscoord/rscoord/internal/proctest"
 )
@@ -24,7 +23,8 @@ import (
 // Most of the package's time goes to tests that run replicas, etcd
 // clusters and Redis and wait on them (leases, start-ups, failovers):
 // those run in parallel, four at a time, which the test binary's CPU
-// bears (the binaries they run are built without -race).
+// bears (the binaries they run are built without -race). The shared etcd
+// cluster stops before the check for goroutines left behind.
 func TestMain(m *testing.M) {
 	proctest.DefaultParallel(4)
 	b, err := proctest.NewBuilder()
@@ -33,12 +33,29 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	builder = b
-	leakcheck.VerifyTestMain(m, goleak.Cleanup(func(int) { b.Close() }))
+	etcdShared = &etcdtest.Shared{}
+	code := m.Run()
+	if err := etcdShared.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop the shared etcd cluster: %v\n", err)
+		code = max(code, 1)
+	}
+	if code == 0 {
+		if err := leakcheck.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	b.Close()
+	os.Exit(code)
 }
 
 // builder builds the binary for the tests that run it; set once by
 // TestMain before any test runs.
 var builder *proctest.Builder
+
+// etcdShared is the etcd cluster of the cluster-mode tests
+// (newTestCluster); set once by TestMain before any test runs.
+var etcdShared *etcdtest.Shared
 
 // wantRequest is the one request a command must send.
 type wantRequest struct {

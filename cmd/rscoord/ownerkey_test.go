@@ -41,7 +41,7 @@ func TestClusterOwnerKeyDeletedUnderItsReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := cluster.DefaultRoot + "owners/stream/orders"
+	key := c.prefix + "owners/stream/orders"
 	intruder, err := json.Marshal(cluster.Replica{ID: "r9", AdvertiseURL: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)

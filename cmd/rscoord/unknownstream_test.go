@@ -31,7 +31,7 @@ func TestClusterUnknownStreamsAreNotClaimed(t *testing.T) {
 	}
 	defer cli.Close()
 	owners := func() int64 {
-		resp, err := cli.Get(context.Background(), "/rscoord/owners/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := cli.Get(context.Background(), c.prefix+"owners/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func etcdRanges(t *testing.T, c *testCluster) int {
 // whose owner just left, before the gateway looked at the credentials.
 func TestClusterRequestsWithoutGoodCredentialsReadNothing(t *testing.T) {
 	t.Parallel()
-	c := newTestCluster(t)
+	c := newOwnTestCluster(t)
 	r1 := startReplica(t, c, "r1", freeLoopbackPort(t))
 	anonymous := coordtest.Remote(t, r1.url)
 	forged := coordtest.Remote(t, r1.url).As("Bearer not-a-token")
