@@ -18,13 +18,14 @@
 //  4. a timer for the result's next deadline (lease expiry, rebalance
 //     deadline, pruning), delivered back to the actor as a message;
 //  5. held heartbeats (waitMs, docs/protocol.md §9.5): an answer that would tell
-//     its member nothing new is parked (the asker's answerTo, the request and a
-//     timer message to self) instead of sent. After every step that changed
+//     its member nothing new is parked (the asker's answerTo, the request and
+//     its end of wait, in a queue the group's one wait timer serves) instead
+//     of sent. After every step that changed
 //     the group, once the flush has written it and sent the answers that
 //     waited for it, each parked answer that would now say something new
 //     (assign.Unchanged) is computed afresh by running its heartbeat again
 //     and sent through step 3; the rest go out, computed afresh too, when
-//     their wait ends. Parked answers are bounded by one limit across all
+//     their wait ends (or up to heldCoalesce before, with another). Parked answers are bounded by one limit across all
 //     groups (Config.MaxHeldHeartbeats; past it a heartbeat is answered at
 //     once) and answered RETRY on shutdown, a failed write, a panic, and
 //     when the same member heartbeats again.

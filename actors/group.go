@@ -56,6 +56,7 @@ type groupActor struct {
 	// news or for their wait to end; see held.go.
 	parked  map[string]*parkedAnswer
 	parkSeq uint64
+	waits   heldWaits
 
 	self    *actor.PID
 	timer   *time.Timer
@@ -180,7 +181,7 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		a.noteOrigin(m)
 		a.heartbeat(ctx, m)
 	case *heldExpiredMsg:
-		a.heldExpired(ctx, m)
+		a.heldExpired(ctx)
 	case *releaseHeldMsg:
 		a.releaseAll(ctx)
 	case *flushMsg:

@@ -18,8 +18,9 @@ import (
 // computed afresh by running the heartbeat again, as soon as a change of the
 // group would tell the member something (assign.Unchanged turns false; it
 // looks once the change is written, see wakeAfterWrite) or when the wait
-// ends (a timer message to self). Nothing here blocks the
-// mailbox: a parked answer is a stored reply address and a timer.
+// ends (the group's one wait timer, heldwaits.go). Nothing here blocks
+// the mailbox: a parked answer is a stored reply address and an entry in
+// the group's queue of wait ends.
 //
 // Parked answers are released RETRY on shutdown, on a failed write, on a
 // panic of the actor and when the same member heartbeats again; a deleted
@@ -31,18 +32,18 @@ type parkedAnswer struct {
 	req *protocol.HeartbeatRequest
 	// resp is the answer as computed when the heartbeat arrived; the
 	// answer sent is computed afresh.
-	resp  protocol.HeartbeatResponse
-	seq   uint64
-	timer *time.Timer
+	resp protocol.HeartbeatResponse
+	seq  uint64
+	// due is when its wait ends, on this process's monotonic clock (the
+	// wait timer's, not the group's clock of decisions).
+	due time.Time
 }
 
 // Messages of held heartbeats.
 type (
-	// heldExpiredMsg is a parked answer's wait ending.
-	heldExpiredMsg struct {
-		member string
-		seq    uint64
-	}
+	// heldExpiredMsg is the group's wait timer firing: the waits of
+	// parked answers ended (heldwaits.go).
+	heldExpiredMsg struct{}
 	// releaseHeldMsg answers every parked heartbeat RETRY: the
 	// coordinator is shutting down, or the group is moving.
 	releaseHeldMsg struct{}
@@ -120,26 +121,32 @@ func (a *groupActor) park(to answerTo, req *protocol.HeartbeatRequest, resp prot
 		a.parked = map[string]*parkedAnswer{}
 	}
 	a.parkSeq++
-	p := &parkedAnswer{to: to, req: req, resp: resp, seq: a.parkSeq}
-	self, root, member, seq := a.self, a.env.system.Root, req.MemberID, p.seq
-	p.timer = time.AfterFunc(wait, func() { root.Send(self, &heldExpiredMsg{member: member, seq: seq}) })
-	a.parked[member] = p
+	p := &parkedAnswer{to: to, req: req, resp: resp, seq: a.parkSeq, due: time.Now().Add(wait)}
+	a.parked[req.MemberID] = p
+	a.waits.add(p)
+	a.armWaits()
 }
 
-// unpark forgets p and stops its timer.
+// unpark forgets p. Its entry in the queue of wait ends stays, told stale
+// by its seq, until it comes due or the queue empties.
 func (a *groupActor) unpark(p *parkedAnswer) {
-	p.timer.Stop()
 	delete(a.parked, p.req.MemberID)
 	a.env.held.give()
 }
 
-// heldExpired sends a parked answer whose wait ended.
-func (a *groupActor) heldExpired(ctx actor.Context, m *heldExpiredMsg) {
-	p := a.parked[m.member]
-	if p == nil || p.seq != m.seq {
-		return // answered meanwhile
+// heldExpired sends the parked answers whose wait ended, and those whose
+// wait ends within heldCoalesce: one timer firing answers every wait
+// ending about then (the protocol lets any held answer go early).
+func (a *groupActor) heldExpired(ctx actor.Context) {
+	a.waits.fired()
+	woke := false
+	for p := range a.waits.due(time.Now().Add(heldCoalesce), a.parked) {
+		if a.release(ctx, p) {
+			woke = true
+		}
 	}
-	if a.release(ctx, p) {
+	a.armWaits()
+	if woke {
 		a.wakeAfterWrite(ctx)
 	}
 }
@@ -230,6 +237,7 @@ func (a *groupActor) releaseAll(ctx actor.Context) {
 		a.unpark(p)
 		p.to.refuse(assign.Retry())
 	}
+	a.armWaits()
 }
 
 // Mailbox priorities of a group actor (protoactor's priority mailbox).
