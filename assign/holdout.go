@@ -56,3 +56,13 @@ func assignableShards(g *Group) []int {
 	}
 	return minus(out, g.heldOut)
 }
+
+// HandOffBound is how long, at most, shards held out stay held by their
+// members: a live member hears the REVOKE within a heartbeat interval and
+// releases within the rebalance timeout, or is fenced then; a member that
+// does not answer stops reading when the lease of its last answer lapses.
+// One more interval covers the timer that frees the shards.
+func (c Config) HandOffBound() time.Duration {
+	c = c.EnsureDefaults()
+	return 2*c.HeartbeatInterval + c.RebalanceTimeout + c.MemberLease
+}
