@@ -180,9 +180,12 @@ func (c *Coordinator) forceReset(ctx context.Context, prefix, group string, plan
 	if err != nil {
 		return zero, err
 	}
-	until := c.env.now().Add(c.env.cfg.Group.HandOffBound())
+	now := c.env.now()
+	until := now.Add(c.env.cfg.Group.HandOffBound())
 	if d, ok := ctx.Deadline(); ok && d.Before(until) {
-		until = d
+		// The actor gives up a little before the request does, so that
+		// the answer says who still holds the shards.
+		until = d.Add(-min(d.Sub(now)/10, time.Second))
 	}
 	hold := &holdShardsMsg{shards: indexes, until: until, ready: make(chan holdReply, 1)}
 	root := c.env.system.Root
