@@ -224,6 +224,7 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		if a.hold != nil && a.hold.msg == m.hold {
 			a.endHold(ctx, nil)
 		}
+		ctx.Respond(reply[struct{}]{})
 	case *holdTimeoutMsg:
 		a.holdTimedOut(ctx, m)
 	case *layoutStatusMsg:

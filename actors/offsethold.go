@@ -38,7 +38,7 @@ type holdReply struct {
 }
 
 // releaseHoldMsg ends the hold hold asked for (the reset ran, or gave
-// up). A hold already ended is left alone.
+// up), answered once done. A hold already ended is left alone.
 type releaseHoldMsg struct{ hold *holdShardsMsg }
 
 // holdTimeoutMsg is the hold's own timer: the wait for the holders, or

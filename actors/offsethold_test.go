@@ -19,8 +19,8 @@ import (
 	"github.com/rscoord/rscoord/redisops"
 )
 
-// startForcing is startOnRedis with a one-second member lease, so that a
-// member that stops heartbeating lets go of its shards within a second.
+// startForcing is startOnRedis with a two-second member lease, so that a
+// member that stops heartbeating lets go of its shards within seconds.
 func startForcing(t *testing.T, rs *redistest.Server) *actors.Coordinator {
 	t.Helper()
 	store, err := persistence.OpenPebble(t.TempDir(), persistence.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -31,7 +31,7 @@ func startForcing(t *testing.T, rs *redistest.Server) *actors.Coordinator {
 	c, err := actors.Start(context.Background(), actors.Config{
 		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Group: assign.Config{HeartbeatInterval: 200 * time.Millisecond, ReconcileInterval: 50 * time.Millisecond,
-			MemberLease: time.Second, RebalanceTimeout: time.Second},
+			MemberLease: 2 * time.Second, RebalanceTimeout: time.Second},
 		Redis: redisops.Wrap(rs.Client()), RedisTimeout: 2 * time.Second,
 	})
 	if err != nil {
@@ -91,7 +91,7 @@ func TestForcedResetWaitsForTheReadersOrGivesUp(t *testing.T) {
 		t.Fatalf("forced dry run = %+v %v, want a named, nothing done", dry, err)
 	}
 
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	_, err := reset(short, true)
 	cancel()
 	if perr := wantCode(t, "forced reset that cannot wait for a's lease", err, protocol.CodeGroupHasActiveMembers); !strings.Contains(perr.Message, "(a)") {

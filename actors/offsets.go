@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -188,18 +189,35 @@ func (c *Coordinator) forceReset(ctx context.Context, prefix, group string, plan
 		until = d.Add(-min(d.Sub(now)/10, time.Second))
 	}
 	hold := &holdShardsMsg{shards: indexes, until: until, ready: make(chan holdReply, 1)}
-	root := c.env.system.Root
-	root.Send(pid, hold)
-	// Sent whatever happens: the actor ignores the release of a hold that
-	// already ended.
-	defer root.Send(pid, &releaseHoldMsg{hold: hold})
+	c.env.system.Root.Send(pid, hold)
+	// Released whatever happens, and before the answer, so that a forced
+	// reset asked right after this one finds the shards given out again.
+	// The actor ignores the release of a hold that already ended, and
+	// clears a hold nobody releases itself.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), c.env.cfg.AskTimeout)
+		defer cancel()
+		_, _ = askReply[struct{}](rctx, c, pid, &releaseHoldMsg{hold: hold})
+	}()
 	var got holdReply
 	wait := time.NewTimer(until.Sub(c.env.now()) + time.Second)
 	defer wait.Stop()
 	select {
 	case got = <-hold.ready:
 	case <-ctx.Done():
-		return zero, ctx.Err()
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return zero, ctx.Err()
+		}
+		// The actor gives up at until, about now: its answer names who
+		// still holds the shards.
+		select {
+		case got = <-hold.ready:
+		case <-wait.C:
+			return zero, ctx.Err()
+		}
+		if got.err == nil {
+			return zero, ctx.Err()
+		}
 	case <-wait.C:
 		// The actor answers at until; it did not (it restarted and lost
 		// the hold with its state).
