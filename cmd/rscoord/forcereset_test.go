@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rscoord/client/coordclient"
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/coordtest"
@@ -53,4 +57,40 @@ func TestForcedOffsetsResetCommand(t *testing.T) {
 	if err := p.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestClusterForcedOffsetsReset: in the cluster mode a forced reset asked
+// of the replica that does not run the stream is forwarded to the one
+// that does, and its answer comes back although the wait for a member's
+// lease outlasts the owner timeout of forwarded calls (5 s).
+func TestClusterForcedOffsetsReset(t *testing.T) {
+	rdb := redistest.Standalone(t)
+	c := newTestCluster(t)
+	reps := map[string]*replicaProc{}
+	for _, name := range []string{"r1", "r2"} {
+		reps[name] = startReplica(t, c, name, freeLoopbackPort(t), "--redis", rdb.Addr, "--member-lease", "6s", "--rebalance-timeout", "2s")
+	}
+	asAdmin(t, reps["r1"].url).CreateStream("orders", 2)
+	owner := ownerOf(t, reps["r1"].url, "orders", "orders", "")
+	other := "r1"
+	if owner == "r1" {
+		other = "r2"
+	}
+	m := coordtest.NewMember("m1", "orders", "orders")
+	if r := m.Beat(asMember(t, reps[owner].url)); r.Status != protocol.StatusOK || len(r.Assignment.AssignedShards) != 2 {
+		t.Fatalf("join: %+v", r)
+	}
+	start := time.Now()
+	var got protocol.OffsetsResetResponse
+	asAdmin(t, reps[other].url).JSON(http.MethodPost, coordclient.OffsetsResetPath("orders", "orders"), protocol.OffsetsResetRequest{
+		RequestedBy: "test", Reason: "replay", To: protocol.ResetToEarliest, Execute: true, Force: true,
+	}, http.StatusOK, &got)
+	took := time.Since(start)
+	if !got.Executed || !slices.Equal(got.HandedOff, []string{"m1"}) {
+		t.Fatalf("forced reset through %s = %+v, want executed with m1 handed off", other, got)
+	}
+	if took < 5*time.Second {
+		t.Fatalf("the forced reset answered in %v, before m1's lease lapsed", took)
+	}
+	t.Logf("forwarded forced reset answered in %v", took)
 }
