@@ -78,6 +78,9 @@ type groupActor struct {
 	// origins is where each member's last heartbeat came from
 	// (origin.go). Not durable: shown once a member heartbeats here.
 	origins map[string]Origin
+	// hold is a forced offsets reset's hold on shards (offsethold.go), or
+	// nil. Not durable.
+	hold *shardHold
 }
 
 // epochMark is what must never go back between two steps of a group.
@@ -149,6 +152,9 @@ func (a *groupActor) log() *slog.Logger {
 // Receive handles one message; protoactor never calls it concurrently.
 func (a *groupActor) Receive(ctx actor.Context) {
 	defer a.retryOnPanic(ctx)
+	// A forced reset's hold waits for its shards' holders to go, which
+	// any message may bring about.
+	defer a.checkHold()
 	switch ctx.Message().(type) {
 	case *heartbeatMsg, *tickMsg, *flushMsg, *heldExpiredMsg, *releaseHeldMsg, *actor.Started, *actor.Restarting:
 	default:
@@ -168,6 +174,7 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
 		a.releaseAll(ctx)
+		a.dropHold(protocol.CodeCoordinatorTerminating, "the group's actor stopped")
 		if _, stopping := m.(*actor.Stopping); stopping {
 			if hook := a.env.testHooks.stopping; hook != nil {
 				hook(a.prefix, a.name)
@@ -212,6 +219,15 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	case *setLayoutMsg:
 		ctx.Respond(a.setLayout(m))
 		a.wake(ctx)
+	case *holdShardsMsg:
+		a.startHold(ctx, m)
+	case *releaseHoldMsg:
+		if a.hold != nil && a.hold.msg == m.hold {
+			a.endHold(ctx, nil)
+		}
+		ctx.Respond(reply[struct{}]{})
+	case *holdTimeoutMsg:
+		a.holdTimedOut(ctx, m)
 	case *layoutStatusMsg:
 		ctx.Respond(view(a, func(g *assign.Group) layoutStatus {
 			return layoutStatus{shardCount: g.ShardCount, draining: slices.Clone(g.DrainingShards), state: g.State}
@@ -263,6 +279,7 @@ func errIf(cond bool, msg string) error {
 }
 
 func (a *groupActor) failClosed(err error) {
+	a.dropHold(protocol.CodeStoreUnavailable, fmt.Sprintf("the group failed closed: %v", err))
 	a.g, a.failed = nil, err
 	a.stopTimer()
 	a.env.failed.remember(a.prefix, a.name, err)
@@ -305,6 +322,7 @@ func (a *groupActor) retryOnPanic(ctx actor.Context) {
 	}
 	a.held, a.dirty, a.changes = nil, false, persistence.Changes{}
 	a.releaseAll(ctx)
+	a.dropHold(protocol.CodeStoreUnavailable, "the group's actor restarts from its snapshot")
 	panic(r)
 }
 
@@ -546,6 +564,7 @@ func (a *groupActor) persist(changes *persistence.Changes) error {
 		return nil
 	}
 	a.log().Error("group snapshot write failed; reloading the last durable state", slog.Any("error", err))
+	a.dropHold(protocol.CodeStoreUnavailable, fmt.Sprintf("the group reloads after a failed write: %v", err))
 	a.g = nil
 	a.start()
 	return fmt.Errorf("save group %s/%s: %w", a.prefix, a.name, err)
@@ -626,6 +645,7 @@ func (a *groupActor) delete(force bool) reply[protocol.GroupResponse] {
 	}
 	summary := a.g.Summary()
 	a.deleted = true
+	a.dropHold(protocol.CodeGroupNotFound, "the group was deleted")
 	a.env.obs.GroupRemoved(a.prefix, a.name, a.incarnation)
 	a.dropLive()
 	a.stopTimer()

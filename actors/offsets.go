@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -61,8 +62,9 @@ func parseResetTarget(req protocol.OffsetsResetRequest) (resetTarget, error) {
 // is refused while a member reads, or may still read, one of the shards
 // (409 GROUP_HAS_ACTIVE_MEMBERS): the members must stop first, and a
 // reset under a live reader would land at no telling point of its reads.
-// A member that joins while the reset runs reads from wherever Redis
-// stands when it starts.
+// With req.Force it runs under live members instead (forceReset). A
+// member that joins while the reset runs reads from wherever Redis stands
+// when it starts.
 func (c *Coordinator) ResetOffsets(ctx context.Context, prefix, group string, req protocol.OffsetsResetRequest) (protocol.OffsetsResetResponse, error) {
 	var zero protocol.OffsetsResetResponse
 	if err := c.mutating(); err != nil {
@@ -91,45 +93,161 @@ func (c *Coordinator) ResetOffsets(ctx context.Context, prefix, group string, re
 	if err != nil {
 		return zero, err
 	}
+	out, err := c.planReset(ctx, prefix, group, req.To, reads, holders, target)
+	if err != nil {
+		return zero, err
+	}
+	var busy []string
+	for _, row := range out.Shards {
+		if len(row.Owners) > 0 {
+			busy = append(busy, fmt.Sprintf("%d (%s)", row.ShardIndex, strings.Join(row.Owners, ", ")))
+			if req.Force {
+				out.HandedOff = append(out.HandedOff, row.Owners...)
+			}
+		}
+	}
+	slices.Sort(out.HandedOff)
+	out.HandedOff = slices.Compact(out.HandedOff)
+	switch {
+	case !req.Execute:
+		return out, nil
+	case req.Force:
+		return c.forceReset(ctx, prefix, group, out, indexes, target)
+	case len(busy) > 0:
+		return zero, protocol.Errorf(protocol.CodeGroupHasActiveMembers,
+			fmt.Sprintf("members of group %q read shards %s: stop them (or wait for their leases to lapse), or reset with force", group, strings.Join(busy, "; ")))
+	}
+	if err := c.applyReset(ctx, group, out.Shards); err != nil {
+		return zero, err
+	}
+	out.Executed = true
+	return out, nil
+}
+
+// planReset reads where the group stands on each of reads and where target
+// moves it; holders name each shard's readers.
+func (c *Coordinator) planReset(ctx context.Context, prefix, group, to string, reads []shardRead, holders map[int][]string, target resetTarget) (protocol.OffsetsResetResponse, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.env.cfg.RedisTimeout)
 	defer cancel()
-	out := protocol.OffsetsResetResponse{StreamPrefix: prefix, ConsumerGroup: group, To: req.To, Shards: make([]protocol.OffsetReset, len(reads))}
-	var busy []string
+	out := protocol.OffsetsResetResponse{StreamPrefix: prefix, ConsumerGroup: group, To: to,
+		Shards: make([]protocol.OffsetReset, len(reads)), HandedOff: []string{}}
 	for i, rd := range reads {
 		key := protocol.StreamKey(prefix, rd.index)
 		row := protocol.OffsetReset{ShardIndex: rd.index, StreamKey: key, Owners: holders[rd.index]}
 		if row.Owners == nil {
 			row.Owners = []string{}
-		} else {
-			busy = append(busy, fmt.Sprintf("%d (%s)", rd.index, strings.Join(row.Owners, ", ")))
 		}
 		if g := rd.facts.Group(group); g != nil {
 			row.CurrentLastDeliveredID = g.LastDeliveredID
 		}
+		var err error
 		if row.NewLastDeliveredID, err = c.resetID(rctx, key, rd.facts, target); err != nil {
-			return zero, err
+			return out, err
 		}
 		out.Shards[i] = row
 	}
-	if !req.Execute {
-		return out, nil
-	}
-	if len(busy) > 0 {
-		return zero, protocol.Errorf(protocol.CodeGroupHasActiveMembers,
-			fmt.Sprintf("members of group %q read shards %s: stop them (or wait for their leases to lapse), then reset", group, strings.Join(busy, "; ")))
-	}
-	for i := range out.Shards {
-		row := &out.Shards[i]
+	return out, nil
+}
+
+// applyReset moves the group to each row's new last delivered id.
+func (c *Coordinator) applyReset(ctx context.Context, group string, rows []protocol.OffsetReset) error {
+	rctx, cancel := context.WithTimeout(ctx, c.env.cfg.RedisTimeout)
+	defer cancel()
+	for _, row := range rows {
 		if row.CurrentLastDeliveredID == "" {
 			// The group is missing on the key (deleted by hand): create
 			// it where the reset asks, as provisioning would have.
 			if err := c.env.cfg.Redis.Provision(rctx, []string{row.StreamKey}, []string{group}); err != nil {
-				return zero, redisUnavailable(row.StreamKey, err)
+				return redisUnavailable(row.StreamKey, err)
 			}
 		}
 		if err := c.env.cfg.Redis.SetGroupID(rctx, row.StreamKey, group, row.NewLastDeliveredID); err != nil {
-			return zero, redisUnavailable(row.StreamKey, err)
+			return redisUnavailable(row.StreamKey, err)
 		}
+	}
+	return nil
+}
+
+// forceReset runs an executed reset under live members: the group actor
+// holds the shards out of the assignment, so their readers hand them off
+// by the ordinary rule (docs/protocol.md §9.1), and answers once nobody
+// holds them; then the reset is planned again (LATEST means the last entry
+// when it runs, and the members' last reads moved the group) and applied,
+// and the hold is released whatever happened. The wait is bounded by the
+// hand-off bound of the group's timing and by ctx.
+func (c *Coordinator) forceReset(ctx context.Context, prefix, group string, planned protocol.OffsetsResetResponse, indexes []int, target resetTarget) (protocol.OffsetsResetResponse, error) {
+	var zero protocol.OffsetsResetResponse
+	pid, err := c.lookup(ctx, prefix, group, nil)
+	if err != nil {
+		return zero, err
+	}
+	now := c.env.now()
+	until := now.Add(c.env.cfg.Group.HandOffBound())
+	if d, ok := ctx.Deadline(); ok && d.Before(until) {
+		// The actor gives up a little before the request does, so that
+		// the answer says who still holds the shards.
+		until = d.Add(-min(d.Sub(now)/10, time.Second))
+	}
+	hold := &holdShardsMsg{shards: indexes, until: until, ready: make(chan holdReply, 1)}
+	c.env.system.Root.Send(pid, hold)
+	// Released whatever happens, and before the answer, so that a forced
+	// reset asked right after this one finds the shards given out again.
+	// The actor ignores the release of a hold that already ended, and
+	// clears a hold nobody releases itself.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), c.env.cfg.AskTimeout)
+		defer cancel()
+		_, _ = askReply[struct{}](rctx, c, pid, &releaseHoldMsg{hold: hold})
+	}()
+	var got holdReply
+	wait := time.NewTimer(until.Sub(c.env.now()) + time.Second)
+	defer wait.Stop()
+	select {
+	case got = <-hold.ready:
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return zero, ctx.Err()
+		}
+		// The actor gives up at until, about now: its answer names who
+		// still holds the shards.
+		select {
+		case got = <-hold.ready:
+		case <-wait.C:
+			return zero, ctx.Err()
+		}
+		if got.err == nil {
+			return zero, ctx.Err()
+		}
+	case <-wait.C:
+		// The actor answers at until; it did not (it restarted and lost
+		// the hold with its state).
+		return zero, protocol.Errorf(protocol.CodeStoreUnavailable,
+			fmt.Sprintf("forced offsets reset of group %q: the group did not answer; nothing was reset", group))
+	}
+	if got.err != nil {
+		return zero, got.err
+	}
+	reads, _, err := c.readShards(ctx, prefix, group)
+	if err != nil {
+		return zero, err
+	}
+	if reads, err = pickShards(reads, indexes, prefix); err != nil {
+		return zero, err
+	}
+	owners := map[int][]string{}
+	for _, row := range planned.Shards {
+		owners[row.ShardIndex] = row.Owners
+	}
+	out, err := c.planReset(ctx, prefix, group, planned.To, reads, owners, target)
+	if err != nil {
+		return zero, err
+	}
+	if err := c.applyReset(ctx, group, out.Shards); err != nil {
+		return zero, err
+	}
+	out.HandedOff = got.handedOff
+	if out.HandedOff == nil {
+		out.HandedOff = []string{}
 	}
 	out.Executed = true
 	return out, nil

@@ -11,7 +11,7 @@ import (
 //
 //   - every shard set of the group is sorted without duplicates;
 //   - only known live members have a target, and targets hold only
-//     readable shards, each in at most one target;
+//     readable shards that are not held out, each in at most one target;
 //   - no shard is granted to two owning members;
 //   - no shard is granted to one owning member while another owning member
 //     holds it (current or revoking): the one rule that keeps two members
@@ -46,6 +46,9 @@ func CheckInvariants(g *Group) []string {
 		for _, s := range t {
 			if !readable(g, s) {
 				out = append(out, fmt.Sprintf("shard %d in the target of %s is not readable", s, id))
+			}
+			if contains(g.heldOut, s) {
+				out = append(out, fmt.Sprintf("shard %d in the target of %s is held out", s, id))
 			}
 			if other, ok := targetOf[s]; ok && other != id {
 				out = append(out, fmt.Sprintf("shard %d is in the targets of %s and %s", s, other, id))
@@ -147,6 +150,9 @@ func CheckChanged(g *Group, c Changes) []string {
 		for _, s := range g.Target[id] {
 			if !readable(g, s) {
 				out = append(out, fmt.Sprintf("shard %d in the target of %s is not readable", s, id))
+			}
+			if contains(g.heldOut, s) {
+				out = append(out, fmt.Sprintf("shard %d in the target of %s is held out", s, id))
 			}
 			if count(x.targeted, s) > 1 {
 				out = append(out, fmt.Sprintf("shard %d is in the targets of %s and another member", s, id))

@@ -274,7 +274,9 @@ func (o *op) finish() {
 func (o *op) runAssignor() {
 	o.reassign = false
 	g := o.g
-	if !o.fullAssign {
+	// The incremental assignor hands out every readable shard; while
+	// shards are held out (holdout.go) the whole group is assigned.
+	if !o.fullAssign && len(g.heldOut) == 0 {
 		if moves, dropped, ok := incrementalAssign(g); ok {
 			if len(moves)+len(dropped) > 0 {
 				moved := make([]*Member, 0, len(moves)+len(dropped))
@@ -299,7 +301,7 @@ func (o *op) runAssignor() {
 		}
 	}
 	slices.Sort(live)
-	next := stickyAssign(live, g.Target, readableShards(g))
+	next := stickyAssign(live, g.Target, assignableShards(g))
 	if !sameTarget(g.Target, next) {
 		// A member's target is stored with the member: only those whose
 		// target changed are written, re-indexed and have their rebalance

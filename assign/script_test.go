@@ -39,6 +39,8 @@ import (
 //	advance DURATION           the clock moves
 //	tick                       the actor's timer fires
 //	layout N [draining=5,6]    SetLayout
+//	hold [1,2]                 HoldOut: hold these shards out of the
+//	                           assignment (none: clear the hold)
 //	state                      group and members
 //	stored                     the members' epochs as the store holds them
 //	send ID as=NAME            client builds a heartbeat that is held up in
@@ -169,6 +171,13 @@ func (s *script) do(line string) string {
 		res := SetLayout(s.g, n, parseShards(kv["draining"]), s.now, s.cfg)
 		s.store.writeAll(s.g) // the actor writes every member on a layout change
 		return s.result("layout", res) + "\n" + s.state()
+	case "hold":
+		var shards []int
+		if len(cmd) > 1 {
+			shards = parseShards(arg(1))
+		}
+		res := s.written(HoldOut(s.g, shards, s.now, s.cfg))
+		return s.result(fmt.Sprintf("hold %v", s.g.HeldOut()), res) + "\n" + s.state()
 	case "state":
 		return s.state()
 	case "stored":
@@ -294,6 +303,9 @@ func (s *script) state() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "group %s epoch=%d assignment=%d version=%d shards=%d draining=%v correction=%v",
 		g.State, g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion, g.ShardCount, g.DrainingShards, g.CorrectionOpen)
+	if len(g.heldOut) > 0 {
+		fmt.Fprintf(&b, " held=%v", g.heldOut)
+	}
 	for _, id := range sortedIDs(g.Members) {
 		m := g.Members[id]
 		fmt.Fprintf(&b, "\n  %s %s e%d/%d target=%v current=%v revoking=%v granted=%v", id, m.State, m.Epoch, m.PreviousEpoch,

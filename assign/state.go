@@ -134,6 +134,9 @@ type Group struct {
 	// the store lost could have reached. 0 until set, by Restore or by the
 	// first correction. Not durable.
 	correctionCap int64
+	// heldOut are the shards the assignor gives to nobody (holdout.go), a
+	// sorted set. Not durable: a restart forgets the hold.
+	heldOut []int
 }
 
 // NewGroup creates an EMPTY group named name on the stream streamPrefix with

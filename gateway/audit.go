@@ -244,6 +244,10 @@ func (w *heldWriter) WriteString(s string) (int, error) {
 
 func (w *heldWriter) Status() int { return w.status }
 
+// Unwrap lets http.ResponseController reach the connection (a handler that
+// moves its write deadline).
+func (w *heldWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *heldWriter) Size() int {
 	if !w.written {
 		return -1

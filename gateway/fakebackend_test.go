@@ -211,7 +211,7 @@ func (f *fakeBackend) Rollback(_ context.Context, prefix, group, id string, _ pr
 }
 
 func (f *fakeBackend) ResetOffsets(_ context.Context, prefix, group string, req protocol.OffsetsResetRequest) (protocol.OffsetsResetResponse, error) {
-	return protocol.OffsetsResetResponse{StreamPrefix: prefix, ConsumerGroup: group, To: req.To, Shards: []protocol.OffsetReset{}}, nil
+	return protocol.OffsetsResetResponse{StreamPrefix: prefix, ConsumerGroup: group, To: req.To, Shards: []protocol.OffsetReset{}, HandedOff: []string{}}, nil
 }
 
 func (f *fakeBackend) Complete(_ context.Context, prefix, id string, _ protocol.OperatorRequest) (protocol.Migration, error) {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -52,12 +53,23 @@ func (s *server) deleteGroup(c *gin.Context) {
 	s.answer(c, http.StatusOK, resp, err)
 }
 
+// forcedResetWriteSlack is how long a forced offsets reset's answer may
+// take beyond the hand-off bound: the reset itself and the audit write.
+const forcedResetWriteSlack = 30 * time.Second
+
 // resetOffsets plans or applies an offsets reset (ours): 200 either way,
 // the answer's executed saying which.
 func (s *server) resetOffsets(c *gin.Context) {
 	var req protocol.OffsetsResetRequest
 	if !s.decodeBody(c, &req) {
 		return
+	}
+	if req.Force && req.Execute {
+		// A forced reset waits for the shards' readers to hand them off,
+		// at most the hand-off bound: its answer may come after the
+		// server's write timeout.
+		rc := http.NewResponseController(c.Writer)
+		_ = rc.SetWriteDeadline(time.Now().Add(s.coord.GroupConfig().HandOffBound() + forcedResetWriteSlack))
 	}
 	resp, err := s.coord.ResetOffsets(c.Request.Context(), c.Param("prefix"), c.Param("group"), req)
 	s.answer(c, http.StatusOK, resp, err)

@@ -249,6 +249,11 @@ type OffsetsResetRequest struct {
 	// Execute applies the reset; without it the answer is a dry run that
 	// changes nothing.
 	Execute bool `json:"execute,omitempty"`
+	// Force makes an executed reset run under live members: the shards
+	// are held out of the assignment, their readers hand them off, the
+	// reset runs once nobody holds them, and the shards are given out
+	// again. In a dry run it names the members it would make hand off.
+	Force bool `json:"force,omitempty"`
 }
 
 // OffsetsResetResponse answers an offsets reset: each shard's last
@@ -260,6 +265,9 @@ type OffsetsResetResponse struct {
 	// Executed is false for a dry run.
 	Executed bool          `json:"executed"`
 	Shards   []OffsetReset `json:"shards"`
+	// HandedOff are the members a forced reset made hand off the shards
+	// (would make, in a dry run with force); empty without force.
+	HandedOff []string `json:"handedOff"`
 }
 
 // OffsetReset is one shard of an offsets reset.

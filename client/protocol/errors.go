@@ -48,7 +48,10 @@ const (
 	CodeGroupLimitReached ErrorCode = "GROUP_LIMIT_REACHED"
 	// CodeStreamHasGroups (ours): a stream delete without force while the
 	// stream still has consumer groups.
-	CodeStreamHasGroups        ErrorCode = "STREAM_HAS_GROUPS"
+	CodeStreamHasGroups ErrorCode = "STREAM_HAS_GROUPS"
+	// CodeOffsetsResetInProgress (ours): a forced offsets reset while
+	// another one of the same group still holds shards out.
+	CodeOffsetsResetInProgress ErrorCode = "OFFSETS_RESET_IN_PROGRESS"
 	CodeCoordinatorTerminating ErrorCode = "COORDINATOR_TERMINATING"
 	CodeStoreUnavailable       ErrorCode = "STORE_UNAVAILABLE"
 	CodeInternal               ErrorCode = "INTERNAL_ERROR"
@@ -94,7 +97,7 @@ func (c ErrorCode) HTTPStatus() int {
 		return http.StatusMethodNotAllowed
 	case CodeGroupAlreadyExists, CodeStreamPrefixAlreadyExists, CodeActiveMigrationExists,
 		CodeMetadataSyncInProgress, CodeGroupHasActiveMembers, CodeMemberLimitReached, CodeMemberIDInUse,
-		CodeGroupLimitReached, CodeAPITokenAlreadyExists, CodeStreamHasGroups:
+		CodeGroupLimitReached, CodeAPITokenAlreadyExists, CodeStreamHasGroups, CodeOffsetsResetInProgress:
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -101,6 +101,9 @@ type Front struct {
 
 	mu      sync.Mutex
 	proxies map[string]*httputil.ReverseProxy // advertise URL → proxy; guarded by mu
+	// longTransport forwards the calls that may wait for members
+	// (longCall): its answer headers may take the hand-off bound.
+	longTransport *http.Transport
 }
 
 // proxyBuffers is an httputil.BufferPool of 32 KiB buffers.
@@ -172,7 +175,10 @@ func newFront(self string, log *slog.Logger, group assign.Config, ownerTimeout t
 	tr.DialContext = dialer.DialContext
 	tr.ResponseHeaderTimeout = ownerTimeout
 	tr.MaxIdleConnsPerHost = 256
-	return &Front{self: self, log: log, group: group.EnsureDefaults(), transport: tr, peers: peers, proxies: map[string]*httputil.ReverseProxy{}}
+	group = group.EnsureDefaults()
+	long := tr.Clone()
+	long.ResponseHeaderTimeout = group.HandOffBound() + longCallSlack
+	return &Front{self: self, log: log, group: group, transport: tr, longTransport: long, peers: peers, proxies: map[string]*httputil.ReverseProxy{}}
 }
 
 // ServeOwner makes h answer from now on, counting the requests another
@@ -340,7 +346,8 @@ func (b *bufferedAnswer) Write(p []byte) (int, error) {
 // forward sends the request to the replica at advertise, which runs its
 // stream, and its answer back.
 func (f *Front) forward(w http.ResponseWriter, r *http.Request, advertise string) {
-	p, err := f.proxy(advertise)
+	long := longCall(r)
+	p, err := f.proxy(advertise, long)
 	if err != nil {
 		f.unsure(w, r, protocol.CodeReplicaNotOwner, err.Error())
 		return
@@ -359,7 +366,22 @@ func (f *Front) forward(w http.ResponseWriter, r *http.Request, advertise string
 		defer cancel()
 		r = r.WithContext(ctx)
 	}
+	if long {
+		// The owner may answer after the server's write timeout.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(f.group.HandOffBound() + longCallSlack))
+	}
 	p.ServeHTTP(w, r)
+}
+
+// longCallSlack is how long a long call's answer may take beyond the
+// hand-off bound: the work itself and the audit write.
+const longCallSlack = 30 * time.Second
+
+// longCall reports whether r may wait for members to hand shards off: an
+// offsets reset, which with force holds the shards out of the assignment
+// until their readers let go, at most the group's hand-off bound.
+func longCall(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/offsets/reset")
 }
 
 // keepHeartbeatHead reads the start of a heartbeat's body into its context
@@ -443,10 +465,14 @@ func dropLastHop(h http.Header, peer string) {
 type bufferedBodyKey struct{}
 
 // proxy is the reverse proxy to one replica, made once per advertise URL.
-func (f *Front) proxy(advertise string) (*httputil.ReverseProxy, error) {
+func (f *Front) proxy(advertise string, long bool) (*httputil.ReverseProxy, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if p, ok := f.proxies[advertise]; ok {
+	key, transport := advertise, f.transport
+	if long {
+		key, transport = advertise+" long", f.longTransport
+	}
+	if p, ok := f.proxies[key]; ok {
 		return p, nil
 	}
 	target, err := url.Parse(advertise)
@@ -454,7 +480,7 @@ func (f *Front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 		return nil, fmt.Errorf("owner advertise URL %q: %w", advertise, err)
 	}
 	p := &httputil.ReverseProxy{
-		Transport:  f.transport,
+		Transport:  transport,
 		BufferPool: &f.buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -486,7 +512,7 @@ func (f *Front) proxy(advertise string) (*httputil.ReverseProxy, error) {
 		},
 		ErrorLog: slog.NewLogLogger(f.log.Handler(), slog.LevelDebug),
 	}
-	f.proxies[advertise] = p
+	f.proxies[key] = p
 	return p, nil
 }
 

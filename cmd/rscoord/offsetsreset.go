@@ -21,7 +21,8 @@ type OffsetsResetCmd struct {
 	ToTime      time.Time `name:"to-time" placeholder:"RFC3339" help:"The first entry read next is the first added at or after this time (2026-01-02T15:04:05Z)."`
 	ToID        string    `name:"to-id" placeholder:"ID" help:"The entries after this entry id (ms-seq) are read next."`
 	Shard       []int     `placeholder:"N" help:"Only this shard (repeat for more; default: every readable shard)."`
-	Execute     bool      `help:"Apply the reset (default: a dry run that prints what would change). Refused while members read the shards."`
+	Execute     bool      `help:"Apply the reset (default: a dry run that prints what would change). Refused while members read the shards, unless --force."`
+	Force       bool      `help:"With --execute: reset under live members, which hand the shards off first and get them back after. Without --execute: a dry run that names them."`
 	Reason      string    `placeholder:"TEXT" help:"Why, for the audit log (required with --execute)."`
 	RequestedBy string    `default:"${requester}" help:"Who asks, for the audit log; defaults to $$USER, else cli."`
 }
@@ -29,7 +30,7 @@ type OffsetsResetCmd struct {
 // request builds the API request from the flags, or says what is wrong
 // with them.
 func (c *OffsetsResetCmd) request() (protocol.OffsetsResetRequest, error) {
-	req := protocol.OffsetsResetRequest{RequestedBy: c.RequestedBy, Reason: c.Reason, Shards: c.Shard, Execute: c.Execute}
+	req := protocol.OffsetsResetRequest{RequestedBy: c.RequestedBy, Reason: c.Reason, Shards: c.Shard, Execute: c.Execute, Force: c.Force}
 	var picked []string
 	if c.ToEarliest {
 		picked, req.To = append(picked, "--to-earliest"), protocol.ResetToEarliest
@@ -85,8 +86,17 @@ func (c *OffsetsResetCmd) Run(ctx context.Context, a *Admin) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if resp.Executed {
+	switch {
+	case resp.Executed && len(resp.HandedOff) > 0:
+		return printLine(a.Out, "\nReset group %s of stream %s on %d shards; %s handed the shards off first and read them again after.",
+			c.Group, c.Stream, len(resp.Shards), strings.Join(resp.HandedOff, ", "))
+	case resp.Executed:
 		return printLine(a.Out, "\nReset group %s of stream %s on %d shards.", c.Group, c.Stream, len(resp.Shards))
+	case c.Force && len(resp.HandedOff) > 0:
+		return printLine(a.Out, "\nDry run: nothing changed. With --execute --force --reason TEXT, %s would hand the shards off first, until the reset is done.",
+			strings.Join(resp.HandedOff, ", "))
+	case c.Force:
+		return printLine(a.Out, "\nDry run: nothing changed. Nobody reads the shards: add --execute --reason TEXT to apply.")
 	}
-	return printLine(a.Out, "\nDry run: nothing changed. Add --execute --reason TEXT to apply (refused while members read the shards).")
+	return printLine(a.Out, "\nDry run: nothing changed. Add --execute --reason TEXT to apply (refused while members read the shards; --force makes them hand the shards off first).")
 }
