@@ -90,6 +90,31 @@ func TestConsoleResetsOffsetsAndDeletesStreams(t *testing.T) {
 		"Refused: live members still read these shards") && document.getElementById("action-result").textContent.includes("force (members hand off first)")`))
 	checkLastDelivered(t, rdb, "orders:0", "orders", "0-0")
 
+	// Forced: the member hands its shards off on its next heartbeats, the
+	// reset lands on both shards, and the member is given them back.
+	run("tick force", chromedp.Click(chromedp.ID("reset-force")))
+	run("ask to execute with force", chromedp.Click(chromedp.ID("reset-execute")))
+	run("see the confirmation", chromedp.WaitVisible(chromedp.ID("confirm-yes")))
+	run("confirm", chromedp.Click(chromedp.ID("confirm-yes")))
+	beats := time.NewTicker(200 * time.Millisecond)
+	defer beats.Stop()
+	for deadline := time.Now().Add(30 * time.Second); !strings.HasPrefix(text("action-result"), "Done: "); <-beats.C {
+		if time.Now().After(deadline) {
+			t.Fatalf("the forced reset did not end: %q", text("action-result"))
+		}
+		m.Beat(s)
+	}
+	if got := text("action-result"); !strings.HasSuffix(got, "shards moved: 2 · handed off by pod-a-m0") {
+		t.Errorf("the forced reset's result: %q", got)
+	}
+	checkLastDelivered(t, rdb, "orders:0", "orders", "3-1")
+	checkLastDelivered(t, rdb, "orders:1", "orders", "4-1")
+	coordtest.Converge(t, s, 6, m)
+	if len(m.Owned) != 2 {
+		t.Errorf("after the forced reset the member owns %v, want both shards", m.Owned)
+	}
+	run("untick force", chromedp.Click(chromedp.ID("reset-force")))
+
 	// A group nobody reads: the dry run changes nothing, the execution
 	// moves shard 0 only.
 	run("pick the audit group", selectGroup("orders/audit"))

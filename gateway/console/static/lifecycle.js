@@ -122,7 +122,8 @@ $("reset-execute").addEventListener("click", () => {
     (body.force ? " (force: members hand off first)" : ""), async (why) => {
     const answer = await post(resetPath(key), Object.assign({}, body, { reason: why, execute: true }));
     if (reset.key === key) showResetPlan(answer);
-    return "shards moved: " + answer.shards.length;
+    const handed = answer.handedOff || [];
+    return "shards moved: " + answer.shards.length + (handed.length ? " · handed off by " + handed.join(", ") : "");
   }, true, { explain: (err) => explainReset(err, body) });
 });
 
