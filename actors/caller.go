@@ -18,17 +18,33 @@ type Caller struct {
 
 type callerKey struct{}
 
-// WithCaller returns ctx carrying c.
+// WithCaller returns ctx carrying c, in one allocation: every
+// authorized request gets one, and context.WithValue would also copy c
+// to the heap on its own.
 func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
+	return &callerContext{Context: ctx, c: c}
+}
+
+// callerContext is a context carrying a Caller in place.
+type callerContext struct {
+	context.Context
+	c Caller
+}
+
+// Value is a pointer to the caller for callerKey, else the parent's value.
+func (x *callerContext) Value(key any) any {
+	if key == (callerKey{}) {
+		return &x.c
+	}
+	return x.Context.Value(key)
 }
 
 // callerOf is the caller ctx carries. A context without one (a request
 // that did not pass the gateway's authorization) is an unnamed caller
 // that is not ADMIN, so that its registrations are limited too.
 func callerOf(ctx context.Context) Caller {
-	if c, ok := ctx.Value(callerKey{}).(Caller); ok {
-		return c
+	if c, ok := ctx.Value(callerKey{}).(*Caller); ok {
+		return *c
 	}
 	return Caller{}
 }
@@ -43,13 +59,29 @@ type Origin struct {
 
 type originKey struct{}
 
-// WithOrigin returns ctx carrying o.
+// WithOrigin returns ctx carrying o, in one allocation (per heartbeat).
 func WithOrigin(ctx context.Context, o Origin) context.Context {
-	return context.WithValue(ctx, originKey{}, o)
+	return &originContext{Context: ctx, o: o}
+}
+
+// originContext is a context carrying an Origin in place.
+type originContext struct {
+	context.Context
+	o Origin
+}
+
+// Value is a pointer to the origin for originKey, else the parent's value.
+func (x *originContext) Value(key any) any {
+	if key == (originKey{}) {
+		return &x.o
+	}
+	return x.Context.Value(key)
 }
 
 // originOf is the origin ctx carries, zero when none.
 func originOf(ctx context.Context) Origin {
-	o, _ := ctx.Value(originKey{}).(Origin)
-	return o
+	if o, ok := ctx.Value(originKey{}).(*Origin); ok {
+		return *o
+	}
+	return Origin{}
 }

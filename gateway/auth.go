@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -17,7 +18,24 @@ import (
 	"github.com/rscoord/rscoord/gateway/metrics"
 )
 
-const principalKey = "rscoord.principal"
+// principalKey is the context key of the principal authorize let through.
+type principalKey struct{}
+
+// authorized is a request's context once authorize let it through,
+// carrying the principal in place: in gin's key map it cost every
+// request the map and a copy of the principal on the heap.
+type authorized struct {
+	context.Context
+	p auth.Principal
+}
+
+// Value is the principal for principalKey, else the parent's value.
+func (a *authorized) Value(key any) any {
+	if key == (principalKey{}) {
+		return &a.p
+	}
+	return a.Context.Value(key)
+}
 
 // authFailure is why a request carries no usable credentials.
 type authFailure struct {
@@ -106,9 +124,13 @@ func (s *server) authorize(perm auth.Permission) gin.HandlerFunc {
 			s.refuseAuth(c, fail)
 			return
 		}
-		c.Set(principalKey, p)
 		trustConnection(c.Writer, c.Request)
 		stream := c.Param("prefix")
+		// The principal goes with the request before any refusal, for the
+		// audit entry of a 403. The coordinator names the caller in what
+		// it registers on the fly, and limits it unless ADMIN.
+		ctx := actors.WithCaller(c.Request.Context(), actors.Caller{Principal: p.Username, Admin: p.AllowedOn(auth.PermAdmin, stream)})
+		c.Request = c.Request.WithContext(&authorized{Context: ctx, p: p})
 		switch {
 		case stream == "" && !p.Allowed(perm):
 			s.forbid(c, "this endpoint needs the "+perm.String()+" role on every stream")
@@ -120,8 +142,6 @@ func (s *server) authorize(perm auth.Permission) gin.HandlerFunc {
 			s.forbid(c, "these credentials may not heartbeat as this member id")
 			return
 		}
-		// The coordinator names the caller in what it registers on the fly, and limits it unless ADMIN.
-		c.Request = c.Request.WithContext(actors.WithCaller(c.Request.Context(), actors.Caller{Principal: p.Username, Admin: p.AllowedOn(auth.PermAdmin, stream)}))
 		c.Next()
 	}
 }
@@ -164,10 +184,9 @@ func tooMany(c *gin.Context, message string, retry time.Duration) {
 
 // principal is the caller authorized for this request, if any.
 func principal(c *gin.Context) (auth.Principal, bool) {
-	v, ok := c.Get(principalKey)
+	p, ok := c.Request.Context().Value(principalKey{}).(*auth.Principal)
 	if !ok {
 		return auth.Principal{}, false
 	}
-	p, ok := v.(auth.Principal)
-	return p, ok
+	return *p, true
 }

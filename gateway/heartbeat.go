@@ -73,9 +73,11 @@ func (s *server) heartbeat(c *gin.Context) {
 }
 
 // writeHeartbeat writes resp as the 200 answer, encoded once into a
-// pooled buffer and sent in one write with its Content-Length: an answer
-// past net/http's buffer (a member owning many shards) is not sent
-// chunked. Its bytes are those c.JSON writes.
+// pooled buffer and sent in one write with its Content-Length. Its bytes
+// are those c.JSON writes. An answer that fits net/http's buffer before
+// chunking gets its Content-Length from net/http itself, which writes it
+// without allocating when the handler returns; a longer one (a member
+// owning many shards) gets it here, so that it is not sent chunked.
 func (s *server) writeHeartbeat(c *gin.Context, resp *protocol.HeartbeatResponse) {
 	buf := s.bodies.buffer()
 	defer s.bodies.recycle(buf)
@@ -85,8 +87,10 @@ func (s *server) writeHeartbeat(c *gin.Context, resp *protocol.HeartbeatResponse
 	}
 	buf.Truncate(buf.Len() - 1) // the newline Encode adds
 	h := c.Writer.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h["Content-Type"] = s.jsonContentType
+	if buf.Len() > answerBufferBytes {
+		h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	}
 	c.Writer.WriteHeader(http.StatusOK)
 	_, _ = c.Writer.Write(buf.Bytes())
 }
@@ -180,6 +184,11 @@ func reportTime(dec *jsontext.Decoder) (time.Time, bool, error) {
 	parsed, perr := time.Parse(time.RFC3339Nano, tok.String())
 	return parsed, perr == nil, nil
 }
+
+// answerBufferBytes is the most an answer written in one Write before
+// its handler returns may hold for net/http to set its Content-Length:
+// the buffer HTTP/1.1 fills before it chunks (HTTP/2's is larger).
+const answerBufferBytes = 2048
 
 // heldWriteSlack is the time a held heartbeat's answer gets to be written
 // once the coordinator has it.

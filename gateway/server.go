@@ -138,6 +138,10 @@ type server struct {
 	heartbeatJSON, heartbeatFast jsonv2.Options
 	// requestIDs makes the ids of requests that bring none.
 	requestIDs *requestIDs
+	// jsonContentType is the Content-Type of heartbeat answers, one
+	// header value shared by all of them (net/http only reads it), as
+	// gin's c.JSON shares its own.
+	jsonContentType []string
 	// rates keeps the shard observations the Grafana rows' rates are
 	// computed from.
 	rates rateTracker
@@ -199,6 +203,7 @@ func New(coord Backend, opts Options) http.Handler {
 		heartbeatJSON:    heartbeatOptions(),
 		heartbeatFast:    heartbeatFastOptions(),
 		requestIDs:       newRequestIDs(),
+		jsonContentType:  []string{"application/json; charset=utf-8"},
 	}
 	if opts.probe != nil {
 		opts.probe.s = s

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"runtime"
 	"sync"
 	"time"
@@ -184,32 +183,45 @@ type verifiedCache struct {
 	ttl     time.Duration
 	maxSize int
 
-	// macs holds HMACs under key, reset, for id: clients sending Basic
-	// on every call check it on every request, and a new HMAC is two
-	// digests and their pads.
+	// macs holds *macScratch, an HMAC under key (reset) with room for
+	// its input, for id: clients sending Basic on every call check it on
+	// every request, a new HMAC is two digests and their pads, and the
+	// input and sum built afresh would be garbage per request.
 	macs sync.Pool
 
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]time.Time
 }
 
+// maxScratchInput is the largest input buffer a macScratch keeps.
+const maxScratchInput = 1 << 10
+
+// macScratch is one HMAC of verifiedCache.id and its reused buffers.
+type macScratch struct {
+	mac hash.Hash
+	in  []byte
+	sum [sha256.Size]byte
+}
+
 func newVerifiedCache(key []byte, ttl time.Duration, maxSize int) *verifiedCache {
 	c := &verifiedCache{key: key, ttl: ttl, maxSize: maxSize, entries: map[[sha256.Size]byte]time.Time{}}
-	c.macs.New = func() any { return hmac.New(sha256.New, key) }
+	c.macs.New = func() any { return &macScratch{mac: hmac.New(sha256.New, key)} }
 	return c
 }
 
+// id is the HMAC of username, a zero byte and password: what the cache
+// keeps instead of the password.
 func (c *verifiedCache) id(username, password string) [sha256.Size]byte {
-	mac := c.macs.Get().(hash.Hash)
-	defer func() {
-		mac.Reset()
-		c.macs.Put(mac)
-	}()
-	_, _ = io.WriteString(mac, username)
-	mac.Write([]byte{0})
-	_, _ = io.WriteString(mac, password)
-	var out [sha256.Size]byte
-	mac.Sum(out[:0])
+	m := c.macs.Get().(*macScratch)
+	m.in = append(append(append(m.in[:0], username...), 0), password...)
+	m.mac.Write(m.in)
+	out := [sha256.Size]byte(m.mac.Sum(m.sum[:0]))
+	clear(m.in) // no password left behind in the pool
+	if cap(m.in) > maxScratchInput {
+		m.in = nil // a huge header's buffer is not kept
+	}
+	m.mac.Reset()
+	c.macs.Put(m)
 	return out
 }
 

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rscoord/rscoord/actors"
 	"github.com/rscoord/rscoord/client/protocol"
 )
@@ -70,8 +72,9 @@ func RateLimiters() []string {
 
 // initLabels creates every labelled counter's series at 0.
 func (m *Metrics) initLabels() {
+	m.heartbeatStatus = map[protocol.Status]prometheus.Counter{}
 	for _, st := range heartbeatStatuses() {
-		m.heartbeats.WithLabelValues(string(st))
+		m.heartbeatStatus[st] = m.heartbeats.WithLabelValues(string(st))
 	}
 	for _, k := range stepKinds() {
 		m.groupSteps.WithLabelValues(k, "true")

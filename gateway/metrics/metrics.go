@@ -21,6 +21,9 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	heartbeats *prometheus.CounterVec
+	// heartbeatStatus holds heartbeats' series by status, bound once:
+	// looking a child up by its label value hashed it per heartbeat.
+	heartbeatStatus map[protocol.Status]prometheus.Counter
 	// heartbeatLatency is rscoord_heartbeat_duration_seconds by its held
 	// label: the two series, looked up once rather than per heartbeat.
 	heartbeatLatency   [2]prometheus.Observer // [0] held="false", [1] held="true"
@@ -165,7 +168,11 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Heartbeat counts one answered heartbeat; held says that it asked to be
 // held (waitMs) and could be, so that took includes the wait.
 func (m *Metrics) Heartbeat(status protocol.Status, held bool, took time.Duration) {
-	m.heartbeats.WithLabelValues(string(status)).Inc()
+	if c, ok := m.heartbeatStatus[status]; ok {
+		c.Inc()
+	} else {
+		m.heartbeats.WithLabelValues(string(status)).Inc()
+	}
 	i := 0
 	if held {
 		i = 1
