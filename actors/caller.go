@@ -19,34 +19,16 @@ type Caller struct {
 type callerKey struct{}
 
 // WithCaller returns ctx carrying c, in one allocation: every
-// authorized request gets one, and context.WithValue would also copy c
-// to the heap on its own.
+// authorized request gets one (valueContext).
 func WithCaller(ctx context.Context, c Caller) context.Context {
-	return &callerContext{Context: ctx, c: c}
-}
-
-// callerContext is a context carrying a Caller in place.
-type callerContext struct {
-	context.Context
-	c Caller
-}
-
-// Value is a pointer to the caller for callerKey, else the parent's value.
-func (x *callerContext) Value(key any) any {
-	if key == (callerKey{}) {
-		return &x.c
-	}
-	return x.Context.Value(key)
+	return &valueContext[callerKey, Caller]{Context: ctx, v: c}
 }
 
 // callerOf is the caller ctx carries. A context without one (a request
 // that did not pass the gateway's authorization) is an unnamed caller
 // that is not ADMIN, so that its registrations are limited too.
 func callerOf(ctx context.Context) Caller {
-	if c, ok := ctx.Value(callerKey{}).(*Caller); ok {
-		return *c
-	}
-	return Caller{}
+	return valueOf[callerKey, Caller](ctx)
 }
 
 // Origin is where a heartbeat comes from, for the members API: the
@@ -61,27 +43,37 @@ type originKey struct{}
 
 // WithOrigin returns ctx carrying o, in one allocation (per heartbeat).
 func WithOrigin(ctx context.Context, o Origin) context.Context {
-	return &originContext{Context: ctx, o: o}
-}
-
-// originContext is a context carrying an Origin in place.
-type originContext struct {
-	context.Context
-	o Origin
-}
-
-// Value is a pointer to the origin for originKey, else the parent's value.
-func (x *originContext) Value(key any) any {
-	if key == (originKey{}) {
-		return &x.o
-	}
-	return x.Context.Value(key)
+	return &valueContext[originKey, Origin]{Context: ctx, v: o}
 }
 
 // originOf is the origin ctx carries, zero when none.
 func originOf(ctx context.Context) Origin {
-	if o, ok := ctx.Value(originKey{}).(*Origin); ok {
-		return *o
+	return valueOf[originKey, Origin](ctx)
+}
+
+// valueContext is a context carrying one V under the key type K, in
+// place: context.WithValue would take a second allocation to copy v to
+// the heap, on a path every heartbeat takes.
+type valueContext[K comparable, V any] struct {
+	context.Context
+	v V
+}
+
+// Value is a pointer to the carried value for a key of type K, else the
+// parent's value.
+func (x *valueContext[K, V]) Value(key any) any {
+	if _, ok := key.(K); ok {
+		return &x.v
 	}
-	return Origin{}
+	return x.Context.Value(key)
+}
+
+// valueOf is the V that ctx carries under the key type K, zero when none.
+func valueOf[K comparable, V any](ctx context.Context) V {
+	var k K
+	if v, ok := ctx.Value(k).(*V); ok {
+		return *v
+	}
+	var zero V
+	return zero
 }
