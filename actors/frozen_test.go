@@ -29,15 +29,21 @@ func joinReq(id string) *protocol.HeartbeatRequest {
 // Redis rs (2 s per Redis call), closed when the test ends.
 func startOnRedis(t *testing.T, rs *redistest.Server, autoCreateGroups bool) *actors.Coordinator {
 	t.Helper()
+	return startOnRedisWith(t, rs, actors.Config{AutoCreateGroups: autoCreateGroups})
+}
+
+// startOnRedisWith is startOnRedis with cfg's other settings: the store,
+// logger, Redis and Redis timeout are set here.
+func startOnRedisWith(t *testing.T, rs *redistest.Server, cfg actors.Config) *actors.Coordinator {
+	t.Helper()
 	store, err := persistence.OpenPebble(t.TempDir(), persistence.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	c, err := actors.Start(context.Background(), actors.Config{
-		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AutoCreateGroups: autoCreateGroups,
-		Redis: redisops.Wrap(rs.Client()), RedisTimeout: 2 * time.Second,
-	})
+	cfg.Store, cfg.Logger = store, slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Redis, cfg.RedisTimeout = redisops.Wrap(rs.Client()), 2*time.Second
+	c, err := actors.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package actors_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -15,36 +13,16 @@ import (
 	"github.com/rscoord/rscoord/client/protocol"
 	"github.com/rscoord/rscoord/client/redistest"
 	"github.com/rscoord/rscoord/internal/poll"
-	"github.com/rscoord/rscoord/persistence"
-	"github.com/rscoord/rscoord/redisops"
 )
 
 // startForcing is startOnRedis with a two-second member lease, so that a
 // member that stops heartbeating lets go of its shards within seconds.
 func startForcing(t *testing.T, rs *redistest.Server) *actors.Coordinator {
 	t.Helper()
-	store, err := persistence.OpenPebble(t.TempDir(), persistence.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	c, err := actors.Start(context.Background(), actors.Config{
-		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	return startOnRedisWith(t, rs, actors.Config{
 		Group: assign.Config{HeartbeatInterval: 200 * time.Millisecond, ReconcileInterval: 50 * time.Millisecond,
 			MemberLease: 2 * time.Second, RebalanceTimeout: time.Second},
-		Redis: redisops.Wrap(rs.Client()), RedisTimeout: 2 * time.Second,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return c
 }
 
 func wantCode(t *testing.T, what string, err error, code protocol.ErrorCode) *protocol.Error {
