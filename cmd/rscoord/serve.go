@@ -138,6 +138,7 @@ func (s *ServeCmd) Run(ctx context.Context) error {
 	cfg := s.config()
 	cfg.Logger = s.logger()
 	logReferenceAliases(cfg.Logger, os.LookupEnv)
+	tuneGC(cfg.Logger, os.LookupEnv)
 	// go-redis has one logger per process, and the server owns the
 	// process: its lines go through the server's logger (--log-format).
 	redis.SetLogger(redisconn.NewLogger(cfg.Logger))
