@@ -59,11 +59,20 @@ func (s *server) authenticate(c *gin.Context) (auth.Principal, *authFailure) {
 	scheme, value := auth.SplitAuthorization(header)
 	switch {
 	case strings.EqualFold(scheme, "basic"):
+		if p, ok := recallBasic(c.Request, header, s.auth.Now()); ok {
+			return p, nil
+		}
 		user, password, ok := auth.ParseBasic(value)
 		if !ok {
 			return auth.Principal{}, unauthorized("malformed Basic credentials")
 		}
-		return s.checkPassword(c, user, password)
+		p, fail := s.checkPassword(c, user, password)
+		if fail == nil {
+			if _, until, ok := s.auth.VerifiedUntil(user, password); ok {
+				rememberBasic(c.Request, header, p, until)
+			}
+		}
+		return p, fail
 	case strings.EqualFold(scheme, "bearer"):
 		p, err := s.auth.VerifyBearer(c.Request.Context(), value)
 		if errors.Is(err, auth.ErrExpiredToken) {

@@ -43,6 +43,9 @@ type gateConn struct {
 	gate    *authGate
 	trusted atomic.Bool
 	n       int // handlers in flight while untrusted; guarded by gate.mu
+	// basic is the Basic credentials the connection last checked
+	// (recallBasic); its streams share it over HTTP/2.
+	basic atomic.Pointer[basicMemo]
 }
 
 type gateConnKey struct{}

@@ -170,12 +170,26 @@ func (a *Authenticator) CheckPassword(ctx context.Context, username, password st
 // checked out a short while ago, without comparing them again. It costs
 // no bcrypt work, so callers may ask it before any limit.
 func (a *Authenticator) Verified(username, password string) (Principal, bool) {
-	u, known := a.users[username]
-	if known && a.cache.hit(username, password, a.now()) {
-		return u.principal(MethodBasic), true
-	}
-	return Principal{}, false
+	p, _, ok := a.VerifiedUntil(username, password)
+	return p, ok
 }
+
+// VerifiedUntil is Verified, with the time until which the check it
+// remembers holds: a caller may trust the same credentials until then
+// without asking again.
+func (a *Authenticator) VerifiedUntil(username, password string) (Principal, time.Time, bool) {
+	u, known := a.users[username]
+	if !known {
+		return Principal{}, time.Time{}, false
+	}
+	if until, ok := a.cache.hit(username, password, a.now()); ok {
+		return u.principal(MethodBasic), until, true
+	}
+	return Principal{}, time.Time{}, false
+}
+
+// Now is the authenticator's clock, which the times it answers are on.
+func (a *Authenticator) Now() time.Time { return a.now() }
 
 // verifiedCache remembers credentials recently verified.
 type verifiedCache struct {
@@ -225,12 +239,14 @@ func (c *verifiedCache) id(username, password string) [sha256.Size]byte {
 	return out
 }
 
-func (c *verifiedCache) hit(username, password string, now time.Time) bool {
+// hit reports whether these credentials were verified and the check still
+// holds at now, and until when it holds.
+func (c *verifiedCache) hit(username, password string, now time.Time) (time.Time, bool) {
 	id := c.id(username, password)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	exp, ok := c.entries[id]
-	return ok && now.Before(exp)
+	return exp, ok && now.Before(exp)
 }
 
 func (c *verifiedCache) remember(username, password string, now time.Time) {
