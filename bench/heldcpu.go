@@ -67,6 +67,9 @@ type CPUPhase struct {
 	Answers int `json:"answers"`
 	Held    int `json:"held"`
 	Errors  int `json:"errors"`
+	// FirstError is the first error of a held phase, to tell what the
+	// errors were.
+	FirstError string `json:"firstError,omitempty"`
 	// PerSecond is Answers a second of the phase.
 	PerSecond float64 `json:"perSecond"`
 	// CPU is what the server process spent over the phase, and PerAnswer
@@ -353,6 +356,7 @@ func heldCPU(ctx context.Context, cfg CPUConfig, srv CPUServer, steady *coordcli
 		answered   atomic.Int64
 		heldN      atomic.Int64
 		errs       atomic.Int64
+		firstErr   atomic.Pointer[string]
 		warm       sync.WaitGroup
 		wg         sync.WaitGroup
 		probeMu    sync.Mutex
@@ -368,6 +372,8 @@ func heldCPU(ctx context.Context, cfg CPUConfig, srv CPUServer, steady *coordcli
 				switch {
 				case err != nil:
 					errs.Add(1)
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
 				case measuring.Load():
 					answered.Add(1)
 					if time.Since(t0) >= cfg.Wait/2 {
@@ -404,6 +410,8 @@ func heldCPU(ctx context.Context, cfg CPUConfig, srv CPUServer, steady *coordcli
 				t0 := time.Now()
 				if _, err := m.echoBeat(ctx, steady, 0, take); err != nil {
 					errs.Add(1)
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
 					continue
 				}
 				took := time.Since(t0)
@@ -419,6 +427,9 @@ func heldCPU(ctx context.Context, cfg CPUConfig, srv CPUServer, steady *coordcli
 	pg.Wait()
 	wg.Wait()
 	p := CPUPhase{Answers: int(answered.Load()), Held: int(heldN.Load()), Errors: int(errs.Load()), Latency: summarize(probeTimes)}
+	if msg := firstErr.Load(); msg != nil {
+		p.FirstError = *msg
+	}
 	if err := w.close(&p); err != nil {
 		return p, err
 	}

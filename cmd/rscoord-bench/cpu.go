@@ -116,6 +116,19 @@ func printCPU(out io.Writer, c *CPUCmd, rep bench.CPUReport) {
 			line("held h1", i, *r.HeldH1)
 			line("held h2c", i, *r.HeldH2C)
 		}
+		for _, p := range []*bench.CPUPair{r.HeldH1, r.HeldH2C} {
+			if p == nil {
+				continue
+			}
+			for _, ph := range []struct {
+				name string
+				p    bench.CPUPhase
+			}{{"rscoord", p.Coordinator}, {"echo", p.Baseline}} {
+				if ph.p.FirstError != "" {
+					fmt.Fprintf(out, "    round %d %s: first of %d errors: %s\n", i+1, ph.name, ph.p.Errors, ph.p.FirstError)
+				}
+			}
+		}
 	}
 	m := rep.Steady
 	fmt.Fprintf(out, "  steady (median of rounds): server CPU %s per heartbeat, echo %s: %.2fx; target ≤ %.1fx: %s\n",
