@@ -21,6 +21,12 @@ const maxFailureDelay = time.Second
 // for its turn (slowCheck).
 const maxSlowWait = 2 * time.Second
 
+// DefaultPasswordWait is [Options.PasswordWait] when unset. A request that
+// has not authenticated yet gets DefaultUnauthenticatedWriteTimeout (10 s)
+// to be answered: the wait, a bcrypt comparison and maxFailureDelay fit
+// within it, so a refused check is answered 429 rather than cut off.
+const DefaultPasswordWait = 5 * time.Second
+
 // checkPassword checks a username and password under the failure limits.
 //
 // The limits slow failures and never lock out credentials that verify.
@@ -38,7 +44,10 @@ func (s *server) checkPassword(c *gin.Context, user, password string) (auth.Prin
 	if p, ok := s.auth.Verified(user, password); ok {
 		return p, nil
 	}
-	ctx := c.Request.Context()
+	// Every wait below ends with this bound; a bcrypt comparison once
+	// started runs to its end.
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.PasswordWait)
+	defer cancel()
 	// The check holds its place under both limits before it runs, so that
 	// checks running at once cannot together pass either limit unnoticed.
 	// The username first, always: a check holding the address's place

@@ -55,6 +55,11 @@ type Options struct {
 	// attacker who fills it must not lock real users out (the other limit
 	// still counts). 0: 100,000.
 	LoginFailureKeys int
+	// PasswordWait bounds how long a password check waits for its places:
+	// under both login limits and for a bcrypt comparison. A check that
+	// cannot start within it is not run, and its request is answered 429
+	// with Retry-After. 0: DefaultPasswordWait.
+	PasswordWait time.Duration
 	// Now is the clock of the rate limiters. Default time.Now.
 	Now func() time.Time
 	// BodyMemory bounds the bytes request bodies over 64 KiB hold at once
@@ -184,6 +189,9 @@ func New(coord Backend, opts Options) http.Handler {
 	}
 	if opts.BodyMemoryWait <= 0 {
 		opts.BodyMemoryWait = DefaultBodyMemoryWait
+	}
+	if opts.PasswordWait <= 0 {
+		opts.PasswordWait = DefaultPasswordWait
 	}
 	s := &server{
 		coord: coord, log: opts.Logger, auth: opts.Auth, opts: opts, metrics: opts.Metrics,
