@@ -19,7 +19,8 @@ func TestPeerKeySignsAndChecksClientAddresses(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	k := newPeerKey([]byte("a-secret-every-replica-shares-0123456789"))
 	other := newPeerKey([]byte("another-secret-of-another-cluster-012345"))
-	signed, ok := k.sign("192.0.2.7:4242", now)
+	fwd := forwardedOf(http.Header{forwardedForHeader: {"203.0.113.5, 203.0.113.6"}, realIPHeader: {"203.0.113.9"}})
+	signed, ok := k.sign("192.0.2.7:4242", fwd, now)
 	if !ok {
 		t.Fatal("no signature")
 	}
@@ -28,28 +29,34 @@ func TestPeerKeySignsAndChecksClientAddresses(t *testing.T) {
 		name  string
 		key   *peerKey
 		value string
+		fwd   forwardedHeaders
 		at    time.Time
 		want  string
 	}{
-		{"signed by a replica", k, signed, now, "192.0.2.7:4242"},
-		{"a little later", k, signed, now.Add(20 * time.Second), "192.0.2.7:4242"},
-		{"replayed too late", k, signed, now.Add(31 * time.Second), ""},
-		{"from the future", k, signed, now.Add(-31 * time.Second), ""},
-		{"another address under the signature", k, tampered, now, ""},
-		{"signed with another secret", other, signed, now, ""},
-		{"no key: never trusted", nil, signed, now, ""},
-		{"not three fields", k, "192.0.2.7:4242", now, ""},
-		{"not a host:port", k, func() string { v, _ := k.sign("192.0.2.7", now); return v }(), now, ""},
+		{"signed by a replica", k, signed, fwd, now, "192.0.2.7:4242"},
+		{"a little later", k, signed, fwd, now.Add(20 * time.Second), "192.0.2.7:4242"},
+		{"the hops spaced otherwise", k, signed, forwardedOf(http.Header{forwardedForHeader: {"203.0.113.5", "203.0.113.6"}, realIPHeader: {"203.0.113.9"}}), now, "192.0.2.7:4242"},
+		{"replayed too late", k, signed, fwd, now.Add(31 * time.Second), ""},
+		{"from the future", k, signed, fwd, now.Add(-31 * time.Second), ""},
+		{"another address under the signature", k, tampered, fwd, now, ""},
+		{"another X-Forwarded-For under the signature", k, signed, forwardedHeaders{forwardedFor: "198.51.100.1", realIP: fwd.realIP}, now, ""},
+		{"a hop added under the signature", k, signed, forwardedHeaders{forwardedFor: "198.51.100.1," + fwd.forwardedFor, realIP: fwd.realIP}, now, ""},
+		{"another X-Real-IP under the signature", k, signed, forwardedHeaders{forwardedFor: fwd.forwardedFor, realIP: "198.51.100.1"}, now, ""},
+		{"the forwarding headers dropped", k, signed, forwardedHeaders{}, now, ""},
+		{"signed with another secret", other, signed, fwd, now, ""},
+		{"no key: never trusted", nil, signed, fwd, now, ""},
+		{"not three fields", k, "192.0.2.7:4242", fwd, now, ""},
+		{"not a host:port", k, func() string { v, _ := k.sign("192.0.2.7", fwd, now); return v }(), fwd, now, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := tc.key.verify(tc.value, tc.at)
+			got, ok := tc.key.verify(tc.value, tc.fwd, tc.at)
 			if got != tc.want || ok != (tc.want != "") {
 				t.Fatalf("verify = %q, %v; want %q", got, ok, tc.want)
 			}
 		})
 	}
-	if _, ok := (*peerKey)(nil).sign("192.0.2.7:1", now); ok {
+	if _, ok := (*peerKey)(nil).sign("192.0.2.7:1", forwardedHeaders{}, now); ok {
 		t.Fatal("a nil key signed")
 	}
 	if newPeerKey(nil) != nil {

@@ -175,14 +175,14 @@ func (f *Front) ask(ctx context.Context, r *http.Request, t cluster.Replica) ([]
 	if err != nil {
 		return nil, fmt.Errorf("advertise URL %q: %w", t.AdvertiseURL, err)
 	}
-	for _, h := range []string{"Authorization", "Accept", requestIDHeader, "X-Real-IP"} {
+	for _, h := range []string{"Authorization", "Accept", requestIDHeader, realIPHeader} {
 		if v := r.Header.Values(h); len(v) > 0 {
 			req.Header[h] = v
 		}
 	}
 	req.Header.Set(ForwardedByHeader, f.self)
 	appendForwardedFor(req.Header, r.Header, r.RemoteAddr)
-	if signed, ok := f.peers.sign(r.RemoteAddr, time.Now()); ok {
+	if signed, ok := f.peers.sign(r.RemoteAddr, forwardedOf(r.Header), time.Now()); ok {
 		req.Header.Set(clientAddressHeader, signed)
 	}
 	resp, err := f.transport.RoundTrip(req)

@@ -411,20 +411,28 @@ func (f *Front) clientAddress(r *http.Request) *http.Request {
 		return r
 	}
 	r.Header.Del(clientAddressHeader)
-	addr, ok := f.peers.verify(v, time.Now())
+	// The signature covers the forwarding headers as the forwarding
+	// replica received them: without the hop it appended.
+	received := r.Header.Clone()
+	dropLastHop(received, claimed(v))
+	addr, ok := f.peers.verify(v, forwardedOf(received), time.Now())
 	if !ok {
-		f.log.Debug("unsigned or stale client address header ignored", slog.String("remote", r.RemoteAddr))
+		f.log.Debug("unsigned, stale or replayed client address header ignored", slog.String("remote", r.RemoteAddr))
 		return r
 	}
-	dropLastHop(r.Header, addr)
 	r = r.WithContext(r.Context()) // a shallow copy: the caller's request stays as it was
+	r.Header = received
 	r.RemoteAddr = addr
 	return r
 }
 
 // forwardedForHeader is the header proxies name the client in, each
-// appending the address it took the request from.
-const forwardedForHeader = "X-Forwarded-For"
+// appending the address it took the request from; realIPHeader is the one
+// a single proxy names it in.
+const (
+	forwardedForHeader = "X-Forwarded-For"
+	realIPHeader       = "X-Real-IP"
+)
 
 // appendForwardedFor sets out's X-Forwarded-For to in's with peer's IP
 // appended, as httputil.ProxyRequest.SetXForwarded does.
@@ -492,7 +500,7 @@ func (f *Front) proxy(advertise string, long bool) (*httputil.ReverseProxy, erro
 			pr.SetXForwarded()
 			pr.Out.Header.Set(ForwardedByHeader, f.self)
 			pr.Out.Header.Del(clientAddressHeader)
-			if signed, ok := f.peers.sign(pr.In.RemoteAddr, time.Now()); ok {
+			if signed, ok := f.peers.sign(pr.In.RemoteAddr, forwardedOf(pr.In.Header), time.Now()); ok {
 				pr.Out.Header.Set(clientAddressHeader, signed)
 			}
 		},
