@@ -39,8 +39,13 @@ type CPUConfig struct {
 	Admin coordclient.Credentials `json:"-"`
 	// Groups, Members (per group) and Shards (per stream) size the load.
 	Groups, Members, Shards int
-	// Conns is the number of closed-loop clients of the steady phases.
+	// Conns is the number of clients of the steady phases.
 	Conns int
+	// Interval, when positive, paces the steady phases: every member
+	// heartbeats once per Interval, so that both servers answer the same
+	// rate. Zero runs them closed loop: each client sends again as soon
+	// as it is answered, and a server that answers faster gets more.
+	Interval time.Duration
 	// Duration is how long each measured phase sends.
 	Duration time.Duration
 	// Rounds repeats every phase pair, the order of server and baseline
@@ -55,8 +60,9 @@ type CPUConfig struct {
 	Probes    int
 	ProbeRate float64
 	// OnPhase, when set, is called as a server's measured phase starts
-	// (kind: steady, held-http1, held-h2c; first: its first round) and
-	// returns a function called as it ends: a profiler.
+	// (kind: steady, steady-at-held-rate, held-http1, held-h2c; first:
+	// its first round) and returns a function called as it ends: a
+	// profiler.
 	OnPhase func(ctx context.Context, kind string, first bool) func() `json:"-"`
 }
 
@@ -93,9 +99,12 @@ type CPUPair struct {
 
 // CPURound is one round of every phase kind.
 type CPURound struct {
-	Steady  CPUPair  `json:"steady"`
-	HeldH1  *CPUPair `json:"heldHttp1,omitempty"`
-	HeldH2C *CPUPair `json:"heldH2c,omitempty"`
+	Steady CPUPair `json:"steady"`
+	// AtHeldRate is a steady phase paced at the held phases' rate: every
+	// member heartbeats once per Wait, not held (held phases only).
+	AtHeldRate *CPUPair `json:"steadyAtHeldRate,omitempty"`
+	HeldH1     *CPUPair `json:"heldHttp1,omitempty"`
+	HeldH2C    *CPUPair `json:"heldH2c,omitempty"`
 }
 
 // CPUMedians are the medians over rounds of one phase kind.
@@ -105,8 +114,13 @@ type CPUMedians struct {
 	Ratio       float64       `json:"cpuRatio"`
 	P99Ratio    float64       `json:"p99Ratio"`
 	// OverSteady is the coordinator's CPU per answer over its steady
-	// heartbeat's of the same round (held phases).
-	OverSteady float64 `json:"overSteady,omitempty"`
+	// heartbeat's of the same round (held phases), and OverAtHeldRate
+	// over its steady heartbeat's at the held phases' rate. A server
+	// spends less per answer the more answers each wake-up and system
+	// call serve, so the closed-loop steady phase, several times the held
+	// rate, is the cheaper per answer for that alone.
+	OverSteady     float64 `json:"overSteady,omitempty"`
+	OverAtHeldRate float64 `json:"overSteadyAtHeldRate,omitempty"`
 }
 
 // CPUReport is the outcome of a CPU run.
@@ -214,6 +228,15 @@ func RunCPU(ctx context.Context, cfg CPUConfig) (CPUReport, error) {
 			return rep, err
 		}
 		if cfg.Wait > 0 {
+			paced := cfg
+			paced.Interval = cfg.Wait
+			pair, err := phase(r, "steady-at-held-rate", func(srv CPUServer, c *coordclient.Client, take bool) (CPUPhase, error) {
+				return steadyCPU(ctx, paced, srv, c, members, take)
+			})
+			if err != nil {
+				return rep, err
+			}
+			round.AtHeldRate = &pair
 			for _, h2c := range []bool{false, true} {
 				kind := "held-http1"
 				if h2c {
@@ -245,7 +268,7 @@ func RunCPU(ctx context.Context, cfg CPUConfig) (CPUReport, error) {
 
 // medians are the medians over rounds of the pairs pick chooses.
 func medians(rounds []CPURound, pick func(CPURound) *CPUPair) CPUMedians {
-	var coord, base, ratio, p99, over []float64
+	var coord, base, ratio, p99, over, overPaced []float64
 	for _, r := range rounds {
 		p := pick(r)
 		coord = append(coord, float64(p.Coordinator.PerAnswer))
@@ -255,9 +278,16 @@ func medians(rounds []CPURound, pick func(CPURound) *CPUPair) CPUMedians {
 		if s := r.Steady.Coordinator.PerAnswer; s > 0 {
 			over = append(over, float64(p.Coordinator.PerAnswer)/float64(s))
 		}
+		if r.AtHeldRate != nil && r.AtHeldRate.Coordinator.PerAnswer > 0 {
+			overPaced = append(overPaced, float64(p.Coordinator.PerAnswer)/float64(r.AtHeldRate.Coordinator.PerAnswer))
+		}
 	}
-	return CPUMedians{Coordinator: time.Duration(median(coord)), Baseline: time.Duration(median(base)),
+	m := CPUMedians{Coordinator: time.Duration(median(coord)), Baseline: time.Duration(median(base)),
 		Ratio: median(ratio), P99Ratio: median(p99), OverSteady: median(over)}
+	if len(overPaced) > 0 {
+		m.OverAtHeldRate = median(overPaced)
+	}
+	return m
 }
 
 // cpuWindow reads a server's CPU at the start and end of a phase.
@@ -311,11 +341,19 @@ func steadyCPU(ctx context.Context, cfg CPUConfig, srv CPUServer, c *coordclient
 	if err != nil {
 		return CPUPhase{}, err
 	}
-	hb := HeartbeatConfig{Conns: cfg.Conns, Duration: cfg.Duration}
-	res := drive(ctx, hb, func(worker, i int) (bool, error) {
-		resp, err := members[(i*cfg.Conns+worker)%len(members)].echoBeat(ctx, c, 0, take)
-		return err == nil && resp.Status == protocol.StatusOK, err
-	})
+	hb := HeartbeatConfig{Conns: cfg.Conns, Duration: cfg.Duration, Interval: cfg.Interval}
+	var res PhaseResult
+	if cfg.Interval > 0 {
+		res = pace(ctx, hb, len(members), func(m int) (bool, error) {
+			resp, err := members[m].echoBeat(ctx, c, 0, take)
+			return err == nil && resp.Status == protocol.StatusOK, err
+		})
+	} else {
+		res = drive(ctx, hb, func(worker, i int) (bool, error) {
+			resp, err := members[(i*cfg.Conns+worker)%len(members)].echoBeat(ctx, c, 0, take)
+			return err == nil && resp.Status == protocol.StatusOK, err
+		})
+	}
 	p := CPUPhase{Answers: res.Requests, Errors: res.Errors, Latency: res.Latency}
 	return p, w.close(&p)
 }

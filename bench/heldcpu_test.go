@@ -99,3 +99,34 @@ func TestHeldCPUHoldsEveryMemberButTheProbes(t *testing.T) {
 		})
 	}
 }
+
+// With a wait, every round also runs a steady phase paced at the held
+// phases' rate, and the held answers are set beside it: at the same rate
+// both servers answer about as many heartbeats.
+func TestRunCPUPacesASteadyPhaseAtTheHeldRate(t *testing.T) {
+	s := coordtest.Start(t, "", coordtest.Options{})
+	echo := echoServer(t)
+	const members, wait, phase = 6, 100 * time.Millisecond, 500 * time.Millisecond
+	rep, err := RunCPU(context.Background(), CPUConfig{
+		Coordinator: CPUServer{URL: s.URL, CPU: selfCPU}, Baseline: CPUServer{URL: echo, CPU: selfCPU},
+		Groups: 1, Members: members, Shards: 12, Conns: 3, Duration: phase, Rounds: 1,
+		Wait: wait, PerConn: 2, Probes: 2, ProbeRate: 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Rounds[0]
+	if r.AtHeldRate == nil || rep.HeldH1 == nil || rep.HeldH2C == nil {
+		t.Fatalf("round: %+v", r)
+	}
+	// Every member once per wait over the phase, give or take a sweep.
+	want := int(phase/wait) * members
+	for _, p := range []CPUPhase{r.AtHeldRate.Coordinator, r.AtHeldRate.Baseline} {
+		if p.Errors != 0 || p.Answers < want-members || p.Answers > want+members || p.PerAnswer <= 0 {
+			t.Fatalf("steady phase at the held rate: %d answers, want %d ± %d: %+v", p.Answers, want, members, p)
+		}
+	}
+	if rep.HeldH1.OverAtHeldRate <= 0 || rep.HeldH2C.OverAtHeldRate <= 0 {
+		t.Fatalf("held over steady at the held rate: %v, %v", rep.HeldH1.OverAtHeldRate, rep.HeldH2C.OverAtHeldRate)
+	}
+}
