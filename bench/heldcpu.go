@@ -134,8 +134,9 @@ type CPUReport struct {
 }
 
 // RunCPU joins the members to the coordinator, then runs cfg.Rounds
-// rounds of a steady phase (closed loop over HTTP/1.1 keep-alive) and,
-// with cfg.Wait, two held phases (every member but the probes holding its
+// rounds of a steady phase (over HTTP/1.1 keep-alive, closed loop or paced
+// by cfg.Interval) and, with cfg.Wait, a steady phase paced at the held
+// rate and two held phases (every member but the probes holding its
 // heartbeat for cfg.Wait: over HTTP/1.1, a connection each; over h2c,
 // cfg.PerConn to a connection), each against the coordinator and the
 // baseline, and reports each server's CPU per answer.
