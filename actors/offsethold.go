@@ -156,16 +156,9 @@ func (a *groupActor) holdTimedOut(ctx actor.Context, m *holdTimeoutMsg) {
 // endHold clears the pending hold; a reset still waiting for it is
 // answered err. The group gives the shards out again.
 func (a *groupActor) endHold(ctx actor.Context, err error) {
-	h := a.hold
+	h := a.clearHold(err)
 	if h == nil {
 		return
-	}
-	a.hold = nil
-	if h.timer != nil {
-		h.timer.Stop()
-	}
-	if !h.freed {
-		h.msg.ready <- holdReply{err: err}
 	}
 	if a.g != nil && a.failed == nil && !a.deleted && len(a.g.HeldOut()) > 0 {
 		a.log().Info("shards given out again after a forced offsets reset", slog.Any("shards", h.msg.shards))
@@ -177,16 +170,22 @@ func (a *groupActor) endHold(ctx actor.Context, err error) {
 // longer keep its hold (it stops, restarts, fails closed or the group is
 // deleted): the group it keeps, if any, holds nothing out.
 func (a *groupActor) dropHold(code protocol.ErrorCode, why string) {
+	a.clearHold(protocol.Errorf(code, fmt.Sprintf("forced offsets reset of group %q: %s; nothing was reset", a.name, why)))
+}
+
+// clearHold forgets the pending hold, if any, and answers a reset still
+// waiting for it err. It returns the hold it cleared.
+func (a *groupActor) clearHold(err error) *shardHold {
 	h := a.hold
 	if h == nil {
-		return
+		return nil
 	}
 	a.hold = nil
 	if h.timer != nil {
 		h.timer.Stop()
 	}
 	if !h.freed {
-		h.msg.ready <- holdReply{err: protocol.Errorf(code,
-			fmt.Sprintf("forced offsets reset of group %q: %s; nothing was reset", a.name, why))}
+		h.msg.ready <- holdReply{err: err}
 	}
+	return h
 }
