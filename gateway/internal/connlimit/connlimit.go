@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,13 +29,7 @@ type Limiter struct {
 
 	mu    sync.Mutex
 	freed *sync.Cond
-	conns map[net.Conn]*state
-}
-
-type state struct {
-	busy bool
-	// since is when the connection last became idle (or was accepted).
-	since time.Time
+	conns map[*conn]struct{}
 }
 
 // New returns a limiter of max connections (at least 1). evicted, when not
@@ -44,7 +39,7 @@ func New(max int, evicted func()) *Limiter {
 	if max < 1 {
 		max = 1
 	}
-	l := &Limiter{max: max, now: time.Now, evicted: evicted, conns: map[net.Conn]*state{}}
+	l := &Limiter{max: max, now: time.Now, evicted: evicted, conns: map[*conn]struct{}{}}
 	l.freed = sync.NewCond(&l.mu)
 	return l
 }
@@ -59,26 +54,29 @@ func (l *Limiter) Open() int {
 	return len(l.conns)
 }
 
-// ConnState follows the server's view of each connection.
+// ConnState follows the server's view of each connection. A request's
+// start and end touch only its own connection's state: they come twice
+// per request, and a lock shared by every connection was taken for them.
 func (l *Limiter) ConnState(c net.Conn, s http.ConnState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st, ok := l.conns[c]
-	if !ok {
+	cc, ok := c.(*conn)
+	if !ok || cc.l != l {
 		return
 	}
 	switch s {
 	case http.StateActive:
-		st.busy = true
+		cc.busy.Store(true)
 	case http.StateIdle:
-		st.busy, st.since = false, l.now()
+		cc.since.Store(l.now().UnixNano())
+		cc.busy.Store(false)
 	case http.StateHijacked, http.StateClosed:
-		l.drop(c)
+		l.mu.Lock()
+		l.drop(cc)
+		l.mu.Unlock()
 	}
 }
 
 // drop forgets c; l.mu is held.
-func (l *Limiter) drop(c net.Conn) {
+func (l *Limiter) drop(c *conn) {
 	if _, ok := l.conns[c]; ok {
 		delete(l.conns, c)
 		l.freed.Signal()
@@ -87,14 +85,14 @@ func (l *Limiter) drop(c net.Conn) {
 
 // admit makes room for c, closing the longest-idle connection or waiting
 // for a busy one to end, then counts it.
-func (l *Limiter) admit(c net.Conn) {
+func (l *Limiter) admit(c *conn) {
 	l.mu.Lock()
 	for len(l.conns) >= l.max {
-		var oldest net.Conn
-		var since time.Time
-		for oc, st := range l.conns {
-			if !st.busy && (oldest == nil || st.since.Before(since)) {
-				oldest, since = oc, st.since
+		var oldest *conn
+		var since int64
+		for oc := range l.conns {
+			if at := oc.since.Load(); !oc.busy.Load() && (oldest == nil || at < since) {
+				oldest, since = oc, at
 			}
 		}
 		if oldest == nil {
@@ -109,7 +107,8 @@ func (l *Limiter) admit(c net.Conn) {
 		}
 		l.mu.Lock()
 	}
-	l.conns[c] = &state{since: l.now()}
+	c.since.Store(l.now().UnixNano())
+	l.conns[c] = struct{}{}
 	l.mu.Unlock()
 }
 
@@ -134,6 +133,10 @@ type conn struct {
 	net.Conn
 	l    *Limiter
 	once sync.Once
+	// busy says a request is in flight; since is when the connection
+	// last became idle (or was accepted), in Unix nanoseconds.
+	busy  atomic.Bool
+	since atomic.Int64
 }
 
 func (c *conn) Close() error {
