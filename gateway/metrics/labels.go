@@ -76,9 +76,9 @@ func (m *Metrics) initLabels() {
 	for _, st := range heartbeatStatuses() {
 		m.heartbeatStatus[st] = m.heartbeats.WithLabelValues(string(st))
 	}
+	m.stepSeries = map[string][2]prometheus.Counter{}
 	for _, k := range stepKinds() {
-		m.groupSteps.WithLabelValues(k, "true")
-		m.groupSteps.WithLabelValues(k, "false")
+		m.stepSeries[k] = [2]prometheus.Counter{m.groupSteps.WithLabelValues(k, "false"), m.groupSteps.WithLabelValues(k, "true")}
 	}
 	for _, k := range storeKinds() {
 		m.storeWriteErrors.WithLabelValues(k)

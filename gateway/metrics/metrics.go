@@ -26,8 +26,11 @@ type Metrics struct {
 	heartbeatStatus map[protocol.Status]prometheus.Counter
 	// heartbeatLatency is rscoord_heartbeat_duration_seconds by its held
 	// label: the two series, looked up once rather than per heartbeat.
-	heartbeatLatency   [2]prometheus.Observer // [0] held="false", [1] held="true"
-	groupSteps         *prometheus.CounterVec
+	heartbeatLatency [2]prometheus.Observer // [0] held="false", [1] held="true"
+	groupSteps       *prometheus.CounterVec
+	// stepSeries holds groupSteps' series by kind, bound once like
+	// heartbeatStatus: every heartbeat is a step.
+	stepSeries         map[string][2]prometheus.Counter // [0] persisted="false", [1] persisted="true"
 	joins              prometheus.Counter
 	leaves             prometheus.Counter
 	expirations        prometheus.Counter
@@ -173,11 +176,24 @@ func (m *Metrics) Heartbeat(status protocol.Status, held bool, took time.Duratio
 	} else {
 		m.heartbeats.WithLabelValues(string(status)).Inc()
 	}
-	i := 0
-	if held {
-		i = 1
+	m.heartbeatLatency[boolIndex(held)].Observe(took.Seconds())
+}
+
+// boolIndex is the index of b's series in a pair bound by a true/false
+// label: 0 for false, 1 for true.
+func boolIndex(b bool) int {
+	if b {
+		return 1
 	}
-	m.heartbeatLatency[i].Observe(took.Seconds())
+	return 0
+}
+
+// addCount adds n to c, skipping the atomic update when there is nothing
+// to add (the common case: a step of a steady heartbeat).
+func addCount(c prometheus.Counter, n int) {
+	if n > 0 {
+		c.Add(float64(n))
+	}
 }
 
 // ProducerRouting counts one routing request; code is "" when it
@@ -212,13 +228,17 @@ func (m *Metrics) GroupStep(prefix, group string, step actors.GroupStep) {
 	if m.ref != nil {
 		m.ref.refGroupStep(prefix, group, step)
 	}
-	m.groupSteps.WithLabelValues(step.Kind, strconv.FormatBool(step.Persisted)).Inc()
+	if series, ok := m.stepSeries[step.Kind]; ok {
+		series[boolIndex(step.Persisted)].Inc()
+	} else {
+		m.groupSteps.WithLabelValues(step.Kind, strconv.FormatBool(step.Persisted)).Inc()
+	}
 	ev := step.Events
-	m.joins.Add(float64(len(ev.Joined)))
-	m.leaves.Add(float64(len(ev.Left)))
-	m.expirations.Add(float64(len(ev.Expired)))
-	m.fences.Add(float64(len(ev.Fenced)))
-	m.pruned.Add(float64(len(ev.Pruned)))
+	addCount(m.joins, len(ev.Joined))
+	addCount(m.leaves, len(ev.Left))
+	addCount(m.expirations, len(ev.Expired))
+	addCount(m.fences, len(ev.Fenced))
+	addCount(m.pruned, len(ev.Pruned))
 	if ev.DuplicateMember {
 		m.duplicateMembers.Inc()
 	}
@@ -228,7 +248,7 @@ func (m *Metrics) GroupStep(prefix, group string, step actors.GroupStep) {
 	if ev.StaleIncarnation {
 		m.staleIncarnations.Inc()
 	}
-	m.releases.Add(float64(len(ev.Released)))
+	addCount(m.releases, len(ev.Released))
 	if ev.Rebalanced {
 		m.rebalances.Inc()
 	}
