@@ -46,6 +46,9 @@ type gateConn struct {
 	// basic is the Basic credentials the connection last checked
 	// (recallBasic); its streams share it over HTTP/2.
 	basic atomic.Pointer[basicMemo]
+	// client is the client address gin read for the connection's peer
+	// (server.clientIP).
+	client atomic.Pointer[clientMemo]
 }
 
 type gateConnKey struct{}

@@ -45,17 +45,8 @@ func (s *server) readBody(c *gin.Context) ([]byte, *protocol.Error) {
 	return s.readBodyLimit(c, protocol.MaxBodyBytes)
 }
 
-// readBodyLimit is readBody with a limit of its own. A body over
-// smallBodyBytes first reserves its size from the large-body budget
-// (bodyMemory): Content-Length when announced, else, once the first
-// smallBodyBytes are read, the rest of the limit.
+// readBodyLimit is readBody with a limit of its own.
 func (s *server) readBodyLimit(c *gin.Context, limit int64) ([]byte, *protocol.Error) {
-	return s.readBodyInto(c, limit, new(bytes.Buffer))
-}
-
-// readBodyInto is readBodyLimit reading into buf (empty), whose bytes the
-// answer is.
-func (s *server) readBodyInto(c *gin.Context, limit int64, buf *bytes.Buffer) ([]byte, *protocol.Error) {
 	if ct := c.GetHeader("Content-Type"); ct != "" {
 		media, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(media == "application/json" || strings.HasSuffix(media, "+json")) {
@@ -63,6 +54,15 @@ func (s *server) readBodyInto(c *gin.Context, limit int64, buf *bytes.Buffer) ([
 				fmt.Sprintf("content type %q is not JSON; send application/json", capField(ct)))
 		}
 	}
+	return s.readBodyInto(c, limit, new(bytes.Buffer))
+}
+
+// readBodyInto reads c's body into buf (empty), whose bytes the answer
+// is, whatever its content type. A body over smallBodyBytes first reserves
+// its size from the large-body budget (bodyMemory): Content-Length when
+// announced, else, once the first smallBodyBytes are read, the rest of the
+// limit.
+func (s *server) readBodyInto(c *gin.Context, limit int64, buf *bytes.Buffer) ([]byte, *protocol.Error) {
 	size := c.Request.ContentLength
 	if size > limit {
 		return nil, tooBig(limit)

@@ -22,13 +22,12 @@ import (
 // not JSON at all (400), too large (413), or large while the large-body
 // budget is full (429, see bodyMemory): any other non-2xx would stop
 // the reference Python client's member thread. The content type is not
-// checked, for the same reason. The body is read into a pooled buffer and
-// decoded once.
+// checked, for the same reason (readBodyInto). The body is read into a
+// pooled buffer and decoded once.
 func (s *server) heartbeat(c *gin.Context) {
 	start := time.Now()
 	buf := s.bodies.buffer()
 	defer s.bodies.recycle(buf)
-	c.Request.Header.Del("Content-Type")
 	body, perr := s.readBodyInto(c, maxHeartbeatBodyBytes, buf)
 	if perr != nil {
 		abortWith(c, perr.Code, perr.Message)
@@ -65,7 +64,7 @@ func (s *server) heartbeat(c *gin.Context) {
 	}
 	// Where the member runs, for the members API; the group actor stores
 	// it only when it changed.
-	ctx := actors.WithOrigin(c.Request.Context(), actors.Origin{Address: c.ClientIP(), UserAgent: c.Request.UserAgent()})
+	ctx := actors.WithOrigin(c.Request.Context(), actors.Origin{Address: s.clientIP(c), UserAgent: c.Request.UserAgent()})
 	resp := s.coord.Heartbeat(ctx, c.Param("prefix"), c.Param("group"), c.Param("member"), &req)
 	s.metrics.Heartbeat(resp.Status, req.WaitMs > 0, time.Since(start))
 	s.metrics.GroupHeartbeat(c.Param("prefix"), c.Param("group"), resp.Status)

@@ -147,6 +147,9 @@ type server struct {
 	// header value shared by all of them (net/http only reads it), as
 	// gin's c.JSON shares its own.
 	jsonContentType []string
+	// peerIsClient says no proxy is trusted: a request's client is its
+	// peer (clientIP).
+	peerIsClient bool
 	// rates keeps the shard observations the Grafana rows' rates are
 	// computed from.
 	rates rateTracker

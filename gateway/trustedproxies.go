@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -61,9 +62,38 @@ func (s *server) trustProxies(r *gin.Engine) {
 	if len(proxies) == 0 {
 		proxies = nil
 	}
+	s.peerIsClient = proxies == nil
 	if err := r.SetTrustedProxies(proxies); err != nil {
 		// Cannot happen: CheckTrustedProxies parses as gin does.
 		s.log.Error("no proxy is trusted", slog.Any("error", err))
 		_ = r.SetTrustedProxies(nil)
 	}
+}
+
+// clientMemo is the client address of a peer that is not a trusted proxy:
+// the address part of its RemoteAddr, as gin formats it.
+type clientMemo struct {
+	remote, ip string
+}
+
+// clientIP is c.ClientIP(), read once per connection while no proxy is
+// trusted: the answer then depends on the peer's address alone, and a
+// member sends every heartbeat over the same connection. Parsing and
+// formatting the address again was a fiftieth of the server's CPU per
+// heartbeat. The memo is keyed by RemoteAddr, which a replica forwarding
+// in the cluster mode sets per request. A unix socket's peer is trusted by
+// gin, so its requests are always read in full.
+func (s *server) clientIP(c *gin.Context) string {
+	gc, _ := c.Request.Context().Value(gateConnKey{}).(*gateConn)
+	if gc == nil || !s.peerIsClient {
+		return c.ClientIP()
+	}
+	if m := gc.client.Load(); m != nil && m.remote == c.Request.RemoteAddr {
+		return m.ip
+	}
+	ip := c.ClientIP()
+	if local, ok := c.Request.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local.Network() == "tcp" {
+		gc.client.Store(&clientMemo{remote: c.Request.RemoteAddr, ip: ip})
+	}
+	return ip
 }
